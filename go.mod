@@ -1,0 +1,3 @@
+module github.com/shadowtune/shadowtune
+
+go 1.26.8
