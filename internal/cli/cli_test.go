@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const (
+	webserver = "../../testdata/traces/blkreplay/linux-webserver-2.load.gz"
+	shared    = "../../testdata/traces/blkreplay/windows-shared-server.load.gz"
+	atlas     = "../../testdata/traces/disksim/atlas10k.trace"
+)
+
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return o.String(), e.String(), code
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestBadInputExitsTwoWithOneLine(t *testing.T) {
+	garbage := writeFile(t, "garbage.trace", "R Hit 10 8 100 100\nthis is not a trace line\n")
+	negative := writeFile(t, "neg.trace", "R Hit 10 -8 100 100\n")
+	empty := writeFile(t, "empty.trace", "")
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown format", []string{"simulate", "--trace", atlas, "--format", "nosuch"}, `unknown trace format "nosuch"`},
+		{"missing file", []string{"simulate", "--trace", "/nonexistent/x", "--format", "disksim"}, "no such file"},
+		{"empty trace", []string{"simulate", "--trace", empty, "--format", "disksim"}, "holds no requests"},
+		{"negative size", []string{"simulate", "--trace", negative, "--format", "disksim"}, "neg.trace:1: field 4 (bcount)"},
+		{"garbage line", []string{"simulate", "--trace", garbage, "--format", "disksim"}, "garbage.trace:2:"},
+		{"no latency for eval", []string{"model", "eval", "--trace", shared, "--format", "blkreplay"}, "no measured service times"},
+		{"unknown scheduler", []string{"simulate", "--trace", atlas, "--format", "disksim", "--candidates", "cfq"}, `unknown scheduler "cfq"`},
+		{"bad tunable", []string{"simulate", "--trace", atlas, "--format", "disksim", "--candidate", "bfq:nosuch=1"}, "nosuch"},
+		{"bad redcap", []string{"simulate", "--trace", atlas, "--format", "disksim", "--redcap", "maybe"}, "--redcap"},
+		{"bad margin", []string{"simulate", "--trace", atlas, "--format", "disksim", "--margin", "80"}, "margin"},
+		{"bad fraction", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--train-fraction", "1.5"}, "--train-fraction"},
+		{"unknown flag", []string{"simulate", "--nosuch"}, "unknown flag"},
+		{"missing required", []string{"simulate", "--format", "disksim"}, "required flag"},
+		{"unknown command", []string{"nosuch"}, "unknown command"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := run(t, c.args...)
+			if code != ExitUsage {
+				t.Errorf("exit %d, want %d (stderr %q)", code, ExitUsage, errOut)
+			}
+			if out != "" {
+				t.Errorf("stdout not empty: %q", out)
+			}
+			if strings.Count(errOut, "\n") != 1 || !strings.HasPrefix(errOut, "shadowtune: error: ") {
+				t.Errorf("stderr is not one error line: %q", errOut)
+			}
+			if !strings.Contains(errOut, c.want) {
+				t.Errorf("stderr %q does not name %q", errOut, c.want)
+			}
+			if strings.Contains(errOut, "goroutine") || strings.Contains(errOut, "panic") {
+				t.Errorf("stack trace: %q", errOut)
+			}
+		})
+	}
+}
+
+func keys(m map[string]any) []string {
+	var k []string
+	for s := range m {
+		k = append(k, s)
+	}
+	sort.Strings(k)
+	return k
+}
+
+func TestSimulateJSONIsStable(t *testing.T) {
+	out, errOut, code := run(t, "simulate", "--trace", atlas, "--format", "disksim", "--redcap", "both", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"requests", "candidates", "recommendation"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("missing %q", k)
+		}
+	}
+	if doc["requests"].(float64) != 10000 {
+		t.Errorf("requests = %v", doc["requests"])
+	}
+	cands := doc["candidates"].([]any)
+	if len(cands) != 8 {
+		t.Fatalf("%d candidates, want 4 schedulers × REDCAP on/off", len(cands))
+	}
+	for _, c := range cands {
+		m := c.(map[string]any)
+		for _, k := range []string{"name", "totalServiceTimeUs", "meanResponseTimeUs", "p99ResponseTimeUs", "simulatedRequests"} {
+			if _, ok := m[k]; !ok {
+				t.Errorf("candidate lacks %q: %v", k, keys(m))
+			}
+		}
+		if m["simulatedRequests"].(float64) != 10000 {
+			t.Errorf("%v simulated %v requests", m["name"], m["simulatedRequests"])
+		}
+		if m["totalServiceTimeUs"].(float64) <= 0 {
+			t.Errorf("%v: no service time", m["name"])
+		}
+	}
+	rec := doc["recommendation"].(map[string]any)
+	for _, k := range []string{"scheduler", "switch", "improvementPct", "readAheadKiB"} {
+		if _, ok := rec[k]; !ok {
+			t.Errorf("recommendation lacks %q: %v", k, keys(rec))
+		}
+	}
+	if doc["model"].(map[string]any)["source"] != "trace" {
+		t.Errorf("a DiskSim trace carries service times; the model should be learned from it: %v", doc["model"])
+	}
+	if doc["loop"] != "closed" {
+		t.Errorf("loop = %v, want closed for a trace with pids and completions", doc["loop"])
+	}
+}
+
+func TestSimulateIsDeterministic(t *testing.T) {
+	args := []string{"simulate", "--trace", shared, "--format", "blkreplay", "-o", "json", "--predict", "sample", "--seed", "7"}
+	a, _, _ := run(t, args...)
+	b, _, _ := run(t, args...)
+	strip := func(s string) map[string]any {
+		var d map[string]any
+		if err := json.Unmarshal([]byte(s), &d); err != nil {
+			t.Fatal(err)
+		}
+		delete(d, "run") // timings
+		return d
+	}
+	if !reflect.DeepEqual(strip(a), strip(b)) {
+		t.Fatal("two runs with the same seed differ")
+	}
+}
+
+func TestModelEvalJSON(t *testing.T) {
+	out, errOut, code := run(t, "model", "eval", "--trace", atlas, "--format", "disksim", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"trainRequests", "testRequests", "windowErrorPct", "totalErrorPct", "meanMeasuredMs", "meanPredictedMs", "demeritMs"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("missing %q", k)
+		}
+	}
+	we := doc["windowErrorPct"].(map[string]any)
+	for _, k := range []string{"mean", "median", "max"} {
+		if _, ok := we[k]; !ok {
+			t.Errorf("windowErrorPct lacks %q", k)
+		}
+	}
+	if doc["trainRequests"].(float64) != 5000 || doc["testRequests"].(float64) != 5000 {
+		t.Errorf("split %v/%v, want 5000/5000", doc["trainRequests"], doc["testRequests"])
+	}
+}
+
+func TestModelLearnThenSimulate(t *testing.T) {
+	dir := t.TempDir()
+	mpath := filepath.Join(dir, "atlas.json")
+	if _, e, code := run(t, "model", "learn", "--trace", atlas, "--format", "disksim", "-o", mpath); code != 0 {
+		t.Fatalf("learn: exit %d: %s", code, e)
+	}
+	out, e, code := run(t, "simulate", "--trace", atlas, "--format", "disksim", "--model", mpath, "-o", "json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, e)
+	}
+	if !strings.Contains(out, `"source": "file"`) {
+		t.Error("simulate did not use the model file")
+	}
+	bad := writeFile(t, "bad.json", `{"version": 99}`)
+	if _, e, code := run(t, "simulate", "--trace", atlas, "--format", "disksim", "--model", bad); code != ExitUsage || !strings.Contains(e, "version") {
+		t.Errorf("bad model: exit %d, %q", code, e)
+	}
+}
+
+func TestTraceConvertRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	native := filepath.Join(dir, "atlas.st")
+	if _, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", atlas, "-o", native); code != 0 {
+		t.Fatalf("convert: exit %d: %s", code, e)
+	}
+	back := filepath.Join(dir, "atlas.trace")
+	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "disksim", "-i", native, "-o", back); code != 0 {
+		t.Fatalf("convert back: exit %d: %s", code, e)
+	}
+	a, _, _ := run(t, "model", "eval", "--trace", atlas, "--format", "disksim", "-o", "json")
+	b, _, _ := run(t, "model", "eval", "--trace", back, "--format", "disksim", "-o", "json")
+	if a != b {
+		t.Error("model eval differs after disksim → native → disksim")
+	}
+	fio := filepath.Join(dir, "atlas.iolog")
+	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "fio-iolog", "--target", "/dev/loop7", "-i", native, "-o", fio); code != 0 {
+		t.Fatalf("convert to fio: exit %d: %s", code, e)
+	}
+	data, err := os.ReadFile(fio)
+	if err != nil || !strings.HasPrefix(string(data), "fio version 3 iolog\n") || !strings.Contains(string(data), "/dev/loop7") {
+		t.Errorf("fio iolog: %v %q", err, string(data[:min(len(data), 80)]))
+	}
+}
+
+func TestTraceConvertLeavesNothingOnBadInput(t *testing.T) {
+	dir := t.TempDir()
+	bad := writeFile(t, "bad.trace", "R Hit 10 8 100 100\nW Hit x 8 1 1\n")
+	out := filepath.Join(dir, "out.st")
+	_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", bad, "-o", out)
+	if code != ExitUsage || !strings.Contains(e, "bad.trace:2:") {
+		t.Fatalf("exit %d, %q", code, e)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 0 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	out, _, code := run(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "shadowtune ") {
+		t.Fatalf("version: %d %q", code, out)
+	}
+}

@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+func newModelCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "model",
+		Short: "Learn and evaluate disk models",
+	}
+	cmd.AddCommand(newModelEvalCommand(), newModelLearnCommand())
+	return cmd
+}
+
+func newModelEvalCommand() *cobra.Command {
+	var (
+		path, format, mode, predict, class, output string
+		frac                                       float64
+		seed                                       int64
+		threshold                                  time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "eval --trace FILE --format FMT",
+		Short: "Measure the disk model's accuracy on a trace with measured service times",
+		Long: `Learn the table model on the first part of a trace that carries measured
+service times, predict each request of the rest, and report the accuracy:
+the per-1000-request window error of total predicted vs measured service
+time (KDSim §6), the total error, mean measured and predicted service time,
+and the Ruemmler–Wilkes demerit figure (RMS horizontal distance between the
+measured and predicted service-time CDFs).
+
+--mode online predicts each test request and then learns it (as the agent
+runs); frozen only predicts. --predict mean returns the cell mean (the
+papers' choice); sample draws one of the cell's last 64 measured times with
+a seeded generator, which reproduces the spread of service times and so
+usually gives a smaller demerit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return badInputf("--output: want table or json, got %q", output)
+			}
+			em, err := model.ParseEvalMode(mode)
+			if err != nil {
+				return badInputf("--mode: %w", err)
+			}
+			pm, err := model.ParsePredictMode(predict)
+			if err != nil {
+				return badInputf("--predict: %w", err)
+			}
+			cl, err := model.ParseClass(class)
+			if err != nil {
+				return badInputf("--device-class: %w", err)
+			}
+			if !(frac > 0 && frac < 1) {
+				return badInputf("--train-fraction: must be between 0 and 1 (exclusive), got %g", frac)
+			}
+			reqs, err := trace.ReadFile(format, path)
+			if err != nil {
+				return badInput(err)
+			}
+			res, err := model.Evaluate(reqs, model.EvalOptions{
+				TrainFraction: frac, Mode: em, Predict: pm, Class: cl, Seed: seed, HitThreshold: threshold,
+			})
+			if err != nil {
+				if errors.Is(err, model.ErrNoServiceTimes) {
+					return badInputf("%s: %w", path, err)
+				}
+				return badInput(err)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(res)
+			}
+			return printEval(cmd.OutOrStdout(), path, res)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&path, "trace", "", "trace with measured service times (required)")
+	fl.StringVar(&format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
+	fl.Float64Var(&frac, "train-fraction", 0.5, "leading fraction of the trace to learn from")
+	fl.StringVar(&mode, "mode", "online", "online (learn each test request after predicting it) or frozen")
+	fl.StringVar(&predict, "predict", "mean", "mean (cell mean) or sample (seeded draw from the cell's stored times)")
+	fl.StringVar(&class, "device-class", "hdd", "device class: hdd, ssd or nvme")
+	fl.Int64Var(&seed, "seed", 1, "seed for --predict sample")
+	fl.DurationVar(&threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
+	fl.StringVarP(&output, "output", "o", "table", "output: table or json")
+	_ = cmd.MarkFlagRequired("trace")
+	_ = cmd.MarkFlagRequired("format")
+	return cmd
+}
+
+func printEval(w io.Writer, path string, r model.EvalResult) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "trace\t%s\n", path)
+	fmt.Fprintf(tw, "model\t%s, %s, predict %s\n", r.Class, r.Mode, r.Predict)
+	fmt.Fprintf(tw, "requests\t%d train, %d test (%d windows of 1000)\n", r.TrainRequests, r.TestRequests, r.Windows)
+	fmt.Fprintf(tw, "window error\tmean %.2f %%, median %.2f %%, max %.2f %%\n", r.WindowErrorPct.Mean, r.WindowErrorPct.Median, r.WindowErrorPct.Max)
+	fmt.Fprintf(tw, "total error\t%+.2f %%\n", r.TotalErrorPct)
+	fmt.Fprintf(tw, "mean service time\tmeasured %.3f ms, predicted %.3f ms\n", r.MeanMeasuredMs, r.MeanPredictedMs)
+	fmt.Fprintf(tw, "demerit\t%.3f ms\n", r.DemeritMs)
+	return tw.Flush()
+}
+
+func newModelLearnCommand() *cobra.Command {
+	var (
+		path, format, class, out string
+		capacity                 uint64
+	)
+	cmd := &cobra.Command{
+		Use:   "learn --trace FILE --format FMT -o MODEL.json",
+		Short: "Learn a disk model from a trace with measured service times and save it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, err := model.ParseClass(class)
+			if err != nil {
+				return badInputf("--device-class: %w", err)
+			}
+			reqs, err := trace.ReadFile(format, path)
+			if err != nil {
+				return badInput(err)
+			}
+			m, err := model.Fit(reqs, model.FitOptions{Class: cl, CapacitySectors: capacity})
+			if err != nil {
+				return badInputf("%s: %w", path, err)
+			}
+			_, err = writeAtomically(out, cmd.OutOrStdout(), func(w io.Writer) (int64, error) {
+				return 1, m.Save(w)
+			})
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&path, "trace", "", "trace with measured service times (required)")
+	fl.StringVar(&format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
+	fl.StringVar(&class, "device-class", "hdd", "device class: hdd, ssd or nvme")
+	fl.Uint64Var(&capacity, "capacity-sectors", 0, "device size in 512-byte sectors (default: the largest sector in the trace)")
+	fl.StringVarP(&out, "output", "o", "-", "model file to write, or - for standard output")
+	_ = cmd.MarkFlagRequired("trace")
+	_ = cmd.MarkFlagRequired("format")
+	return cmd
+}

@@ -1,0 +1,106 @@
+// Package cli implements the shadowtune command line (cobra).
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/internal/version"
+)
+
+// Exit statuses.
+const (
+	ExitOK      = 0
+	ExitFailure = 1 // the command failed for a reason other than its input
+	ExitUsage   = 2 // bad flags, arguments or input files
+)
+
+// inputError marks an error caused by the user's input (flags, files,
+// trace contents); it exits with ExitUsage.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// badInput wraps err as an input error.
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return inputError{err}
+}
+
+// badInputf formats an input error.
+func badInputf(format string, args ...any) error {
+	return inputError{fmt.Errorf(format, args...)}
+}
+
+// NewRootCommand returns the shadowtune command tree.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "shadowtune",
+		Short: "Tune Linux block storage by shadow simulation",
+		Long: `shadowtune records the block I/O of a disk, learns a model of the disk,
+replays the recorded I/O in virtual time under every alternative setting
+(I/O scheduler and tunables, read-ahead, a block cache) and recommends or
+applies the setting predicted to be fastest.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
+	root.AddCommand(
+		newSimulateCommand(),
+		newModelCommand(),
+		newTraceCommand(),
+		newVersionCommand(),
+	)
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String())
+			return err
+		},
+	}
+}
+
+// Main runs the command line with args and returns the exit status. Errors
+// are printed as one line on stderr: "shadowtune: error: ...".
+func Main(args []string, stdout, stderr io.Writer) int {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+	fmt.Fprintf(stderr, "shadowtune: error: %s\n", msg)
+	var in inputError
+	if errors.As(err, &in) || isCobraUsageError(err) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+// isCobraUsageError recognises cobra's own argument and command errors,
+// which it does not type.
+func isCobraUsageError(err error) bool {
+	s := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "required flag", "invalid argument"} {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}

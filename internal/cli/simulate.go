@@ -1,0 +1,432 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/readahead"
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+type simulateFlags struct {
+	tracePath, format string
+	candidates        []string
+	extra             []string
+	current           string
+	redcap            string
+	modelPath         string
+	class             string
+	servers           int
+	loop              string
+	predict           string
+	seed              int64
+	margin            float64
+	output            string
+	raMin, raMax      int
+	cacheMiB          int
+	parallel          int
+}
+
+func newSimulateCommand() *cobra.Command {
+	var f simulateFlags
+	cmd := &cobra.Command{
+		Use:   "simulate --trace FILE --format FMT",
+		Short: "Replay a trace under every candidate setting and recommend one (what-if)",
+		Long: `Replay a recorded trace in virtual time under every candidate I/O scheduler
+(and, with --redcap, with the REDCAP RAM cache on and off), using a disk model,
+and print per candidate the total service time, the mean and p99 response
+time and the number of requests simulated; then the recommendation: switch
+or stay (DADS §4.2 rule: switch when T_best + T_change < (1 − margin)·T_current),
+REDCAP on or off (KDSim §4.1 ADA), and the competitive read-ahead depth.
+
+The disk model is, in order of preference: --model FILE; learned from the
+trace itself when it carries measured service times; otherwise the
+documented parametric default for --device-class.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runSimulate(cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.tracePath, "trace", "", "trace file (required; gzip is read transparently)")
+	fl.StringVar(&f.format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
+	fl.StringSliceVar(&f.candidates, "candidates", sched.Names(), "schedulers to simulate, comma separated")
+	fl.StringArrayVar(&f.extra, "candidate", nil, "an extra candidate with tunables, e.g. 'bfq:slice_idle=0' or 'mq-deadline:fifo_batch=8,read_expire=100' (repeatable)")
+	fl.StringVar(&f.current, "current", "", "the setting in effect (default: mq-deadline, or none for nvme, as Linux picks)")
+	fl.StringVar(&f.redcap, "redcap", "off", "simulate the REDCAP RAM cache: on, off or both")
+	fl.IntVar(&f.cacheMiB, "redcap-mib", 64, "REDCAP cache size in MiB (segments of 128 KiB)")
+	fl.StringVar(&f.modelPath, "model", "", "trained disk model (JSON from 'shadowtune model learn')")
+	fl.StringVar(&f.class, "device-class", "hdd", "device class for the default model and scheduler defaults: hdd, ssd or nvme")
+	fl.IntVar(&f.servers, "servers", 0, "requests the device serves in parallel, k (default: from the model, or learned from the trace)")
+	fl.StringVar(&f.loop, "loop", "auto", "replay: open (recorded arrivals), closed (dependent requests follow simulated completions), auto")
+	fl.StringVar(&f.predict, "predict", "mean", "model predictions: mean (cell mean) or sample (seeded draw from the cell's last 64 times)")
+	fl.Int64Var(&f.seed, "seed", 1, "seed for every random choice (same input and seed, same output)")
+	fl.Float64Var(&f.margin, "margin", decide.DefaultMarginPct, "switch only when the gain exceeds this margin, %")
+	fl.IntVar(&f.raMin, "read-ahead-min", readahead.DefaultMinKiB, "smallest read-ahead to recommend, KiB")
+	fl.IntVar(&f.raMax, "read-ahead-max", readahead.DefaultMaxKiB, "largest read-ahead to recommend, KiB")
+	fl.IntVar(&f.parallel, "parallel", 0, "candidates simulated at once (default: number of CPUs)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json")
+	_ = cmd.MarkFlagRequired("trace")
+	_ = cmd.MarkFlagRequired("format")
+	return cmd
+}
+
+// simulateReport is the stable JSON output of `shadowtune simulate`.
+type simulateReport struct {
+	Trace          string            `json:"trace"`
+	Format         string            `json:"format"`
+	Requests       int               `json:"requests"`
+	SpanSeconds    float64           `json:"spanSeconds"`
+	Loop           string            `json:"loop"`
+	Model          modelInfo         `json:"model"`
+	Candidates     []candidateReport `json:"candidates"`
+	Recommendation recommendation    `json:"recommendation"`
+	Run            runStats          `json:"run"`
+}
+
+type modelInfo struct {
+	Source  string `json:"source"` // file, trace or default
+	Class   string `json:"class"`
+	Servers int    `json:"servers"`
+	Predict string `json:"predict"`
+}
+
+type candidateReport struct {
+	Name                string  `json:"name"`
+	Scheduler           string  `json:"scheduler"`
+	Tunables            string  `json:"tunables"`
+	Redcap              bool    `json:"redcap"`
+	TotalServiceTimeUs  float64 `json:"totalServiceTimeUs"`
+	MeanResponseTimeUs  float64 `json:"meanResponseTimeUs"`
+	P99ResponseTimeUs   float64 `json:"p99ResponseTimeUs"`
+	SimulatedRequests   int     `json:"simulatedRequests"`
+	DeviceRequests      int     `json:"deviceRequests"`
+	MergedRequests      int     `json:"mergedRequests"`
+	MakespanSeconds     float64 `json:"makespanSeconds"`
+	VsCurrentPct        float64 `json:"vsCurrentPct"`
+	CacheHitPct         float64 `json:"cacheHitPct,omitempty"`
+	CacheBypassedReads  uint64  `json:"cacheBypassedReads,omitempty"`
+	CacheFetchedSectors uint64  `json:"cacheFetchedSectors,omitempty"`
+}
+
+type recommendation struct {
+	Current        string       `json:"current"`
+	Scheduler      string       `json:"scheduler"`
+	Switch         bool         `json:"switch"`
+	ImprovementPct float64      `json:"improvementPct"`
+	Reason         string       `json:"reason"`
+	Message        string       `json:"message"`
+	ReadAheadKiB   int          `json:"readAheadKiB"`
+	ReadAhead      readAheadWhy `json:"readAhead"`
+	Redcap         *redcapRec   `json:"redcap,omitempty"`
+}
+
+type readAheadWhy struct {
+	SwitchCostUs        float64 `json:"switchCostUs"`
+	TransferMBPerSecond float64 `json:"transferMBPerSecond"`
+	Concurrency         float64 `json:"concurrency"`
+	Note                string  `json:"note,omitempty"`
+}
+
+type redcapRec struct {
+	On               bool    `json:"on"`
+	GainPct          float64 `json:"gainPct"`
+	RedcapNsPerBlock float64 `json:"redcapNsPerBlock"`
+	NormalNsPerBlock float64 `json:"normalNsPerBlock"`
+}
+
+type runStats struct {
+	WallSeconds       float64 `json:"wallSeconds"`
+	SimulateSeconds   float64 `json:"simulateSeconds"`
+	SimulatedRequests int     `json:"simulatedRequests"`
+	RequestsPerSecond float64 `json:"simulatedRequestsPerSecond"`
+	SpeedupVsRealTime float64 `json:"speedupVsRealTime"`
+	PeakRSSBytes      int64   `json:"peakRSSBytes"`
+}
+
+func runSimulate(stdout, stderr io.Writer, f *simulateFlags) error {
+	start := time.Now()
+	if f.output != "table" && f.output != "json" {
+		return badInputf("--output: want table or json, got %q", f.output)
+	}
+	class, err := model.ParseClass(f.class)
+	if err != nil {
+		return badInputf("--device-class: %w", err)
+	}
+	loop, ok := sim.ParseLoop(f.loop)
+	if !ok {
+		return badInputf("--loop: want auto, open or closed, got %q", f.loop)
+	}
+	pmode, err := model.ParsePredictMode(f.predict)
+	if err != nil {
+		return badInputf("--predict: %w", err)
+	}
+	cands, err := parseCandidates(f.candidates, f.extra, f.redcap)
+	if err != nil {
+		return badInput(err)
+	}
+	cur := f.current
+	if cur == "" {
+		cur = "mq-deadline"
+		if class == model.NVMe {
+			cur = "none"
+		}
+	}
+	current, err := engine.ParseCandidate(cur)
+	if err != nil {
+		return badInputf("--current: %w", err)
+	}
+	if f.redcap == "on" {
+		current.Cache = true
+	}
+	if f.cacheMiB < 1 {
+		return badInputf("--redcap-mib: must be ≥ 1, got %d", f.cacheMiB)
+	}
+	bounds := readahead.Bounds{MinKiB: f.raMin, MaxKiB: f.raMax}
+	if err := bounds.Validate(); err != nil {
+		return badInputf("--read-ahead-min/max: %w", err)
+	}
+	dcfg := decide.DefaultConfig(current.Name())
+	dcfg.MarginPct = f.margin
+	if err := dcfg.Validate(); err != nil {
+		return badInputf("--margin: %w", err)
+	}
+
+	reqs, err := trace.ReadFile(f.format, f.tracePath)
+	if err != nil {
+		return badInput(err)
+	}
+	w, err := sim.NewWindow(reqs, loop)
+	if err != nil {
+		return badInput(err)
+	}
+	m, source, err := chooseModel(f.modelPath, reqs, class)
+	if err != nil {
+		return err
+	}
+	if f.servers > 0 {
+		m.SetServers(f.servers)
+	}
+
+	simStart := time.Now()
+	rep, err := engine.Evaluate(w, cands, engine.Options{
+		Model: m, Predict: pmode, Seed: f.seed, Current: current,
+		Cache:     cacheConfig(f.cacheMiB),
+		Decide:    dcfg,
+		ReadAhead: bounds,
+		Parallel:  f.parallel,
+	})
+	if err != nil {
+		return err
+	}
+	simSecs := time.Since(simStart).Seconds()
+
+	out := buildSimulateReport(f, reqs, m, source, rep)
+	out.Run.SimulateSeconds = simSecs
+	for _, c := range out.Candidates {
+		out.Run.SimulatedRequests += c.SimulatedRequests
+	}
+	if simSecs > 0 {
+		out.Run.RequestsPerSecond = float64(out.Run.SimulatedRequests) / simSecs
+		out.Run.SpeedupVsRealTime = out.SpanSeconds / simSecs
+	}
+	out.Run.WallSeconds = time.Since(start).Seconds()
+	out.Run.PeakRSSBytes = peakRSS()
+	if f.output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	return printSimulateTable(stdout, out)
+}
+
+func cacheConfig(mib int) sim.CacheConfig {
+	const seg = 256 // 128 KiB segments, KDSim §7
+	return sim.CacheConfig{Segments: mib * 2048 / seg, SegmentSectors: seg}
+}
+
+func parseCandidates(names, extra []string, redcap string) ([]engine.Candidate, error) {
+	var with []bool
+	switch redcap {
+	case "off":
+		with = []bool{false}
+	case "on":
+		with = []bool{true}
+	case "both":
+		with = []bool{false, true}
+	default:
+		return nil, fmt.Errorf("--redcap: want on, off or both, got %q", redcap)
+	}
+	var out []engine.Candidate
+	seen := map[string]bool{}
+	for _, s := range append(append([]string(nil), names...), extra...) {
+		if strings.TrimSpace(s) == "" {
+			continue
+		}
+		c, err := engine.ParseCandidate(s)
+		if err != nil {
+			return nil, fmt.Errorf("--candidates: %w", err)
+		}
+		for _, cache := range with {
+			c.Cache = cache
+			if !seen[c.Name()] {
+				seen[c.Name()] = true
+				out = append(out, c)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("--candidates: no candidate given")
+	}
+	return out, nil
+}
+
+// chooseModel loads --model, learns a model from the trace's measured
+// service times, or falls back to the class default.
+func chooseModel(path string, reqs []trace.Request, class model.Class) (*model.Model, string, error) {
+	if path != "" {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, "", badInputf("--model: %w", err)
+		}
+		defer fh.Close()
+		m, err := model.Load(fh)
+		if err != nil {
+			return nil, "", badInputf("--model %s: %w", path, err)
+		}
+		return m, "file", nil
+	}
+	capacity := uint64(1)
+	measured := 0
+	for i := range reqs {
+		capacity = max(capacity, reqs[i].End())
+		if reqs[i].HasService() {
+			measured++
+		}
+	}
+	if measured*2 >= len(reqs) {
+		m, err := model.Fit(reqs, model.FitOptions{Class: class, CapacitySectors: capacity})
+		if err != nil {
+			return nil, "", badInput(err)
+		}
+		return m, "trace", nil
+	}
+	return model.Default(class, capacity), "default", nil
+}
+
+func buildSimulateReport(f *simulateFlags, reqs []trace.Request, m *model.Model, source string, rep engine.Report) simulateReport {
+	out := simulateReport{
+		Trace: f.tracePath, Format: f.format, Requests: rep.Requests,
+		SpanSeconds: float64(reqs[len(reqs)-1].Arrival-reqs[0].Arrival) / 1e9,
+		Loop:        rep.Loop.String(),
+		Model:       modelInfo{Source: source, Class: m.Class().String(), Servers: m.Servers(), Predict: f.predict},
+	}
+	var curNs int64
+	for _, o := range rep.Outcomes {
+		if o.Candidate.Name() == rep.Current {
+			curNs = o.Result.TotalServiceNs
+		}
+	}
+	for _, o := range rep.Outcomes {
+		r := o.Result
+		c := candidateReport{
+			Name: o.Candidate.Name(), Scheduler: o.Candidate.Scheduler, Tunables: r.Tunables.String(), Redcap: o.Candidate.Cache,
+			TotalServiceTimeUs: float64(r.TotalServiceNs) / 1e3,
+			MeanResponseTimeUs: r.MeanResponseNs / 1e3,
+			P99ResponseTimeUs:  float64(r.P99ResponseNs) / 1e3,
+			SimulatedRequests:  r.Simulated,
+			DeviceRequests:     r.DeviceRequests,
+			MergedRequests:     r.Merged,
+			MakespanSeconds:    float64(r.MakespanNs) / 1e9,
+		}
+		if curNs > 0 {
+			c.VsCurrentPct = 100 * float64(r.TotalServiceNs-curNs) / float64(curNs)
+		}
+		if st := r.CacheStats; st != nil {
+			if parts := st.HitParts + st.WaitParts + st.MissParts; parts > 0 {
+				c.CacheHitPct = 100 * float64(st.HitParts) / float64(parts)
+			}
+			c.CacheBypassedReads, c.CacheFetchedSectors = st.Bypasses, st.FetchedSectors
+		}
+		out.Candidates = append(out.Candidates, c)
+	}
+	d := rep.Decision
+	target := d.Target
+	if !d.Switch {
+		target = rep.Current
+	}
+	out.Recommendation = recommendation{
+		Current: rep.Current, Scheduler: target, Switch: d.Switch,
+		ImprovementPct: d.ImprovementPct, Reason: string(d.Reason), Message: d.Message,
+		ReadAheadKiB: rep.ReadAhead.KiB,
+		ReadAhead: readAheadWhy{
+			SwitchCostUs:        float64(rep.ReadAhead.Detail.SwitchNs) / 1e3,
+			TransferMBPerSecond: rep.ReadAhead.Detail.TransferBytesPerSec / 1e6,
+			Concurrency:         rep.Concurrency,
+			Note:                rep.ReadAhead.Detail.Note,
+		},
+	}
+	if rep.ADA != nil && rep.CacheGainPct != nil {
+		out.Recommendation.Redcap = &redcapRec{
+			On: rep.ADA.On, GainPct: *rep.CacheGainPct,
+			RedcapNsPerBlock: rep.ADA.RedcapNsPerBlock, NormalNsPerBlock: rep.ADA.NormalNsPerBlock,
+		}
+	}
+	return out
+}
+
+func printSimulateTable(w io.Writer, r simulateReport) error {
+	fmt.Fprintf(w, "trace %s (%s): %d requests over %.1f s, %s-loop replay; model: %s (%s, k=%d, %s)\n\n",
+		r.Trace, r.Format, r.Requests, r.SpanSeconds, r.Loop, r.Model.Source, r.Model.Class, r.Model.Servers, r.Model.Predict)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CANDIDATE\tTOTAL SERVICE (µs)\tVS CURRENT\tMEAN RESP (µs)\tP99 RESP (µs)\tSIMULATED\tDEVICE REQS\t")
+	for _, c := range r.Candidates {
+		fmt.Fprintf(tw, "%s\t%.0f\t%+.1f%%\t%.0f\t%.0f\t%d\t%d\t\n", c.Name, c.TotalServiceTimeUs, c.VsCurrentPct,
+			c.MeanResponseTimeUs, c.P99ResponseTimeUs, c.SimulatedRequests, c.DeviceRequests)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	rec := r.Recommendation
+	verb := "stay on " + rec.Current
+	if rec.Switch {
+		verb = fmt.Sprintf("switch %s -> %s", rec.Current, rec.Scheduler)
+	}
+	fmt.Fprintf(w, "\nrecommendation: %s (predicted improvement %.1f%%; %s)\n", verb, rec.ImprovementPct, rec.Message)
+	if rc := rec.Redcap; rc != nil {
+		state := "off"
+		if rc.On {
+			state = "on"
+		}
+		fmt.Fprintf(w, "redcap: %s (ADA: %.0f vs %.0f ns per 4 KiB block with/without; total I/O time %+.1f%% with the cache)\n",
+			state, rc.RedcapNsPerBlock, rc.NormalNsPerBlock, -rc.GainPct)
+	}
+	fmt.Fprintf(w, "read-ahead: %d KiB (switch cost %.0f µs × transfer %.0f MB/s, concurrency %.1f)\n",
+		rec.ReadAheadKiB, rec.ReadAhead.SwitchCostUs, rec.ReadAhead.TransferMBPerSecond, rec.ReadAhead.Concurrency)
+	_, err := fmt.Fprintf(w, "simulated %d requests in %.2f s (%.0f requests/s, %.0f× real time), peak RSS %.0f MiB\n",
+		r.Run.SimulatedRequests, r.Run.SimulateSeconds, r.Run.RequestsPerSecond, r.Run.SpeedupVsRealTime, float64(r.Run.PeakRSSBytes)/(1<<20))
+	return err
+}
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024 // Linux reports KiB
+}

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+func newTraceCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Work with block traces",
+	}
+	cmd.AddCommand(newTraceConvertCommand(), newTraceFormatsCommand())
+	return cmd
+}
+
+func newTraceFormatsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "formats",
+		Short: "List the trace formats shadowtune reads and writes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			for _, f := range trace.Formats() {
+				rw := "read"
+				if f.NewWriter != nil {
+					rw = "read/write"
+				}
+				if _, err := fmt.Fprintf(w, "%-10s %-10s %s\n", f.Name, rw, f.Doc); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+	}
+}
+
+func newTraceConvertCommand() *cobra.Command {
+	var in, out, from, to, target string
+	cmd := &cobra.Command{
+		Use:   "convert --from FMT --to FMT -i IN -o OUT",
+		Short: "Convert a trace between formats",
+		Long: `Convert a trace between formats. gzip input is read transparently.
+Writing the fio-iolog format produces a version 3 iolog that
+'fio --read_iolog=FILE' replays against --target.
+
+The output file is written to a temporary name beside it and renamed into
+place only when the whole trace converted, so a bad input leaves no partial
+output behind.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			wf, err := trace.Lookup(to)
+			if err != nil {
+				return badInput(err)
+			}
+			if wf.NewWriter == nil {
+				return badInputf("trace format %q cannot be written", to)
+			}
+			r, c, err := trace.OpenFile(from, in)
+			if err != nil {
+				return badInput(err)
+			}
+			defer c.Close()
+			n, err := writeAtomically(out, cmd.OutOrStdout(), func(dst io.Writer) (int64, error) {
+				tw, err := wf.NewWriter(dst, trace.WriterOptions{Target: target})
+				if err != nil {
+					return 0, err
+				}
+				return trace.Convert(r, tw)
+			})
+			if err != nil {
+				var pe *trace.ParseError
+				if errors.As(err, &pe) {
+					return badInput(err)
+				}
+				return err
+			}
+			if n == 0 {
+				return badInputf("%s: %v", in, trace.ErrEmpty)
+			}
+			if out != "-" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "converted %d requests from %s (%s) to %s (%s)\n", n, in, from, out, to)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&in, "input", "i", "", "input trace file (required)")
+	f.StringVarP(&out, "output", "o", "-", "output file, or - for standard output")
+	f.StringVar(&from, "from", "", "input format: "+trace.FormatNames()+" (required)")
+	f.StringVar(&to, "to", "native", "output format")
+	f.StringVar(&target, "target", "", "device or file named in formats that name one (fio-iolog); default /dev/sdX")
+	_ = cmd.MarkFlagRequired("input")
+	_ = cmd.MarkFlagRequired("from")
+	return cmd
+}
+
+// writeAtomically runs write against path through a temporary file renamed
+// into place on success, or against stdout when path is "-".
+func writeAtomically(path string, stdout io.Writer, write func(io.Writer) (int64, error)) (int64, error) {
+	if path == "-" {
+		bw := bufio.NewWriterSize(stdout, 256<<10)
+		n, err := write(bw)
+		if err != nil {
+			return n, err
+		}
+		return n, bw.Flush()
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".tmp-*")
+	if err != nil {
+		return 0, badInputf("create output: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	n, err := write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		err = tmp.Close()
+	}
+	if err != nil {
+		return n, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return n, fmt.Errorf("rename output: %w", err)
+	}
+	ok = true
+	return n, nil
+}

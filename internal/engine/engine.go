@@ -1,0 +1,336 @@
+// Package engine evaluates one recorded window under every candidate
+// setting and decides: the collect → simulate → decide cycle of DADS §4.1,
+// shared by `shadowtune simulate` and the node agent.
+//
+// Every candidate (elevator × tunables × REDCAP on/off) is simulated from an
+// empty state over the same window with the same disk model, the current
+// setting included (DESIGN §4: never compare a simulation with the real
+// disk). The scheduler is chosen with the margin, switch-cost and
+// thrash-guard rule (internal/decide, DADS §4.2); REDCAP with its
+// activation–deactivation algorithm (KDSim §4.1); read-ahead with the
+// competitive depth (internal/readahead, competitive prefetching §3).
+//
+// Units: times in ns, sectors of 512 bytes, read-ahead in KiB.
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/readahead"
+	"github.com/shadowtune/shadowtune/internal/redcap"
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/sim"
+)
+
+// Candidate is one setting of a device: an elevator with tunables, and
+// REDCAP on or off.
+type Candidate struct {
+	Scheduler string
+	Tunables  sched.Tunables
+	Cache     bool
+}
+
+// Name returns the candidate's stable name: "bfq", "bfq(slice_idle=0)",
+// "mq-deadline+redcap".
+func (c Candidate) Name() string {
+	s := c.Scheduler
+	if len(c.Tunables) > 0 {
+		s += "(" + c.Tunables.String() + ")"
+	}
+	if c.Cache {
+		s += "+redcap"
+	}
+	return s
+}
+
+// ParseCandidate parses "name", "name:k=v,k=v" or either with a "+redcap"
+// suffix. Names and tunables are validated against the scheduler models.
+func ParseCandidate(s string) (Candidate, error) {
+	var c Candidate
+	s = strings.TrimSpace(s)
+	if rest, ok := strings.CutSuffix(s, "+redcap"); ok {
+		c.Cache, s = true, rest
+	}
+	name, tun, hasTun := strings.Cut(s, ":")
+	c.Scheduler = name
+	if _, err := sched.Defaults(name, sched.DefaultDevice); err != nil {
+		return Candidate{}, err
+	}
+	if hasTun {
+		t, err := sched.ParseTunables(tun)
+		if err != nil {
+			return Candidate{}, fmt.Errorf("candidate %q: %w", s, err)
+		}
+		if _, err := sched.New(name, t, sched.DefaultDevice); err != nil {
+			return Candidate{}, fmt.Errorf("candidate %q: %w", s, err)
+		}
+		c.Tunables = t
+	}
+	return c, nil
+}
+
+// Options configure an evaluation.
+type Options struct {
+	// Model is the device's disk model (required). Each candidate gets its
+	// own Disk state from it; the model itself is only read.
+	Model *model.Model
+	// Predict selects cell means or seeded sampling.
+	Predict model.PredictMode
+	// Seed seeds every random choice; the same window, options and seed
+	// give the same report.
+	Seed int64
+	// MaxSectors is the device's largest request (queue/max_sectors_kb × 2);
+	// 0 means 2560 (1280 KiB).
+	MaxSectors uint32
+	// Cache configures REDCAP for candidates with Cache set.
+	Cache redcap.Config
+	// ADA configures REDCAP's activation–deactivation algorithm.
+	ADA redcap.ADAConfig
+	// Current is the setting in effect; it is simulated even when not
+	// listed among the candidates.
+	Current Candidate
+	// Decide configures the switching rule; Decide.Default names the
+	// setting the thrash guard pins (default: Current).
+	Decide decide.Config
+	// Guard is the thrash-guard state carried from the previous window.
+	Guard decide.State
+	// ReadAhead bounds the competitive read-ahead depth.
+	ReadAhead readahead.Bounds
+	// Parallel bounds the candidates simulated at once (0: GOMAXPROCS).
+	Parallel int
+}
+
+// Outcome is the simulation of one candidate.
+type Outcome struct {
+	Candidate Candidate
+	Result    sim.Result
+}
+
+// ReadAheadAdvice is the competitive read-ahead depth for the window.
+type ReadAheadAdvice struct {
+	KiB    int
+	Detail readahead.Detail
+}
+
+// Report is the evaluation of one window.
+type Report struct {
+	// Current is the name of the setting in effect.
+	Current  string
+	Requests int
+	Loop     sim.Loop
+	// Outcomes lists every simulated candidate in the order given, the
+	// current setting first if it was not listed.
+	Outcomes []Outcome
+	// Decision is the scheduler choice among the candidates without the
+	// cache (or, when every candidate has the cache, among those).
+	Decision decide.Decision
+	// Guard is the thrash-guard state to carry to the next window.
+	Guard decide.State
+	// ADA is REDCAP's on/off decision for the recommended scheduler, when
+	// it was simulated both with and without the cache.
+	ADA *sim.ADAResult
+	// CacheGainPct is the predicted reduction of total I/O time with REDCAP
+	// under the recommended scheduler (negative: slower), when simulated.
+	CacheGainPct *float64
+	// ReadAhead is the recommended read_ahead_kb.
+	ReadAhead ReadAheadAdvice
+	// Concurrency is the mean number of requests in the block layer in the
+	// current setting's simulation (Little's law: Σ response ÷ makespan).
+	Concurrency float64
+	// PendingAtSwitch is the number of queued requests used for the switch
+	// cost (T_change = pending × mean service time, DADS §4.2).
+	PendingAtSwitch int
+}
+
+// ErrNoModel is returned when Options.Model is nil.
+var ErrNoModel = errors.New("engine: no disk model")
+
+// Evaluate simulates w under each candidate and decides.
+func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
+	if opt.Model == nil {
+		return Report{}, ErrNoModel
+	}
+	if opt.Current.Scheduler == "" {
+		return Report{}, errors.New("engine: the current setting is not set")
+	}
+	cands = withCurrent(cands, opt.Current)
+	if opt.Cache.CapacitySectors == 0 {
+		opt.Cache.CapacitySectors = opt.Model.Config().CapacitySectors
+	}
+	outs, err := simulateAll(w, cands, opt)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Current: opt.Current.Name(), Requests: w.Len(), Outcomes: outs, Loop: outs[0].Result.Loop}
+
+	cur := find(outs, opt.Current)
+	rep.Concurrency = concurrency(cur.Result)
+	rep.PendingAtSwitch = int(rep.Concurrency + 0.5)
+
+	// The scheduler decision: among uncached candidates unless the current
+	// setting is cached, in which case among cached ones.
+	var dc []decide.Candidate
+	for _, o := range outs {
+		if o.Candidate.Cache == opt.Current.Cache {
+			dc = append(dc, decide.Candidate{Name: o.Candidate.Name(), TotalNs: o.Result.TotalServiceNs})
+		}
+	}
+	cfg := opt.Decide
+	if cfg.Default == "" {
+		cfg.Default = opt.Current.Name()
+	}
+	meanSvc := int64(0)
+	if cur.Result.DeviceRequests > 0 {
+		meanSvc = cur.Result.TotalServiceNs / int64(cur.Result.DeviceRequests)
+	}
+	d, guard, err := decide.Decide(decide.Input{
+		Current: opt.Current.Name(), Candidates: dc,
+		Pending: rep.PendingAtSwitch, MeanServiceNs: meanSvc,
+	}, cfg, opt.Guard)
+	if err != nil {
+		return Report{}, err
+	}
+	rep.Decision, rep.Guard = d, guard
+
+	// REDCAP under the scheduler that will be in effect.
+	target := d.Target
+	if !d.Switch {
+		target = opt.Current.Name()
+	}
+	var chosen Candidate
+	for _, o := range outs {
+		if o.Candidate.Name() == target {
+			chosen = o.Candidate
+		}
+	}
+	on, off := chosen, chosen
+	on.Cache, off.Cache = true, false
+	if o1, o2 := find(outs, on), find(outs, off); o1 != nil && o2 != nil {
+		a, err := sim.EvalADA(w, o1.Result, o2.Result, opt.ADA)
+		if err != nil {
+			return Report{}, err
+		}
+		rep.ADA = &a
+		if t := o2.Result.TotalServiceNs; t > 0 {
+			g := 100 * float64(t-o1.Result.TotalServiceNs) / float64(t)
+			rep.CacheGainPct = &g
+		}
+	}
+
+	kib, det := readahead.Depth(opt.Model, span(w), rep.Concurrency, opt.ReadAhead)
+	rep.ReadAhead = ReadAheadAdvice{KiB: kib, Detail: det}
+	return rep, nil
+}
+
+func withCurrent(cands []Candidate, cur Candidate) []Candidate {
+	for _, c := range cands {
+		if c.Name() == cur.Name() {
+			return cands
+		}
+	}
+	return append([]Candidate{cur}, cands...)
+}
+
+func find(outs []Outcome, c Candidate) *Outcome {
+	for i := range outs {
+		if outs[i].Candidate.Name() == c.Name() {
+			return &outs[i]
+		}
+	}
+	return nil
+}
+
+// simulateAll runs every candidate, in parallel, each from an empty state;
+// results come back in candidate order.
+func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, error) {
+	names := map[string]bool{}
+	for _, c := range cands {
+		if names[c.Name()] {
+			return nil, fmt.Errorf("engine: candidate %s listed twice", c.Name())
+		}
+		names[c.Name()] = true
+	}
+	// Per-request results are needed only where ADA compares a scheduler
+	// with and without the cache.
+	both := map[string]int{}
+	for _, c := range cands {
+		c.Cache = false
+		both[c.Name()]++
+	}
+	m := opt.Model
+	k := m.Servers()
+	dev := sched.Device{Rotational: m.Class() == model.HDD, MaxSectors: opt.MaxSectors, QueueDepth: k}
+	if dev.MaxSectors == 0 {
+		dev.MaxSectors = sched.DefaultDevice.MaxSectors
+	}
+	newDisk := func(seed int64) sim.DeviceModel {
+		d := m.NewDisk(seed)
+		d.SetPredictMode(opt.Predict)
+		return d
+	}
+	par := opt.Parallel
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	outs := make([]Outcome, len(cands))
+	errs := make([]error, len(cands))
+	sem := make(chan struct{}, par)
+	var wg sync.WaitGroup
+	for i, c := range cands {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			base := c
+			base.Cache = false
+			cfg := sim.Config{
+				Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
+				NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: both[base.Name()] > 1,
+			}
+			if c.Cache {
+				cc := opt.Cache
+				cfg.Cache = &cc
+			}
+			res, err := sim.Run(w, cfg)
+			outs[i], errs[i] = Outcome{Candidate: c, Result: res}, err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("candidate %s: %w", cands[i].Name(), err)
+		}
+	}
+	return outs, nil
+}
+
+// concurrency is the time-averaged number of requests in the block layer
+// (Little's law), at least 1.
+func concurrency(r sim.Result) float64 {
+	if r.MakespanNs <= 0 {
+		return 1
+	}
+	c := r.MeanResponseNs * float64(r.Simulated) / float64(r.MakespanNs)
+	return max(c, 1)
+}
+
+// span is the extent of the device the window touched, in sectors: the
+// region whose average seek the competitive read-ahead depth prices.
+func span(w *sim.Window) uint64 {
+	reqs := w.Requests()
+	lo, hi := ^uint64(0), uint64(0)
+	for i := range reqs {
+		lo = min(lo, reqs[i].Sector)
+		hi = max(hi, reqs[i].End())
+	}
+	if hi <= lo {
+		return 1
+	}
+	return hi - lo
+}

@@ -1,0 +1,168 @@
+package engine
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+const gib = uint64(1) << 21 // sectors
+
+// closedReads builds a single-process, closed-loop read trace: each 4 KiB
+// synchronous read is issued thinkNs after the previous one completed; the
+// recorded service time is a nominal 5 ms (the simulation recomputes it).
+func closedReads(sectors []uint64, thinkNs int64) []trace.Request {
+	reqs := make([]trace.Request, len(sectors))
+	now := int64(0)
+	for i, s := range sectors {
+		reqs[i] = trace.Request{
+			Arrival: now, Dispatch: now, Complete: now + 5e6,
+			Sector: s, Sectors: 8, Op: trace.Read, Flags: trace.Sync, PID: 42, Think: trace.Unknown,
+		}
+		now += 5e6 + thinkNs
+	}
+	return reqs
+}
+
+func evaluate(t *testing.T, reqs []trace.Request, cands []Candidate, current string) Report {
+	t.Helper()
+	w, err := sim.NewWindow(reqs, sim.LoopAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := ParseCandidate(current)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Evaluate(w, cands, Options{
+		Model:   model.Default(model.HDD, 200*gib),
+		Current: cur,
+		Decide:  decide.DefaultConfig(cur.Name()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func both(names ...string) []Candidate {
+	var out []Candidate
+	for _, n := range names {
+		out = append(out, Candidate{Scheduler: n}, Candidate{Scheduler: n, Cache: true})
+	}
+	return out
+}
+
+// TestRedcapStridedRead mirrors KDSim (Computer Journal 2016) Figure 4,
+// "8 kB Strided Read": read 4 KiB, skip 8 KiB. The Linux read-ahead does not
+// detect the pattern; REDCAP's whole-segment prefetch turns ~10 of every 11
+// reads into RAM hits, so the simulation predicts a large gain and ADA keeps
+// the cache on.
+func TestRedcapStridedRead(t *testing.T) {
+	const n = 6000
+	secs := make([]uint64, n)
+	base := 37 * gib
+	for i := range secs {
+		secs[i] = base + uint64(i)*24 // 8 sectors read + 16 skipped
+	}
+	rep := evaluate(t, closedReads(secs, 200e3), both("mq-deadline"), "mq-deadline")
+	if rep.ADA == nil || rep.CacheGainPct == nil {
+		t.Fatal("REDCAP was not evaluated")
+	}
+	t.Logf("strided: REDCAP gain %.1f %%, ADA on=%v (%.0f vs %.0f ns/block)", *rep.CacheGainPct, rep.ADA.On, rep.ADA.RedcapNsPerBlock, rep.ADA.NormalNsPerBlock)
+	if !rep.ADA.On {
+		t.Errorf("ADA switched REDCAP off on a strided read")
+	}
+	if *rep.CacheGainPct < 30 {
+		t.Errorf("predicted REDCAP gain on a strided read = %.1f %%, want ≥ 30 %% (the paper reports up to 36.8 %% application time)", *rep.CacheGainPct)
+	}
+	on := rep.Outcomes[1].Result
+	if hits := on.CacheStats.HitParts; hits < n*8/10 {
+		t.Errorf("cache hits = %d of %d reads, want ≥ 80 %%", hits, n)
+	}
+}
+
+// TestRedcapRandomRead mirrors KDSim Figure 4's random and large-stride
+// cases (IOR random reads, 512 kB Strided Read), where the cache "provides
+// no improvement" and ADA turns it off: every read misses and fetches a
+// whole 128 KiB segment it never reuses.
+func TestRedcapRandomRead(t *testing.T) {
+	const n = 6000
+	rng := rand.New(rand.NewPCG(1, 2))
+	secs := make([]uint64, n)
+	for i := range secs {
+		secs[i] = rng.Uint64N(150*gib) &^ 7
+	}
+	rep := evaluate(t, closedReads(secs, 200e3), both("mq-deadline"), "mq-deadline")
+	if rep.ADA == nil || rep.CacheGainPct == nil {
+		t.Fatal("REDCAP was not evaluated")
+	}
+	t.Logf("random: REDCAP gain %.1f %%, ADA on=%v (%.0f vs %.0f ns/block)", *rep.CacheGainPct, rep.ADA.On, rep.ADA.RedcapNsPerBlock, rep.ADA.NormalNsPerBlock)
+	if rep.ADA.On {
+		t.Errorf("ADA kept REDCAP on for random reads")
+	}
+	if *rep.CacheGainPct > 0 {
+		t.Errorf("predicted REDCAP gain on random reads = %.1f %%, want ≤ 0", *rep.CacheGainPct)
+	}
+}
+
+func TestEvaluateDeterministic(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	secs := make([]uint64, 3000)
+	for i := range secs {
+		secs[i] = rng.Uint64N(10*gib) &^ 7
+	}
+	reqs := closedReads(secs, 1e6)
+	for i := range reqs {
+		reqs[i].PID = uint32(1 + i%4)
+	}
+	a := evaluate(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline")
+	b := evaluate(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline")
+	for i := range a.Outcomes {
+		if a.Outcomes[i].Result.TotalServiceNs != b.Outcomes[i].Result.TotalServiceNs ||
+			a.Outcomes[i].Result.P99ResponseNs != b.Outcomes[i].Result.P99ResponseNs {
+			t.Fatalf("%s differs between runs", a.Outcomes[i].Candidate.Name())
+		}
+	}
+	if a.Decision != b.Decision || a.ReadAhead != b.ReadAhead {
+		t.Fatal("decisions differ between runs")
+	}
+}
+
+func TestParseCandidate(t *testing.T) {
+	cases := []struct {
+		in, name string
+		bad      bool
+	}{
+		{in: "none", name: "none"},
+		{in: "bfq:slice_idle=0", name: "bfq(slice_idle=0)"},
+		{in: "mq-deadline:read_expire=100,fifo_batch=8+redcap", name: "mq-deadline(fifo_batch=8,read_expire=100)+redcap"},
+		{in: "cfq", bad: true},
+		{in: "kyber:nosuch=1", bad: true},
+		{in: "bfq:slice_idle", bad: true},
+	}
+	for _, c := range cases {
+		got, err := ParseCandidate(c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%q: accepted", c.in)
+			}
+			continue
+		}
+		if err != nil || got.Name() != c.name {
+			t.Errorf("%q: got %q, %v; want %q", c.in, got.Name(), err, c.name)
+		}
+	}
+}
+
+func TestCurrentIsAlwaysSimulated(t *testing.T) {
+	reqs := closedReads([]uint64{0, 800, 1600, 2400}, 1e6)
+	rep := evaluate(t, reqs, []Candidate{{Scheduler: "none"}}, "bfq")
+	if len(rep.Outcomes) != 2 || rep.Outcomes[0].Candidate.Scheduler != "bfq" {
+		t.Fatalf("outcomes %v: the current setting must be simulated first", rep.Outcomes)
+	}
+}

@@ -1,0 +1,523 @@
+// Package redcap models REDCAP, the RAM Enhanced Disk Cache (González-Férez,
+// Piernas and Cortes, MSST 2007 §3; Computer Journal 2016 §4), and its
+// activation–deactivation algorithm (ADA; Computer Journal 2016 §4.1), as
+// state machines that shadowtune's virtual-time simulator drives.
+//
+// The package does no timing of its own. For every read the simulator calls
+// [Cache.Read], which returns a [Plan]: which parts are served from RAM,
+// which in-flight segment fills the request must wait for, and which
+// whole-segment reads (the prefetch) the simulator must issue to the disk
+// model. When such a fill completes in virtual time the simulator calls
+// [Cache.FillDone]. Writes and discards go through [Cache.Write], which only
+// invalidates; the write itself goes to the disk model unchanged. DESIGN §6.
+//
+// Units: sectors are 512 bytes ([trace.SectorSize]); a block is 4 KiB
+// (8 sectors); times are nanoseconds.
+package redcap
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Defaults from the Computer Journal 2016 evaluation (§7): 512 segments of
+// 128 KiB, 64 MiB in all.
+const (
+	// DefaultSegments is the default number of cache segments N.
+	DefaultSegments = 512
+	// DefaultSegmentSectors is the default segment size S in 512-byte
+	// sectors (256 sectors = 128 KiB = 32 blocks of 4 KiB).
+	DefaultSegmentSectors = 256
+	// DefaultCopyBytesPerSec is the default RAM copy bandwidth used to cost
+	// serving a request from the cache: 5 GB/s (5e9 bytes/s), a
+	// conservative single-core memcpy rate including cache misses. A 128 KiB
+	// copy then costs about 26 µs.
+	DefaultCopyBytesPerSec = 5e9
+	// DefaultHitOverheadNs is the default fixed cost, in ns, of serving one
+	// request (or request part) from the cache: look-up, bio split/clone and
+	// completion in the block layer, about 1 µs.
+	DefaultHitOverheadNs = 1000
+)
+
+// SectorsPerBlock is the number of 512-byte sectors in a 4 KiB block, the
+// unit in which REDCAP and ADA count data (Computer Journal 2016 §4.1).
+const SectorsPerBlock = 8
+
+// Config sizes the cache and its RAM cost model. The zero value of a field
+// selects its default.
+type Config struct {
+	// Segments is N, the number of cache segments (default 512).
+	Segments int
+	// SegmentSectors is S in 512-byte sectors (default 256 = 128 KiB). It
+	// must be a whole number of 4 KiB blocks (a multiple of 8). The disk is
+	// divided into aligned segments of this size: segment k covers sectors
+	// [k·S, (k+1)·S). REDCAP 2007 §3.
+	SegmentSectors uint32
+	// CapacitySectors is the device size in 512-byte sectors; a prefetch of
+	// the last, partial segment is clamped to it. 0 means unknown (no clamp).
+	CapacitySectors uint64
+	// CopyBytesPerSec is the RAM copy bandwidth in bytes/s used for
+	// [Plan.CopyNs] (default [DefaultCopyBytesPerSec]).
+	CopyBytesPerSec float64
+	// HitOverheadNs is a fixed cost in ns per request that the cache
+	// serves (default [DefaultHitOverheadNs]; set a negative value for 0).
+	HitOverheadNs int64
+}
+
+// withDefaults returns c with zero fields replaced by defaults.
+func (c Config) withDefaults() Config {
+	if c.Segments == 0 {
+		c.Segments = DefaultSegments
+	}
+	if c.SegmentSectors == 0 {
+		c.SegmentSectors = DefaultSegmentSectors
+	}
+	if c.CopyBytesPerSec == 0 {
+		c.CopyBytesPerSec = DefaultCopyBytesPerSec
+	}
+	if c.HitOverheadNs == 0 {
+		c.HitOverheadNs = DefaultHitOverheadNs
+	} else if c.HitOverheadNs < 0 {
+		c.HitOverheadNs = 0
+	}
+	return c
+}
+
+// Validate reports whether the configuration (after defaults) is usable.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Segments < 1:
+		return fmt.Errorf("redcap: Segments must be ≥ 1, got %d", c.Segments)
+	case c.Segments > math.MaxInt32:
+		return fmt.Errorf("redcap: Segments must be ≤ %d, got %d", math.MaxInt32, c.Segments)
+	case c.SegmentSectors%SectorsPerBlock != 0:
+		return fmt.Errorf("redcap: SegmentSectors must be a multiple of %d (whole 4 KiB blocks), got %d",
+			SectorsPerBlock, c.SegmentSectors)
+	case math.IsNaN(c.CopyBytesPerSec) || math.IsInf(c.CopyBytesPerSec, 0) || c.CopyBytesPerSec < 0:
+		return fmt.Errorf("redcap: CopyBytesPerSec must be a positive finite number, got %v", c.CopyBytesPerSec)
+	}
+	return nil
+}
+
+// SizeBytes returns the cache capacity C = N × S in bytes.
+func (c Config) SizeBytes() uint64 {
+	c = c.withDefaults()
+	return uint64(c.Segments) * uint64(c.SegmentSectors) * trace.SectorSize
+}
+
+// FillID identifies one in-flight segment fill (a whole-segment prefetch
+// read). It is valid from the [Cache.Read] that returned it in
+// [Plan.Fetches] until the matching [Cache.FillDone]; after that the same
+// value may identify a later fill.
+type FillID int32
+
+// Fetch is one whole-segment read that the simulator must issue to the disk
+// model (the REDCAP prefetch; REDCAP 2007 §3). It is a plain read of
+// Sectors sectors at Sector; the segment becomes valid at FillDone(ID).
+type Fetch struct {
+	ID      FillID
+	Sector  uint64 // first sector, aligned to SegmentSectors
+	Sectors uint32 // SegmentSectors, less at the end of the device
+}
+
+// Plan is what the cache decides for one read. It is owned by the cache and
+// valid only until the next call of any Cache method.
+//
+// Timing model for the simulator: a read that is not bypassed completes at
+//
+//	max(now, completion of every fill in Waits and Fetches) + CopyNs
+//
+// i.e. the data is copied from RAM to the request once every segment it
+// needs is present. A bypassed read goes to the disk model unchanged.
+type Plan struct {
+	// Bypass: the cache does not handle this read, because it misses and
+	// not enough segments can be freed (every segment is being filled).
+	// The read goes to disk unchanged; only ServedSectors is set. REDCAP
+	// 2007 §3.
+	Bypass bool
+	// Parts is the number of segments the read touches (the per-segment
+	// partial requests of Computer Journal 2016 §4).
+	Parts int
+	// HitParts, WaitParts and MissParts classify the parts: served from a
+	// valid segment; waiting for a fill that an earlier read started;
+	// starting a new fill (one entry in Fetches each).
+	HitParts, WaitParts, MissParts int
+	// HitSectors is the number of requested sectors in hit parts.
+	HitSectors uint32
+	// Waits lists the in-flight fills this read must wait for.
+	Waits []FillID
+	// Fetches lists the whole-segment reads to issue now.
+	Fetches []Fetch
+	// FetchedSectors is the sum of Fetches[i].Sectors.
+	FetchedSectors uint32
+	// ServedSectors is what REDCAP serves for this read in the sense of ADA's
+	// B_Redcap (Computer Journal 2016 §4.1): the requested sectors of hit
+	// and wait parts plus the whole fetched segments of miss parts
+	// (requested and prefetched). For a bypass it is the request length.
+	ServedSectors uint32
+	// CopyNs is the modelled cost in ns of copying the requested data from
+	// RAM to the request: HitOverheadNs + bytes / CopyBytesPerSec.
+	CopyNs int64
+}
+
+// Stats counts what the cache did since New or Reset. Sectors are 512 bytes.
+type Stats struct {
+	Reads          uint64 // Read calls with at least one sector
+	Bypasses       uint64 // reads sent to disk unchanged
+	FullHits       uint64 // reads served entirely from valid segments
+	HitParts       uint64 // parts served from valid segments
+	WaitParts      uint64 // parts that waited for an in-flight fill
+	MissParts      uint64 // parts that started a fill (= fetches issued)
+	HitSectors     uint64 // requested sectors served from valid segments
+	FetchedSectors uint64 // sectors read from disk by fills
+	Evictions      uint64 // valid segments dropped by LRU replacement
+	Writes         uint64 // Write calls with at least one sector
+	Invalidations  uint64 // valid segments dropped by writes
+	StaleFills     uint64 // in-flight fills made stale by writes
+}
+
+// Slot states.
+const (
+	slotFree    uint8 = iota // holds nothing; in the LRU list (at the tail)
+	slotValid                // holds segment seg; in the LRU list
+	slotFilling              // fill in flight; not in the LRU list (not evictable)
+)
+
+const none = int32(-1)
+
+// Cache is the REDCAP segment cache. It is not safe for concurrent use.
+//
+// Segments that hold data or are free sit on an LRU list (free ones at the
+// least-recently-used end); a segment being filled is off the list, since
+// it cannot be evicted until its fill completes. Hits and waits make a
+// segment most recently used.
+type Cache struct {
+	cfg   Config
+	segSz uint64
+
+	index map[uint64]int32 // disk segment number → slot (valid or filling, not stale)
+
+	seg   []uint64 // slot → disk segment number
+	state []uint8
+	stale []bool // filling slot whose data must not become valid
+	prev  []int32
+	next  []int32
+	head  int32 // most recently used
+	tail  int32 // least recently used
+	onLRU int   // slots on the LRU list (free + valid) = evictable slots
+
+	parts []int32 // scratch: slot per part, none for a miss
+	plan  Plan
+	stats Stats
+}
+
+// New returns an empty cache. Zero fields of cfg take their defaults.
+func New(cfg Config) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	n := cfg.Segments
+	c := &Cache{
+		cfg:   cfg,
+		segSz: uint64(cfg.SegmentSectors),
+		index: make(map[uint64]int32, n),
+		seg:   make([]uint64, n),
+		state: make([]uint8, n),
+		stale: make([]bool, n),
+		prev:  make([]int32, n),
+		next:  make([]int32, n),
+		parts: make([]int32, 0, 16),
+	}
+	c.plan.Waits = make([]FillID, 0, 4)
+	c.plan.Fetches = make([]Fetch, 0, 4)
+	c.Reset()
+	return c, nil
+}
+
+// Reset empties the cache and zeroes the statistics without allocating.
+// In-flight fills are forgotten: the simulator must not deliver FillDone
+// for fills planned before Reset (their ids may be reused).
+func (c *Cache) Reset() {
+	clear(c.index)
+	n := int32(len(c.seg))
+	for i := range n {
+		c.state[i] = slotFree
+		c.stale[i] = false
+		c.prev[i] = i - 1
+		c.next[i] = i + 1
+	}
+	c.next[n-1] = none
+	c.head, c.tail = 0, n-1
+	c.onLRU = int(n)
+	c.stats = Stats{}
+}
+
+// Config returns the configuration in use, with defaults filled in.
+func (c *Cache) Config() Config { return c.cfg }
+
+// Stats returns the counters since New or Reset.
+func (c *Cache) Stats() Stats { return c.stats }
+
+// Segment returns the number of the disk segment that holds sector.
+func (c *Cache) Segment(sector uint64) uint64 { return sector / c.segSz }
+
+// Busy returns the number of segments currently being filled.
+func (c *Cache) Busy() int { return len(c.seg) - c.onLRU }
+
+// Cached reports whether the disk segment holding sector is valid in the
+// cache (not merely being filled).
+func (c *Cache) Cached(sector uint64) bool {
+	s, ok := c.index[sector/c.segSz]
+	return ok && c.state[s] == slotValid
+}
+
+// CopyNs returns the modelled cost in ns of copying sectors 512-byte sectors
+// from the cache to a request: HitOverheadNs + bytes / CopyBytesPerSec.
+func (c *Cache) CopyNs(sectors uint32) int64 {
+	if sectors == 0 {
+		return 0
+	}
+	b := float64(sectors) * trace.SectorSize
+	return c.cfg.HitOverheadNs + int64(math.Ceil(b*1e9/c.cfg.CopyBytesPerSec))
+}
+
+// Read plans a read of sectors 512-byte sectors starting at sector
+// (REDCAP 2007 §3; Computer Journal 2016 §4). Every disk segment the read
+// touches is one part: a valid segment is a hit, a segment being filled is
+// a wait, and any other segment is a miss that claims the least recently
+// used evictable slot and fetches the whole aligned segment. If the misses
+// need more slots than can be evicted (every other slot is being filled),
+// the whole read bypasses the cache and the cache state is not changed.
+//
+// The returned Plan is valid until the next call on c.
+func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
+	p := &c.plan
+	p.Bypass = false
+	p.Parts, p.HitParts, p.WaitParts, p.MissParts = 0, 0, 0, 0
+	p.HitSectors, p.FetchedSectors, p.ServedSectors = 0, 0, 0
+	p.CopyNs = 0
+	p.Waits = p.Waits[:0]
+	p.Fetches = p.Fetches[:0]
+	if sectors == 0 {
+		return p
+	}
+	c.stats.Reads++
+
+	end := sector + uint64(sectors)
+	first, last := sector/c.segSz, (end-1)/c.segSz
+
+	// Pass 1: classify without changing state.
+	c.parts = c.parts[:0]
+	hitsOnLRU, misses := 0, 0
+	for k := first; k <= last; k++ {
+		s, ok := c.index[k]
+		if !ok {
+			s = none
+			misses++
+		} else if c.state[s] == slotValid {
+			hitsOnLRU++
+		}
+		c.parts = append(c.parts, s)
+	}
+	// Hit segments are moved to the MRU end before victims are taken from
+	// the LRU end, so they are never chosen as victims for this read.
+	if misses > c.onLRU-hitsOnLRU {
+		c.stats.Bypasses++
+		p.Bypass = true
+		p.ServedSectors = sectors
+		return p
+	}
+
+	// Pass 2: hits and waits first (touch), then misses (evict and fetch).
+	for i, s := range c.parts {
+		if s == none {
+			continue
+		}
+		k := first + uint64(i)
+		n := partLen(sector, end, k, c.segSz)
+		if c.state[s] == slotValid {
+			p.HitParts++
+			p.HitSectors += n
+			c.unlink(s)
+			c.pushHead(s)
+		} else { // filling
+			p.WaitParts++
+			p.Waits = append(p.Waits, FillID(s))
+		}
+		p.ServedSectors += n
+	}
+	for i, s := range c.parts {
+		if s != none {
+			continue
+		}
+		k := first + uint64(i)
+		v := c.tail
+		c.unlink(v)
+		if c.state[v] == slotValid {
+			delete(c.index, c.seg[v])
+			c.stats.Evictions++
+		}
+		c.state[v] = slotFilling
+		c.stale[v] = false
+		c.seg[v] = k
+		c.index[k] = v
+
+		start := k * c.segSz
+		n := c.segSz
+		if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
+			// Clamp the last partial segment to the device, but never below
+			// the end of the requested data.
+			n = max(capa, min(end, start+n)) - start
+		}
+		p.MissParts++
+		p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
+		p.FetchedSectors += uint32(n)
+		p.ServedSectors += uint32(n)
+	}
+	p.Parts = len(c.parts)
+	p.CopyNs = c.CopyNs(sectors)
+
+	c.stats.HitParts += uint64(p.HitParts)
+	c.stats.WaitParts += uint64(p.WaitParts)
+	c.stats.MissParts += uint64(p.MissParts)
+	c.stats.HitSectors += uint64(p.HitSectors)
+	c.stats.FetchedSectors += uint64(p.FetchedSectors)
+	if p.HitParts == p.Parts {
+		c.stats.FullHits++
+	}
+	return p
+}
+
+// partLen returns how many sectors of [sector, end) fall in disk segment k.
+func partLen(sector, end, k, segSz uint64) uint32 {
+	lo, hi := k*segSz, (k+1)*segSz
+	return uint32(min(hi, end) - max(lo, sector))
+}
+
+// FillDone reports that the fill id (from [Plan.Fetches]) completed. The
+// segment becomes valid and most recently used, unless a write invalidated
+// it while the fill was in flight; then the slot is freed. Unknown or
+// already completed ids are ignored.
+func (c *Cache) FillDone(id FillID) {
+	s := int32(id)
+	if s < 0 || int(s) >= len(c.seg) || c.state[s] != slotFilling {
+		return
+	}
+	if c.stale[s] {
+		c.stale[s] = false
+		c.state[s] = slotFree
+		c.pushTail(s)
+		return
+	}
+	c.state[s] = slotValid
+	c.pushHead(s)
+}
+
+// Write invalidates every cached segment that the write of sectors 512-byte
+// sectors at sector touches, and returns how many segments it invalidated
+// (valid ones dropped plus in-flight fills made stale). Call it for writes
+// and discards; the request itself goes to disk unchanged (REDCAP 2007 §3;
+// Computer Journal 2016 §4).
+//
+// Granularity: whole segments, not single 4 KiB blocks as in the papers.
+// Realised with dm-cache the cache block is the segment, and a partly valid
+// segment would need a partial re-fetch the papers do not describe;
+// invalidating the whole segment can only lose hits, so it never makes the
+// cache look better than it is. A write to a segment being filled marks the
+// fill stale: the segment leaves the index at once (later reads miss and
+// fetch it anew), and its data is discarded at FillDone; reads that were
+// already waiting for that fill still complete with it.
+func (c *Cache) Write(sector uint64, sectors uint32) (invalidated int) {
+	if sectors == 0 {
+		return 0
+	}
+	c.stats.Writes++
+	end := sector + uint64(sectors)
+	first, last := sector/c.segSz, (end-1)/c.segSz
+	if len(c.index) == 0 {
+		return 0
+	}
+	for k := first; k <= last; k++ {
+		s, ok := c.index[k]
+		if !ok {
+			continue
+		}
+		delete(c.index, k)
+		invalidated++
+		if c.state[s] == slotFilling {
+			c.stale[s] = true
+			c.stats.StaleFills++
+			continue
+		}
+		c.state[s] = slotFree
+		c.unlink(s)
+		c.pushTail(s)
+		c.stats.Invalidations++
+	}
+	return invalidated
+}
+
+// unlink removes slot s from the LRU list.
+func (c *Cache) unlink(s int32) {
+	p, n := c.prev[s], c.next[s]
+	if p != none {
+		c.next[p] = n
+	} else {
+		c.head = n
+	}
+	if n != none {
+		c.prev[n] = p
+	} else {
+		c.tail = p
+	}
+	c.prev[s], c.next[s] = none, none
+	c.onLRU--
+}
+
+// pushHead inserts slot s at the most recently used end.
+func (c *Cache) pushHead(s int32) {
+	c.prev[s] = none
+	c.next[s] = c.head
+	if c.head != none {
+		c.prev[c.head] = s
+	} else {
+		c.tail = s
+	}
+	c.head = s
+	c.onLRU++
+}
+
+// pushTail inserts slot s at the least recently used end (next victim).
+func (c *Cache) pushTail(s int32) {
+	c.next[s] = none
+	c.prev[s] = c.tail
+	if c.tail != none {
+		c.next[c.tail] = s
+	} else {
+		c.head = s
+	}
+	c.tail = s
+	c.onLRU++
+}
+
+// lruOrder returns the disk segment numbers of valid slots from most to
+// least recently used (for tests and debugging).
+func (c *Cache) lruOrder() []uint64 {
+	var out []uint64
+	for s := c.head; s != none; s = c.next[s] {
+		if c.state[s] == slotValid {
+			out = append(out, c.seg[s])
+		}
+	}
+	return out
+}
+
+// Blocks returns the number of 4 KiB blocks needed to hold sectors 512-byte
+// sectors, rounded up: the B of ADA (Computer Journal 2016 §4.1).
+func Blocks(sectors uint32) uint32 {
+	return uint32((uint64(sectors) + SectorsPerBlock - 1) / SectorsPerBlock)
+}

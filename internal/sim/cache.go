@@ -1,0 +1,138 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/shadowtune/shadowtune/internal/redcap"
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// CacheConfig configures the simulated REDCAP cache (KDSim §4): the cache
+// sits above the elevator, as a dm-cache device would, so whole-segment
+// prefetches and bypassed reads are scheduled like any other request.
+type CacheConfig = redcap.Config
+
+// CacheStats counts what the simulated cache did.
+type CacheStats struct {
+	redcap.Stats
+	// HitNs is the RAM time of requests served from the cache (copy cost),
+	// ns; it is included in Result.TotalServiceNs.
+	HitNs int64
+}
+
+// cacheState connects a redcap.Cache to one run.
+type cacheState struct {
+	c *redcap.Cache
+	n int32 // window length: fetch requests have IDs ≥ n
+
+	pending []int32 // per window request: fills it still waits for
+	copyNs  []int64 // per window request: RAM copy time once its fills are done
+
+	waiters [][]int32 // per FillID: window requests waiting for it
+
+	fetch     []*sched.Request // fetch request pool, indexed by ID − n
+	fetchFill []redcap.FillID
+	freeFetch []int32
+
+	hitNs int64
+}
+
+func (r *runner) enableCache(cfg CacheConfig) error {
+	c, err := redcap.New(cfg)
+	if err != nil {
+		return fmt.Errorf("sim: redcap: %w", err)
+	}
+	n := len(r.reqs)
+	r.cache = &cacheState{
+		c:       c,
+		n:       int32(n),
+		pending: make([]int32, n),
+		copyNs:  make([]int64, n),
+		waiters: make([][]int32, c.Config().Segments),
+	}
+	return nil
+}
+
+// intercept routes a released request through the cache. It returns true
+// when the cache took the request (a read it serves, wholly or after
+// fills); false when the request must go to the elevator unchanged (writes
+// after invalidation, discards, flushes, bypassed reads).
+func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
+	switch q.Op {
+	case trace.Write, trace.Discard:
+		cs.c.Write(q.Sector, q.Sectors)
+		return false
+	case trace.Read:
+	default:
+		return false
+	}
+	if q.Sectors == 0 {
+		return false
+	}
+	p := cs.c.Read(q.Sector, q.Sectors)
+	i := q.ID
+	if p.Bypass {
+		return false
+	}
+	cs.copyNs[i] = p.CopyNs
+	cs.pending[i] = int32(len(p.Waits) + len(p.Fetches))
+	for _, id := range p.Waits {
+		cs.waiters[id] = append(cs.waiters[id], i)
+	}
+	for _, f := range p.Fetches {
+		cs.waiters[f.ID] = append(cs.waiters[f.ID], i)
+		r.submit(cs.newFetch(f, q))
+	}
+	if cs.pending[i] == 0 {
+		r.push(r.now+p.CopyNs, evHit, i)
+	}
+	return true
+}
+
+// newFetch returns a pooled elevator request for a whole-segment fill,
+// issued on behalf of q's process as a synchronous read.
+func (cs *cacheState) newFetch(f redcap.Fetch, q *sched.Request) *sched.Request {
+	var k int32
+	if len(cs.freeFetch) > 0 {
+		k = cs.freeFetch[len(cs.freeFetch)-1]
+		cs.freeFetch = cs.freeFetch[:len(cs.freeFetch)-1]
+	} else {
+		k = int32(len(cs.fetch))
+		cs.fetch = append(cs.fetch, new(sched.Request))
+		cs.fetchFill = append(cs.fetchFill, 0)
+	}
+	fr := cs.fetch[k]
+	*fr = sched.Request{ID: cs.n + k, Sector: f.Sector, Sectors: f.Sectors, Op: trace.Read, Flags: trace.Sync, PID: q.PID, Merged: fr.Merged[:0]}
+	cs.fetchFill[k] = f.ID
+	return fr
+}
+
+// owns reports whether q is a fill issued by the cache.
+func (cs *cacheState) owns(q *sched.Request) bool { return q.ID >= cs.n }
+
+// fillDone marks a fill complete and finishes the reads it completes.
+func (cs *cacheState) fillDone(r *runner, q *sched.Request) {
+	k := q.ID - cs.n
+	id := cs.fetchFill[k]
+	cs.freeFetch = append(cs.freeFetch, k)
+	cs.c.FillDone(id)
+	w := cs.waiters[id]
+	cs.waiters[id] = w[:0]
+	for _, i := range w {
+		cs.pending[i]--
+		if cs.pending[i] == 0 {
+			r.push(r.now+cs.copyNs[i], evHit, i)
+		}
+	}
+}
+
+// partDone completes a read served from RAM after its copy time.
+func (cs *cacheState) partDone(r *runner, i int32) {
+	cs.hitNs += cs.copyNs[i]
+	r.requestDone(i)
+}
+
+func (cs *cacheState) stats() CacheStats {
+	return CacheStats{Stats: cs.c.Stats(), HitNs: cs.hitNs}
+}

@@ -1,0 +1,499 @@
+// Package sim is shadowtune's discrete-event simulator: it replays a
+// recorded window of block requests in virtual time through a request
+// arrival simulator (RAS), an elevator model (internal/sched), an optional
+// REDCAP segment cache (internal/redcap) and a learned disk model
+// (internal/model) served by k parallel servers.
+//
+// It is the user-space, virtual-time counterpart of the in-kernel KDSim
+// virtual disk (KDSim §3, DADS §3–4): every candidate is simulated from an
+// empty state over the same window, and candidates are compared with one
+// another, never with the real disk (DESIGN §4).
+//
+// Units: sectors are 512 bytes; times are int64 nanoseconds of virtual time
+// measured from the start of the window.
+//
+// Determinism: a run depends only on the window, the configuration and the
+// seed; the same inputs give bit-identical results.
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// DeviceModel predicts the service time of the next request dispatched to
+// a device. Service is called in dispatch order and may keep state (the
+// head position, a disk-cache model). internal/model's *Disk implements it.
+type DeviceModel interface {
+	// Service returns the predicted service time in ns of a request of
+	// sectors 512-byte sectors at sector, dispatched next.
+	Service(op trace.Op, sector uint64, sectors uint32) int64
+}
+
+// Config describes one simulated setting of one device.
+type Config struct {
+	// Scheduler is the elevator name (see sched.Names) and Tunables its
+	// sysfs tunables; unset tunables take the kernel defaults for Device.
+	Scheduler string
+	Tunables  sched.Tunables
+	// Device describes the request queue (rotational, max request size,
+	// queue depth seen by the elevator).
+	Device sched.Device
+	// Servers is the number of requests the device serves at once (k ≥ 1;
+	// 1 for rotational disks, more for SSD/NVMe). 0 means 1.
+	Servers int
+	// Loop selects open or closed-loop replay.
+	Loop Loop
+	// NewDisk returns a fresh device model for one run; seed is Config.Seed.
+	NewDisk func(seed int64) DeviceModel
+	// Cache, when non-nil, puts a REDCAP segment cache in front of the
+	// device (KDSim §4).
+	Cache *CacheConfig
+	// Seed seeds every random choice of the run (model sampling).
+	Seed int64
+	// KeepPerRequest keeps each request's response and I/O time in the
+	// result (for ADA and model checks); it costs 8 bytes per request.
+	KeepPerRequest bool
+}
+
+// Result summarises one run.
+type Result struct {
+	Scheduler string
+	Tunables  sched.Tunables
+	Cache     bool
+	Loop      Loop
+	// Requests is the number of requests in the window; Simulated how many
+	// completed in the simulation (all of them unless the run failed).
+	Requests  int
+	Simulated int
+	// DeviceRequests counts requests issued to the device after merging and
+	// cache splitting/prefetching; Merged counts requests merged into others.
+	DeviceRequests int
+	Merged         int
+	// TotalServiceNs is the sum of the device service times of all issued
+	// requests plus the RAM time of cache hits: the window's total I/O time.
+	TotalServiceNs int64
+	// MeanResponseNs and P99ResponseNs summarise response times
+	// (completion − release into the block layer), ns.
+	MeanResponseNs float64
+	P99ResponseNs  int64
+	// MakespanNs is the last completion minus the first release, ns.
+	MakespanNs int64
+	// ResponseNs holds each request's response time in ns, in window
+	// order, when Config.KeepPerRequest is set.
+	ResponseNs []int64
+	// CacheStats is set when a cache was simulated.
+	CacheStats *CacheStats
+}
+
+// Errors returned by Run.
+var (
+	ErrEmptyWindow = errors.New("sim: empty window")
+	ErrNoModel     = errors.New("sim: no device model (Config.NewDisk is nil)")
+)
+
+// event kinds.
+const (
+	evRelease  uint8 = iota // request idx enters the block layer
+	evComplete              // device slot finished request (slot idx)
+	evWake                  // elevator timer
+	evHit                   // cache hit part of request idx done
+)
+
+type event struct {
+	t    int64
+	seq  uint64
+	kind uint8
+	idx  int32
+}
+
+// evHeap is a binary min-heap of events ordered by (t, seq).
+type evHeap []event
+
+func (h evHeap) less(a, b int) bool {
+	return h[a].t < h[b].t || (h[a].t == h[b].t && h[a].seq < h[b].seq)
+}
+
+func (h *evHeap) push(e event) {
+	*h = append(*h, e)
+	s := *h
+	for c := len(s) - 1; c > 0; {
+		p := (c - 1) / 2
+		if !s.less(c, p) {
+			break
+		}
+		s[c], s[p] = s[p], s[c]
+		c = p
+	}
+}
+
+func (h *evHeap) pop() event {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for p := 0; ; {
+		l, r, m := 2*p+1, 2*p+2, p
+		if l < last && s.less(l, m) {
+			m = l
+		}
+		if r < last && s.less(r, m) {
+			m = r
+		}
+		if m == p {
+			break
+		}
+		s[p], s[m] = s[m], s[p]
+		p = m
+	}
+	*h = s
+	return top
+}
+
+// Window is a recorded window prepared for simulation. Prepare it once and
+// run it under every candidate; it is safe for concurrent runs.
+type Window struct {
+	reqs []trace.Request
+	loop Loop
+	plan *plan
+}
+
+// NewWindow prepares reqs (in non-decreasing arrival order) for replay.
+// Arrival times are rebased so that the first request arrives at 0.
+func NewWindow(reqs []trace.Request, loop Loop) (*Window, error) {
+	if len(reqs) == 0 {
+		return nil, ErrEmptyWindow
+	}
+	if len(reqs) > 1<<30 {
+		return nil, fmt.Errorf("sim: window of %d requests is too large", len(reqs))
+	}
+	for i := 1; i < len(reqs); i++ {
+		if reqs[i].Arrival < reqs[i-1].Arrival {
+			return nil, fmt.Errorf("sim: request %d arrives before request %d (%d ns < %d ns)", i, i-1, reqs[i].Arrival, reqs[i-1].Arrival)
+		}
+	}
+	if loop == LoopClosed && !canClose(reqs) {
+		return nil, errors.New("sim: closed-loop replay needs completion times and process ids, which this trace does not carry (use open loop)")
+	}
+	w := &Window{reqs: reqs, loop: loop}
+	w.plan = buildPlan(reqs, loop)
+	return w, nil
+}
+
+// Len returns the number of requests in the window.
+func (w *Window) Len() int { return len(w.reqs) }
+
+// Closed reports whether the window is replayed closed loop.
+func (w *Window) Closed() bool { return w.plan.closed }
+
+// Requests returns the window's requests (read-only).
+func (w *Window) Requests() []trace.Request { return w.reqs }
+
+// Run simulates the window under cfg.
+func Run(w *Window, cfg Config) (Result, error) {
+	if cfg.NewDisk == nil {
+		return Result{}, ErrNoModel
+	}
+	dev := cfg.Device
+	if dev.MaxSectors == 0 {
+		dev.MaxSectors = sched.DefaultDevice.MaxSectors
+	}
+	if dev.QueueDepth <= 0 {
+		dev.QueueDepth = 1
+	}
+	el, err := sched.New(cfg.Scheduler, cfg.Tunables, dev)
+	if err != nil {
+		return Result{}, err
+	}
+	tun, _ := sched.Defaults(cfg.Scheduler, dev)
+	for k, v := range cfg.Tunables {
+		tun[k] = v
+	}
+	r := newRunner(w, cfg, el)
+	if cfg.Cache != nil {
+		if err := r.enableCache(*cfg.Cache); err != nil {
+			return Result{}, err
+		}
+	}
+	r.run()
+	res := r.result()
+	res.Scheduler, res.Tunables, res.Cache = cfg.Scheduler, tun, cfg.Cache != nil
+	if w.plan.closed {
+		res.Loop = LoopClosed
+	} else {
+		res.Loop = LoopOpen
+	}
+	if res.Simulated != res.Requests {
+		return res, fmt.Errorf("sim: %s simulated %d of %d requests (a request never completed)", cfg.Scheduler, res.Simulated, res.Requests)
+	}
+	return res, nil
+}
+
+// runner is the state of one run.
+type runner struct {
+	w    *Window
+	reqs []trace.Request
+	p    *plan
+	el   sched.Scheduler
+	disk DeviceModel
+
+	servers  int
+	inflight int
+	slots    []*sched.Request // device slots; nil = free
+	freeSlot []int32
+
+	sr  []sched.Request // one per window request
+	rel []int64         // simulated release time, ns
+	cmp []int64         // simulated completion time, ns (-1 until done)
+
+	ev       evHeap
+	seq      uint64
+	nextOpen int   // next request (by index) that may be released open loop
+	wakeAt   int64 // earliest pending elevator wake, or -1
+	now      int64
+
+	totalService int64
+	devReqs      int
+	merged       int
+	done         int
+
+	cache *cacheState
+	keep  bool
+}
+
+func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
+	n := len(w.reqs)
+	k := cfg.Servers
+	if k <= 0 {
+		k = 1
+	}
+	r := &runner{
+		w: w, reqs: w.reqs, p: w.plan, el: el,
+		disk:    cfg.NewDisk(cfg.Seed),
+		servers: k,
+		slots:   make([]*sched.Request, k),
+		sr:      make([]sched.Request, n),
+		rel:     make([]int64, n),
+		cmp:     make([]int64, n),
+		wakeAt:  -1,
+		ev:      make(evHeap, 0, 64),
+		keep:    cfg.KeepPerRequest,
+	}
+	for i := k - 1; i >= 0; i-- {
+		r.freeSlot = append(r.freeSlot, int32(i))
+	}
+	for i := range w.reqs {
+		q := &w.reqs[i]
+		r.sr[i] = sched.Request{ID: int32(i), Sector: q.Sector, Sectors: q.Sectors, Op: q.Op, Flags: q.Flags, PID: q.PID}
+		r.rel[i] = -1
+		r.cmp[i] = -1
+	}
+	return r
+}
+
+func (r *runner) push(t int64, kind uint8, idx int32) {
+	r.seq++
+	r.ev.push(event{t: t, seq: r.seq, kind: kind, idx: idx})
+}
+
+// arrival returns request i's recorded arrival rebased to the window start.
+func (r *runner) arrival(i int) int64 { return r.reqs[i].Arrival - r.reqs[0].Arrival }
+
+// nextOpenRelease advances to the next request released at its recorded
+// arrival (anchorNone) and returns its index, or -1.
+func (r *runner) nextOpenRelease() int {
+	for r.nextOpen < r.p.n && r.p.kind[r.nextOpen] != anchorNone {
+		r.nextOpen++
+	}
+	if r.nextOpen >= r.p.n {
+		return -1
+	}
+	return r.nextOpen
+}
+
+func (r *runner) run() {
+	for {
+		// Choose the earlier of the next open-loop release and the heap top;
+		// open-loop releases win ties (they were recorded first).
+		i := r.nextOpenRelease()
+		if i >= 0 && (len(r.ev) == 0 || r.arrival(i) <= r.ev[0].t) {
+			r.nextOpen++
+			r.now = r.arrival(i)
+			r.release(int32(i))
+			r.dispatch()
+			continue
+		}
+		if len(r.ev) == 0 {
+			return
+		}
+		e := r.ev.pop()
+		r.now = e.t
+		switch e.kind {
+		case evRelease:
+			r.release(e.idx)
+		case evComplete:
+			r.complete(e.idx)
+		case evWake:
+			if r.wakeAt == e.t {
+				r.wakeAt = -1
+			}
+		case evHit:
+			r.partDone(e.idx)
+		}
+		r.dispatch()
+	}
+}
+
+// release lets request i enter the block layer at r.now.
+func (r *runner) release(i int32) {
+	r.rel[i] = r.now
+	for _, d := range r.p.deps[r.p.depStart[i]:r.p.depStart[i+1]] {
+		if r.p.kind[d] == anchorRelease {
+			r.push(r.now+r.p.offset[d], evRelease, d)
+		}
+	}
+	q := &r.sr[i]
+	if r.cache != nil && r.cache.intercept(r, q) {
+		return
+	}
+	r.submit(q)
+}
+
+// submit hands a request to the elevator.
+func (r *runner) submit(q *sched.Request) {
+	q.Insert = r.now
+	if r.el.Insert(q, r.now) {
+		r.merged++
+	}
+}
+
+// dispatch issues requests while the device has a free slot.
+func (r *runner) dispatch() {
+	for len(r.freeSlot) > 0 {
+		q, wake := r.el.Dispatch(r.now)
+		if q == nil {
+			if wake >= 0 && (r.wakeAt < 0 || wake < r.wakeAt) {
+				if wake <= r.now {
+					wake = r.now + 1
+				}
+				r.wakeAt = wake
+				r.push(wake, evWake, -1)
+			}
+			return
+		}
+		slot := r.freeSlot[len(r.freeSlot)-1]
+		r.freeSlot = r.freeSlot[:len(r.freeSlot)-1]
+		r.slots[slot] = q
+		q.Dispatch = r.now
+		svc := r.disk.Service(q.Op, q.Sector, q.Sectors)
+		if svc < 0 {
+			svc = 0
+		}
+		r.totalService += svc
+		r.devReqs++
+		r.push(r.now+svc, evComplete, slot)
+	}
+}
+
+// complete retires the request in a device slot.
+func (r *runner) complete(slot int32) {
+	q := r.slots[slot]
+	r.slots[slot] = nil
+	r.freeSlot = append(r.freeSlot, slot)
+	q.Complete = r.now
+	r.el.Complete(q, r.now)
+	r.finish(q)
+}
+
+// finish completes q and every request merged into it.
+func (r *runner) finish(q *sched.Request) {
+	for _, m := range q.Merged {
+		m.Complete = r.now
+		r.finish(m)
+	}
+	if r.cache != nil && r.cache.owns(q) {
+		r.cache.fillDone(r, q)
+		return
+	}
+	r.requestDone(q.ID)
+}
+
+// requestDone records the completion of window request i and releases the
+// requests that waited for it.
+func (r *runner) requestDone(i int32) {
+	if r.cmp[i] >= 0 {
+		return
+	}
+	r.cmp[i] = r.now
+	r.done++
+	for _, d := range r.p.deps[r.p.depStart[i]:r.p.depStart[i+1]] {
+		if r.p.kind[d] == anchorComplete {
+			r.push(r.now+r.p.offset[d], evRelease, d)
+		}
+	}
+}
+
+// partDone is called when a cache-hit part of request i is served.
+func (r *runner) partDone(i int32) { r.cache.partDone(r, i) }
+
+func (r *runner) result() Result {
+	n := len(r.reqs)
+	res := Result{
+		Requests:       n,
+		Simulated:      r.done,
+		DeviceRequests: r.devReqs,
+		Merged:         r.merged,
+		TotalServiceNs: r.totalService,
+	}
+	resp := make([]int64, 0, n)
+	var sum float64
+	first, last := int64(-1), int64(0)
+	for i := 0; i < n; i++ {
+		if r.cmp[i] < 0 {
+			continue
+		}
+		d := r.cmp[i] - r.rel[i]
+		resp = append(resp, d)
+		sum += float64(d)
+		if first < 0 || r.rel[i] < first {
+			first = r.rel[i]
+		}
+		if r.cmp[i] > last {
+			last = r.cmp[i]
+		}
+	}
+	if len(resp) > 0 {
+		res.MeanResponseNs = sum / float64(len(resp))
+		res.MakespanNs = last - first
+	}
+	if r.keep && len(resp) == n {
+		res.ResponseNs = slices.Clone(resp)
+	}
+	if len(resp) > 0 {
+		slices.Sort(resp)
+		res.P99ResponseNs = resp[percentileIndex(len(resp), 0.99)]
+	}
+	if r.cache != nil {
+		st := r.cache.stats()
+		res.CacheStats = &st
+		res.TotalServiceNs += st.HitNs
+	}
+	return res
+}
+
+// percentileIndex returns the nearest-rank index of quantile q in n sorted values.
+func percentileIndex(n int, q float64) int {
+	k := int(q*float64(n)+0.999999999) - 1
+	if k < 0 {
+		k = 0
+	}
+	if k >= n {
+		k = n - 1
+	}
+	return k
+}
