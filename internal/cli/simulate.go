@@ -58,7 +58,7 @@ trace itself when it carries measured service times; otherwise the
 documented parametric default for --device-class.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runSimulate(cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
+			return runSimulate(cmd.OutOrStdout(), &f)
 		},
 	}
 	fl := cmd.Flags()
@@ -158,7 +158,7 @@ type runStats struct {
 	PeakRSSBytes      int64   `json:"peakRSSBytes"`
 }
 
-func runSimulate(stdout, stderr io.Writer, f *simulateFlags) error {
+func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	start := time.Now()
 	if f.output != "table" && f.output != "json" {
 		return badInputf("--output: want table or json, got %q", f.output)

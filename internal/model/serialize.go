@@ -199,7 +199,7 @@ func Load(r io.Reader) (*Model, error) {
 				return nil, fieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "negative service time %d", v)
 			}
 			if v > maxSampleNs {
-				return nil, fieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "service time %d ns exceeds %d ns", v, int64(maxSampleNs))
+				return nil, fieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "service time %d ns exceeds %d ns", v, maxSampleNs)
 			}
 		}
 		for _, v := range c.SamplesNs {

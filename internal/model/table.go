@@ -86,9 +86,6 @@ func (t *table) clone() table {
 	return c
 }
 
-// empty reports whether the table holds no sample.
-func (t *table) empty() bool { return len(t.nearest) == 0 || t.nearest[0] < 0 }
-
 // update adds one sample v (ns) to cell (row, col).
 func (t *table) update(row, col int, v int64) {
 	c := &t.cells[col*NumRows+row]

@@ -243,7 +243,6 @@ type runner struct {
 	disk DeviceModel
 
 	servers  int
-	inflight int
 	slots    []*sched.Request // device slots; nil = free
 	freeSlot []int32
 

@@ -12,6 +12,7 @@ func init() {
 		Name:      "disksim",
 		Doc:       "DiskSim validation trace: R|W buffaction blkno bcount service_us think_us (closed loop, one request outstanding)",
 		NewReader: NewDiskSimReader,
+		NewWriter: NewDiskSimWriter,
 	})
 }
 
