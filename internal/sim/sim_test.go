@@ -223,3 +223,26 @@ func TestWindowErrors(t *testing.T) {
 		t.Fatal("unknown scheduler accepted")
 	}
 }
+
+func TestFlushAndDiscardFlowThrough(t *testing.T) {
+	var reqs []trace.Request
+	for i := 0; i < 200; i++ {
+		at := int64(i) * ms
+		op := []trace.Op{trace.Read, trace.Write, trace.Flush, trace.Discard}[i%4]
+		q := openReq(at, uint64(i)*64, 8, op)
+		if op == trace.Flush {
+			q.Sector, q.Sectors = 0, 0
+		}
+		reqs = append(reqs, q)
+	}
+	w := mustWindow(t, reqs, LoopOpen)
+	for _, s := range sched.Names() {
+		res := mustRun(t, w, Config{Scheduler: s, NewDisk: constModel(ms/2, 10)})
+		if res.Simulated != len(reqs) {
+			t.Errorf("%s: simulated %d of %d", s, res.Simulated, len(reqs))
+		}
+		if res.Merged != 0 {
+			t.Errorf("%s: merged %d requests of different ops", s, res.Merged)
+		}
+	}
+}
