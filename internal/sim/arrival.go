@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"container/heap"
+
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -93,49 +95,25 @@ func canClose(reqs []trace.Request) bool {
 	return withPID*2 >= len(reqs) && withTimes*2 >= len(reqs)
 }
 
-// pendHeap is a min-heap of request indices by recorded completion time.
+// pendHeap is a min-heap (container/heap) of request indices by recorded
+// completion time, ties by index.
 type pendHeap struct {
 	idx  []int32
 	reqs []trace.Request
 }
 
-func (h *pendHeap) less(a, b int) bool {
+func (h *pendHeap) Len() int { return len(h.idx) }
+func (h *pendHeap) Less(a, b int) bool {
 	ca, cb := h.reqs[h.idx[a]].Complete, h.reqs[h.idx[b]].Complete
 	return ca < cb || (ca == cb && h.idx[a] < h.idx[b])
 }
-
-func (h *pendHeap) push(i int32) {
-	h.idx = append(h.idx, i)
-	for c := len(h.idx) - 1; c > 0; {
-		p := (c - 1) / 2
-		if !h.less(c, p) {
-			break
-		}
-		h.idx[c], h.idx[p] = h.idx[p], h.idx[c]
-		c = p
-	}
-}
-
-func (h *pendHeap) pop() int32 {
-	top := h.idx[0]
-	last := len(h.idx) - 1
-	h.idx[0] = h.idx[last]
-	h.idx = h.idx[:last]
-	for p := 0; ; {
-		l, r, m := 2*p+1, 2*p+2, p
-		if l < last && h.less(l, m) {
-			m = l
-		}
-		if r < last && h.less(r, m) {
-			m = r
-		}
-		if m == p {
-			break
-		}
-		h.idx[p], h.idx[m] = h.idx[m], h.idx[p]
-		p = m
-	}
-	return top
+func (h *pendHeap) Swap(a, b int) { h.idx[a], h.idx[b] = h.idx[b], h.idx[a] }
+func (h *pendHeap) Push(x any)    { h.idx = append(h.idx, x.(int32)) }
+func (h *pendHeap) Pop() any {
+	n := len(h.idx) - 1
+	i := h.idx[n]
+	h.idx = h.idx[:n]
+	return i
 }
 
 // procState tracks one process while building the plan.
@@ -191,7 +169,7 @@ func buildPlan(reqs []trace.Request, loop Loop) *plan {
 		}
 		// Retire every blocking request of p that completed before r arrived.
 		for len(ps.pending.idx) > 0 && reqs[ps.pending.idx[0]].Complete <= r.Arrival {
-			ps.lastDone = ps.pending.pop()
+			ps.lastDone = heap.Pop(&ps.pending).(int32)
 		}
 		if blocking(r) {
 			if d := ps.lastDone; d >= 0 {
@@ -202,7 +180,7 @@ func buildPlan(reqs []trace.Request, loop Loop) *plan {
 				p.kind[i], p.anchor[i], p.offset[i] = anchorComplete, d, think
 			}
 			if r.Complete != trace.Unknown {
-				ps.pending.push(int32(i))
+				heap.Push(&ps.pending, int32(i))
 			}
 			ps.lastSync = int32(i)
 		} else if s := ps.lastSync; s >= 0 {

@@ -111,7 +111,9 @@ type event struct {
 	idx  int32
 }
 
-// evHeap is a binary min-heap of events ordered by (t, seq).
+// evHeap is a binary min-heap of events ordered by (t, seq). It is the
+// simulator's hot path (several operations per simulated request), so it is
+// written out rather than going through container/heap's interface calls.
 type evHeap []event
 
 func (h evHeap) less(a, b int) bool {

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"bytes"
+	"container/heap"
 	"errors"
 	"fmt"
 	"io"
@@ -95,7 +96,7 @@ type BlkparseReader struct {
 	stats   BlkparseStats
 	start   map[bpKey]*bpReq // by (dev, op, current start sector)
 	end     map[bpKey]*bpReq // by (dev, op, end sector)
-	heap    []*bpReq         // pending, min-heap by (arrival, seq)
+	heap    bpHeap           // pending, min-heap by (arrival, seq)
 	out     []Request        // ready to return
 	outPos  int
 	seq     uint64
@@ -788,47 +789,31 @@ func (b *BlkparseReader) emit(r *bpReq) {
 	b.stats.Requests++
 }
 
-func (b *BlkparseReader) less(i, j int) bool {
-	x, y := b.heap[i], b.heap[j]
+// bpHeap orders pending requests by (arrival, sequence) for container/heap.
+type bpHeap []*bpReq
+
+func (h bpHeap) Len() int { return len(h) }
+func (h bpHeap) Less(i, j int) bool {
+	x, y := h[i], h[j]
 	if x.q.Arrival != y.q.Arrival {
 		return x.q.Arrival < y.q.Arrival
 	}
 	return x.seq < y.seq
 }
-
-func (b *BlkparseReader) push(r *bpReq) {
-	b.heap = append(b.heap, r)
-	for i := len(b.heap) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !b.less(i, p) {
-			break
-		}
-		b.heap[i], b.heap[p] = b.heap[p], b.heap[i]
-		i = p
-	}
+func (h bpHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *bpHeap) Push(x any)   { *h = append(*h, x.(*bpReq)) }
+func (h *bpHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	r := old[n]
+	old[n] = nil
+	*h = old[:n]
+	return r
 }
 
-func (b *BlkparseReader) pop() {
-	n := len(b.heap) - 1
-	b.heap[0] = b.heap[n]
-	b.heap[n] = nil
-	b.heap = b.heap[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && b.less(r, l) {
-			m = r
-		}
-		if !b.less(m, i) {
-			break
-		}
-		b.heap[i], b.heap[m] = b.heap[m], b.heap[i]
-		i = m
-	}
-}
+func (b *BlkparseReader) push(r *bpReq) { heap.Push(&b.heap, r) }
+
+func (b *BlkparseReader) pop() { heap.Pop(&b.heap) }
 
 // String summarises the stats for logs.
 func (s BlkparseStats) String() string {

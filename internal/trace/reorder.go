@@ -1,5 +1,7 @@
 package trace
 
+import "container/heap"
+
 // reorderBuf restores non-decreasing Arrival order over a stream that is
 // only nearly ordered. It holds at most cap requests in a min-heap keyed by
 // (Arrival, input position), so requests with equal arrivals keep their
@@ -8,7 +10,7 @@ package trace
 // is reported by push.
 type reorderBuf struct {
 	cap      int
-	h        []reorderItem
+	h        reorderHeap
 	seq      uint64
 	released bool
 	last     int64 // arrival of the last released request
@@ -19,12 +21,26 @@ type reorderItem struct {
 	seq uint64
 }
 
-func (b *reorderBuf) less(i, j int) bool {
-	a, c := &b.h[i], &b.h[j]
+// reorderHeap orders held requests by (Arrival, input position) for
+// container/heap.
+type reorderHeap []reorderItem
+
+func (h reorderHeap) Len() int { return len(h) }
+func (h reorderHeap) Less(i, j int) bool {
+	a, c := &h[i], &h[j]
 	if a.q.Arrival != c.q.Arrival {
 		return a.q.Arrival < c.q.Arrival
 	}
 	return a.seq < c.seq
+}
+func (h reorderHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *reorderHeap) Push(x any)   { *h = append(*h, x.(reorderItem)) }
+func (h *reorderHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	it := old[n]
+	*h = old[:n]
+	return it
 }
 
 // push adds q. ok is false if q arrives before an already released request.
@@ -33,15 +49,7 @@ func (b *reorderBuf) push(q Request) (ok bool) {
 		return false
 	}
 	b.seq++
-	b.h = append(b.h, reorderItem{q, b.seq})
-	for i := len(b.h) - 1; i > 0; {
-		p := (i - 1) / 2
-		if !b.less(i, p) {
-			break
-		}
-		b.h[i], b.h[p] = b.h[p], b.h[i]
-		i = p
-	}
+	heap.Push(&b.h, reorderItem{q, b.seq})
 	return true
 }
 
@@ -53,25 +61,7 @@ func (b *reorderBuf) empty() bool { return len(b.h) == 0 }
 // pop releases the request with the earliest arrival. The buffer must not
 // be empty.
 func (b *reorderBuf) pop() Request {
-	q := b.h[0].q
-	n := len(b.h) - 1
-	b.h[0] = b.h[n]
-	b.h = b.h[:n]
-	for i := 0; ; {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		m := l
-		if r := l + 1; r < n && b.less(r, l) {
-			m = r
-		}
-		if !b.less(m, i) {
-			break
-		}
-		b.h[i], b.h[m] = b.h[m], b.h[i]
-		i = m
-	}
+	q := heap.Pop(&b.h).(reorderItem).q
 	b.released, b.last = true, q.Arrival
 	return q
 }
