@@ -148,3 +148,22 @@ func (d *Disk) Observe(op trace.Op, sector uint64, sectors uint32, serviceNs int
 	}
 	d.pos, d.lastHit = end, hit
 }
+
+// PredictObserve is online learning as the agent does it: it returns the
+// service time in ns the model predicts for a request dispatched next
+// (as Service would, the disk-cache model deciding hit or miss without
+// changing state), then learns the measured serviceNs exactly as Observe
+// does (cell update, position, disk cache synchronised to the measured
+// outcome). Requests must come in dispatch order. It does not allocate.
+func (d *Disk) PredictObserve(op trace.Op, sector uint64, sectors uint32, serviceNs int64) int64 {
+	var p int64
+	if op == trace.Flush {
+		p = d.predict(Write, 0, 0)
+	} else {
+		m := d.m
+		hit := op == trace.Read && m.cfg.Class == HDD && d.cache.holding(sector, sector+uint64(sectors)) >= 0
+		p = d.predict(m.tableFor(op, hit), RowOf(sectors), m.lay.column(d.distance(sector)))
+	}
+	d.Observe(op, sector, sectors, serviceNs)
+	return p
+}

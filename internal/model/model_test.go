@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -316,4 +317,44 @@ func TestClone(t *testing.T) {
 	if got := m.Predict(trace.Read, 8, 1<<20, false); got != 9_000_000 {
 		t.Errorf("original: %d", got)
 	}
+}
+
+func TestPredictObserveMatchesServiceThenObserve(t *testing.T) {
+	// PredictObserve must predict what a fresh Service would and leave the
+	// model, position and cache exactly as Observe alone does.
+	reqs := loadDiskSim(t, "atlas10k")
+	a := Default(HDD, 1<<26)
+	b := a.Clone()
+	da, db := a.NewDisk(0), b.NewDisk(0)
+	for i, q := range reqs[:3000] {
+		want := db.peek(q.Op, q.Sector, q.Sectors)
+		got := da.PredictObserve(q.Op, q.Sector, q.Sectors, q.ServiceTime())
+		db.Observe(q.Op, q.Sector, q.Sectors, q.ServiceTime())
+		if got != want {
+			t.Fatalf("request %d: PredictObserve = %d, want %d", i, got, want)
+		}
+		if da.Position() != db.Position() || da.LastHit() != db.LastHit() {
+			t.Fatalf("request %d: state diverged", i)
+		}
+	}
+	var wa, wb bytes.Buffer
+	if err := a.Save(&wa); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(&wb); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(wa.Bytes(), wb.Bytes()) {
+		t.Fatal("models differ after PredictObserve vs Observe")
+	}
+}
+
+// peek predicts like Service on a copy of the disk-cache state.
+func (d *Disk) peek(op trace.Op, sector uint64, sectors uint32) int64 {
+	saved := d.cache
+	saved.segs = append([]segment(nil), d.cache.segs...)
+	pos, hit := d.pos, d.lastHit
+	p := d.Service(op, sector, sectors)
+	d.cache, d.pos, d.lastHit = saved, pos, hit
+	return p
 }

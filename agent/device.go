@@ -1,0 +1,326 @@
+// Package agent is shadowtune's node agent: for every selected block
+// device it collects a window of traced requests, learns the device's disk
+// model online, simulates the window under every allowed candidate,
+// decides, and in Apply mode changes the device's settings, verifies the
+// change against the next windows and reverts a real regression (DESIGN
+// §4, §6, §7; DADS §4.1–4.2).
+//
+// This file holds the per-device controller: a deterministic state machine
+// fed one window at a time, with no I/O of its own, so that every rule is
+// unit-tested. agent.go connects it to the tracer, sysfs, the actuator and
+// the metrics.
+//
+// Units: times in ns, sectors of 512 bytes, read-ahead in KiB.
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Policy is what the controller needs of a StorageTuning spec.
+type Policy struct {
+	// Apply: change the device; otherwise only observe and recommend.
+	Apply bool
+	// Candidates are the settings simulated every window (the current one
+	// is always added).
+	Candidates []engine.Candidate
+	// Decide configures the switching rule and thrash guard.
+	Decide decide.Config
+	// Engine carries the REDCAP, ADA and read-ahead options.
+	Engine engine.Options
+	// ReadAhead: also recommend (and in Apply mode set) read_ahead_kb.
+	ReadAhead bool
+	// VerifyWindows is how many windows after a change are compared with
+	// the prediction (default 2); ToleratedRegressionPct the allowed real
+	// slowdown against the previous setting (default 5 %).
+	VerifyWindows          int
+	ToleratedRegressionPct float64
+	// Backoff is how long a switch that regressed is not retried
+	// (default 30 min).
+	Backoff time.Duration
+	// MinRequests is the fewest completed requests a window needs to be
+	// evaluated (default 100): a nearly idle window says nothing.
+	MinRequests int
+}
+
+func (p *Policy) withDefaults() Policy {
+	q := *p
+	if q.VerifyWindows <= 0 {
+		q.VerifyWindows = 2
+	}
+	if q.ToleratedRegressionPct <= 0 {
+		q.ToleratedRegressionPct = 5
+	}
+	if q.Backoff <= 0 {
+		q.Backoff = 30 * time.Minute
+	}
+	if q.MinRequests <= 0 {
+		q.MinRequests = 100
+	}
+	return q
+}
+
+// ActionKind says what the controller asks the agent to do to the device.
+type ActionKind uint8
+
+const (
+	// ActionNone leaves the device alone.
+	ActionNone ActionKind = iota
+	// ActionApply sets Action.Setting.
+	ActionApply
+	// ActionRevert puts back the setting in effect before the last change
+	// (Action.Setting), because verification found a real regression.
+	ActionRevert
+)
+
+// Action is the controller's request to the agent.
+type Action struct {
+	Kind    ActionKind
+	Setting Setting
+	Reason  string
+}
+
+// Setting is a device setting: elevator with tunables, and read-ahead
+// (0: leave read_ahead_kb alone).
+type Setting struct {
+	Candidate    engine.Candidate
+	ReadAheadKiB int
+}
+
+// WindowReport is the outcome of one window on one device.
+type WindowReport struct {
+	Device   string
+	Start    time.Time
+	Requests int
+	// RealServiceNs is the measured total service time of the window's
+	// requests; PredictedServiceNs what the model predicted for them (each
+	// request predicted, then learned, in dispatch order).
+	RealServiceNs      int64
+	PredictedServiceNs int64
+	// ModelErrorPct is the median over the window's groups of 1000
+	// requests (or the whole window when smaller) of
+	// |Σpredicted − Σmeasured| / Σmeasured × 100 (KDSim §6).
+	ModelErrorPct float64
+	// Report is the simulation of every candidate; nil when the window was
+	// skipped (Skipped says why).
+	Report  *engine.Report
+	Skipped string
+	// Action is what the agent should do now.
+	Action Action
+	// Verifying is the number of windows left to verify the last change.
+	Verifying int
+}
+
+// deviceController is the per-device state carried between windows.
+type deviceController struct {
+	name   string
+	model  *model.Model
+	disk   *model.Disk // online-learning state: position, disk cache
+	policy Policy
+
+	current Setting
+	guard   decide.State
+
+	// bias is the model's recent real ÷ simulated ratio for the current
+	// setting (an exponential average); verification compares the real
+	// time after a change with the previous setting's simulated time
+	// scaled by this bias, so model error does not count as regression.
+	bias float64
+
+	verify  *verification
+	backoff map[string]time.Time // candidate name → no retry before
+}
+
+type verification struct {
+	previous Setting
+	target   Setting
+	bias     float64 // bias before the change
+	left     int
+	realNs   int64 // real total over the verified windows
+	prevNs   float64
+}
+
+// errNoModel is returned when a controller is built without a model.
+var errNoModel = errors.New("agent: device controller needs a disk model")
+
+func newDeviceController(name string, m *model.Model, current Setting, p Policy) (*deviceController, error) {
+	if m == nil {
+		return nil, errNoModel
+	}
+	return &deviceController{
+		name: name, model: m, disk: m.NewDisk(0), policy: p.withDefaults(),
+		current: current, bias: 1, backoff: map[string]time.Time{},
+	}, nil
+}
+
+// learn predicts then learns every measured request of the window in
+// dispatch order and returns the real and predicted totals and the model
+// error.
+func (c *deviceController) learn(reqs []trace.Request) (realNs, predNs int64, errPct float64) {
+	order := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if reqs[i].HasService() {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmpInt64(reqs[a].Dispatch, reqs[b].Dispatch)
+	})
+	var groupErrs []float64
+	var gReal, gPred int64
+	n := 0
+	for _, i := range order {
+		q := &reqs[i]
+		svc := q.ServiceTime()
+		p := c.disk.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
+		realNs += svc
+		predNs += p
+		gReal += svc
+		gPred += p
+		n++
+		if n == 1000 {
+			groupErrs = append(groupErrs, pctErr(gPred, gReal))
+			gReal, gPred, n = 0, 0, 0
+		}
+	}
+	if n > 0 && (len(groupErrs) == 0 || n >= 500) {
+		groupErrs = append(groupErrs, pctErr(gPred, gReal))
+	}
+	if len(groupErrs) > 0 {
+		slices.Sort(groupErrs)
+		errPct = groupErrs[len(groupErrs)/2]
+	}
+	return realNs, predNs, errPct
+}
+
+func pctErr(pred, real int64) float64 {
+	if real <= 0 {
+		return 0
+	}
+	return 100 * math.Abs(float64(pred-real)) / float64(real)
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// step processes one window recorded on the device at time now.
+func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowReport, error) {
+	rep := WindowReport{Device: c.name, Start: now, Requests: len(reqs)}
+	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = c.learn(reqs)
+	if len(reqs) < c.policy.MinRequests {
+		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", len(reqs), c.policy.MinRequests)
+		return rep, nil
+	}
+	w, err := sim.NewWindow(reqs, sim.LoopAuto)
+	if err != nil {
+		return rep, fmt.Errorf("%s: window: %w", c.name, err)
+	}
+	opt := c.policy.Engine
+	opt.Model = c.model.Clone()
+	opt.Current = c.current.Candidate
+	opt.Decide = c.policy.Decide
+	opt.Guard = c.guard
+	er, err := engine.Evaluate(w, c.policy.Candidates, opt)
+	if err != nil {
+		return rep, fmt.Errorf("%s: evaluate: %w", c.name, err)
+	}
+	rep.Report = &er
+	curSim := simulatedTotal(er, c.current.Candidate.Name())
+
+	// Verification of the last change comes first: a regression reverts
+	// whatever this window recommends.
+	if v := c.verify; v != nil {
+		v.realNs += rep.RealServiceNs
+		v.prevNs += float64(simulatedTotal(er, v.previous.Candidate.Name())) * v.bias
+		v.left--
+		rep.Verifying = v.left
+		if v.left <= 0 {
+			c.verify = nil
+			limit := v.prevNs * (1 + c.policy.ToleratedRegressionPct/100)
+			if v.prevNs > 0 && float64(v.realNs) > limit {
+				c.backoff[v.target.Candidate.Name()] = now.Add(c.policy.Backoff)
+				rep.Action = Action{Kind: ActionRevert, Setting: v.previous, Reason: fmt.Sprintf(
+					"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
+					float64(v.realNs)/1e6, v.prevNs/1e6, v.previous.Candidate.Name(),
+					100*(float64(v.realNs)/v.prevNs-1), c.policy.ToleratedRegressionPct)}
+				c.current = v.previous
+				c.guard = er.Guard
+				return rep, nil
+			}
+		}
+	}
+	if curSim > 0 && rep.RealServiceNs > 0 && c.verify == nil {
+		r := float64(rep.RealServiceNs) / float64(curSim)
+		c.bias = 0.7*c.bias + 0.3*r
+	}
+
+	c.guard = er.Guard
+	target := c.current
+	d := er.Decision
+	if d.Switch {
+		if until, ok := c.backoff[d.Target]; ok && now.Before(until) {
+			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
+		} else {
+			target.Candidate = candidateByName(er, d.Target)
+		}
+	}
+	if c.policy.ReadAhead && er.ReadAhead.KiB > 0 {
+		target.ReadAheadKiB = er.ReadAhead.KiB
+	}
+	if !c.policy.Apply || sameSetting(target, c.current) {
+		return rep, nil
+	}
+	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message}
+	if target.Candidate.Name() != c.current.Candidate.Name() {
+		c.verify = &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}
+		rep.Verifying = c.policy.VerifyWindows
+	}
+	c.current = target
+	return rep, nil
+}
+
+// rejected tells the controller that the agent could not apply its last
+// action (the device did not change).
+func (c *deviceController) rejected(previous Setting) {
+	c.current = previous
+	c.verify = nil
+}
+
+func sameSetting(a, b Setting) bool {
+	return a.Candidate.Name() == b.Candidate.Name() && a.ReadAheadKiB == b.ReadAheadKiB
+}
+
+func simulatedTotal(r engine.Report, name string) int64 {
+	for _, o := range r.Outcomes {
+		if o.Candidate.Name() == name {
+			return o.Result.TotalServiceNs
+		}
+	}
+	return 0
+}
+
+func candidateByName(r engine.Report, name string) engine.Candidate {
+	for _, o := range r.Outcomes {
+		if o.Candidate.Name() == name {
+			return o.Candidate
+		}
+	}
+	return engine.Candidate{}
+}
