@@ -10,6 +10,7 @@ LDFLAGS   := -s -w -X github.com/shadowtune/shadowtune/internal/version.Version=
              -X github.com/shadowtune/shadowtune/internal/version.Commit=$(COMMIT)
 
 GOLANGCI_LINT_VERSION ?= v2.15.0
+CONTROLLER_GEN        ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOLANGCI_LINT         := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`.
@@ -50,6 +51,18 @@ fuzz: ## Fuzz every trace reader for FUZZTIME each (default 30s).
 bench: build ## Simulator benchmarks: Go benchmarks plus whole-process runs on linux-webserver-2.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./internal/sim/ | tee $(BIN)/bench-go.txt
 	hack/bench-process.sh $(BIN)/shadowtune $(BENCH_RUNS) | tee $(BIN)/bench-process.txt
+
+.PHONY: generate
+generate: ## Regenerate deepcopy code from api/ (controller-gen).
+	$(CONTROLLER_GEN) object paths=./api/...
+
+.PHONY: manifests
+manifests: ## Regenerate the CRDs in crds/ from api/ (controller-gen).
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=crds
+
+.PHONY: verify-generate
+verify-generate: generate manifests ## Fail if generated files differ from the committed ones.
+	@test -z "$$(git status --porcelain -- api crds)" || { git status --porcelain -- api crds; echo "run: make generate manifests"; exit 1; }
 
 ##@ Build
 .PHONY: build

@@ -1,0 +1,261 @@
+package v1alpha1
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// FileError is the error LoadStorageTuningFile returns. Its message is one
+// line that starts with the file's path: "FILE:LINE: what" for a YAML syntax
+// error, "FILE: what" otherwise, e.g.
+//
+//	storagetuning.yaml: spec.schedulers.default: Invalid value: "cfq": must be one of the candidates
+//
+// +kubebuilder:object:generate=false
+type FileError struct {
+	// Path is the file as given.
+	Path string
+	// Line is the 1-based line of a YAML syntax error; 0 otherwise.
+	Line int
+	// Errs holds the field errors of a document that decoded but is not a
+	// valid StorageTuning: a wrong apiVersion or kind, or what Validate
+	// reports.
+	Errs field.ErrorList
+	// Err is the cause of any other failure: reading, YAML syntax, unknown
+	// or duplicate fields, values of the wrong type.
+	Err error
+}
+
+// Error returns the one-line message.
+func (e *FileError) Error() string {
+	var what string
+	if len(e.Errs) > 0 {
+		what = formatErrors(e.Errs)
+	} else if e.Err != nil {
+		what = oneLine(e.Err.Error())
+	}
+	if e.Line > 0 {
+		return e.Path + ":" + strconv.Itoa(e.Line) + ": " + what
+	}
+	return e.Path + ": " + what
+}
+
+// Unwrap returns Err (e.g. fs.ErrNotExist for a missing file).
+func (e *FileError) Unwrap() error { return e.Err }
+
+// LoadStorageTuningFile reads one StorageTuning from a YAML (or JSON) file,
+// as the node agent does on a host without an API server
+// (shadowtune run --config FILE). The file must hold exactly one document
+// with apiVersion storage.shadowtune.io/v1alpha1 and kind StorageTuning.
+// Decoding is strict, as the API server's strict field validation: unknown
+// fields, duplicate keys and fields of the wrong type are errors, and field
+// names are case-sensitive. The object is then defaulted (Default) and
+// validated (Validate). Any error is a *FileError.
+func LoadStorageTuningFile(path string) (*StorageTuning, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+		}
+		return nil, &FileError{Path: path, Err: err}
+	}
+	st, ferr := decodeStorageTuning(data)
+	if ferr != nil {
+		ferr.Path = path
+		return nil, ferr
+	}
+	return st, nil
+}
+
+// yamlLine finds "line N: what" in a go-yaml error.
+var yamlLine = regexp.MustCompile(`line (\d+): (.*)`)
+
+func decodeStorageTuning(data []byte) (*StorageTuning, *FileError) {
+	if n := countDocuments(data); n != 1 {
+		if n == 0 {
+			return nil, &FileError{Err: errors.New("no YAML document: want a StorageTuning")}
+		}
+		return nil, &FileError{Err: fmt.Errorf("%d YAML documents: want exactly one StorageTuning", n)}
+	}
+	js, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
+		msg = strings.TrimPrefix(msg, "unmarshal errors: ")
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			return nil, &FileError{Line: line, Err: errors.New(m[2])}
+		}
+		return nil, &FileError{Err: errors.New(msg)}
+	}
+	js = bytes.TrimSpace(js)
+	if len(js) == 0 || js[0] != '{' {
+		return nil, &FileError{Err: errors.New("the document is not a mapping: want a StorageTuning")}
+	}
+
+	st := &StorageTuning{}
+	strictErrs, decodeErr := kjson.UnmarshalStrict(js, st)
+	// A wrong apiVersion or kind explains every other error: report it
+	// alone.
+	if errs := checkTypeMeta(st.APIVersion, st.Kind); len(errs) > 0 {
+		return nil, &FileError{Errs: errs}
+	}
+	if decodeErr != nil {
+		return nil, decodeError(js, decodeErr)
+	}
+	if len(strictErrs) > 0 {
+		// `unknown field "spec.evaluation.windw"`, `duplicate field "mode"`:
+		// the API server's words for its strict field validation.
+		msgs := make([]string, len(strictErrs))
+		for i, e := range strictErrs {
+			msgs[i] = e.Error()
+		}
+		return nil, &FileError{Err: errors.New(strings.Join(msgs, "; "))}
+	}
+	st.Default()
+	if errs := st.Validate(); len(errs) > 0 {
+		return nil, &FileError{Errs: errs}
+	}
+	return st, nil
+}
+
+func checkTypeMeta(apiVersion, kind string) field.ErrorList {
+	var errs field.ErrorList
+	switch apiVersion {
+	case APIVersion:
+	case "":
+		errs = append(errs, field.Required(field.NewPath("apiVersion"), "must be "+APIVersion))
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), apiVersion, []string{APIVersion}))
+	}
+	switch kind {
+	case KindStorageTuning:
+	case "":
+		errs = append(errs, field.Required(field.NewPath("kind"), "must be "+KindStorageTuning))
+	default:
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), kind, []string{KindStorageTuning}))
+	}
+	return errs
+}
+
+// customFields are the fields whose types decode themselves (durations,
+// quantities): their errors carry no field path, so decodeError finds the
+// culprit by decoding each alone.
+var customFields = []struct {
+	path []string
+	new  func() any
+}{
+	{[]string{"spec", "devices", "minSizeBytes"}, func() any { return &resource.Quantity{} }},
+	{[]string{"spec", "cache", "memoryBudget"}, func() any { return &resource.Quantity{} }},
+	{[]string{"spec", "evaluation", "window"}, func() any { return &metav1.Duration{} }},
+	{[]string{"spec", "rollout", "maxUnavailable"}, func() any { return &intstr.IntOrString{} }},
+	{[]string{"spec", "rollout", "minDwell"}, func() any { return &metav1.Duration{} }},
+}
+
+// typeError parses encoding/json's UnmarshalTypeError message.
+var typeError = regexp.MustCompile(`^json: cannot unmarshal (\w+)(?: (\S+))? into Go (?:struct field \w+\.(\S+)|value) of type (\S+)$`)
+
+// decodeError turns a decoding error into a *FileError naming the field.
+func decodeError(js []byte, err error) *FileError {
+	var obj map[string]any
+	if kjson.UnmarshalCaseSensitivePreserveInts(js, &obj) == nil {
+		for _, f := range customFields {
+			v, found, _ := unstructured.NestedFieldNoCopy(obj, f.path...)
+			if !found || v == nil {
+				continue
+			}
+			raw, _ := json.Marshal(v)
+			if ferr := json.Unmarshal(raw, f.new()); ferr != nil {
+				return &FileError{Errs: field.ErrorList{
+					field.Invalid(field.NewPath(f.path[0], f.path[1:]...), v, oneLine(ferr.Error()))}}
+			}
+		}
+	}
+	if m := typeError.FindStringSubmatch(err.Error()); m != nil && m[3] != "" {
+		// The path has no list indices ("spec.tunables.max"); show the
+		// value when the path leads to it.
+		parts := strings.Split(m[3], ".")
+		if v, found, _ := unstructured.NestedFieldNoCopy(obj, parts...); found {
+			return &FileError{Errs: field.ErrorList{field.Invalid(fieldPath(m[3]), v, "must be "+goTypeName(m[4]))}}
+		}
+		return &FileError{Errs: field.ErrorList{field.TypeInvalid(fieldPath(m[3]), field.OmitValueType{},
+			"got "+m[1]+", must be "+goTypeName(m[4]))}}
+	}
+	return &FileError{Err: errors.New(strings.TrimPrefix(oneLine(err.Error()), "json: "))}
+}
+
+// fieldPath makes a *field.Path of a dotted path.
+func fieldPath(dotted string) *field.Path {
+	parts := strings.Split(dotted, ".")
+	return field.NewPath(parts[0], parts[1:]...)
+}
+
+// goTypeName names a Go type for a YAML author.
+func goTypeName(t string) string {
+	switch {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "an integer"
+	case t == "bool":
+		return "true or false"
+	case t == "string" || strings.HasSuffix(t, "Name") || strings.HasSuffix(t, "Mode"):
+		return "a string"
+	case strings.HasPrefix(t, "[]"):
+		return "a list"
+	case strings.HasPrefix(t, "map["):
+		return "a mapping"
+	default:
+		return "a mapping (" + t + ")"
+	}
+}
+
+// countDocuments counts the YAML documents of data that hold anything but
+// comments, splitting at "---" lines.
+func countDocuments(data []byte) int {
+	n, content := 0, false
+	for _, line := range strings.Split(string(data), "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(line, "---") && (len(line) == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r') {
+			if content {
+				n++
+			}
+			content = false
+			// "--- value" starts a document with content.
+			if rest := strings.TrimSpace(line[3:]); rest != "" && !strings.HasPrefix(rest, "#") {
+				content = true
+			}
+			continue
+		}
+		if t == "" || strings.HasPrefix(t, "#") || t == "..." || strings.HasPrefix(line, "%") {
+			continue
+		}
+		content = true
+	}
+	if content {
+		n++
+	}
+	return n
+}
+
+// oneLine folds a multi-line message onto one line.
+func oneLine(s string) string {
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == '\n' || r == '\r' })
+	for i := range fields {
+		fields[i] = strings.TrimSpace(fields[i])
+	}
+	return strings.Join(fields, " ")
+}

@@ -1,0 +1,365 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Limits of the NodeStorageState schema, sized to keep one object well
+// under etcd's 1.5 MiB.
+const (
+	// MaxNodeDevices is the most devices one NodeStorageState reports.
+	MaxNodeDevices = 256
+	// MaxDeviceCandidates is the most candidates reported per device: the
+	// fastest ones, current setting included.
+	MaxDeviceCandidates = 8
+)
+
+// NodeStorageStateSpec is written by the operator.
+type NodeStorageStateSpec struct {
+	// Grant, when set, allows the agent to change the listed devices until
+	// the grant expires. Without a valid grant, an agent in Apply mode only
+	// reports.
+	// +optional
+	Grant *RolloutGrant `json:"grant,omitempty"`
+}
+
+// RolloutGrant is the operator's permission to change devices of one node.
+type RolloutGrant struct {
+	// Devices are the kernel names of the devices that may change.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=64
+	// +listType=set
+	// +optional
+	Devices []string `json:"devices,omitempty"`
+
+	// Until is when the grant expires; the agent makes no change after it.
+	Until metav1.Time `json:"until"`
+
+	// Policy is the name of the StorageTuning the grant is for.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Policy string `json:"policy"`
+
+	// Generation is the policy's metadata.generation the grant is for; a
+	// grant for an older generation is void.
+	// +kubebuilder:validation:Minimum=1
+	Generation int64 `json:"generation"`
+}
+
+// NodeStorageStateStatus is written by the node agent.
+type NodeStorageStateStatus struct {
+	// ObservedGeneration is the generation of this object (its grant) the
+	// agent last acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, TracingActive, ModelReady, Applied, Degraded.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// DeviceCount is len(devices).
+	// +optional
+	DeviceCount int32 `json:"deviceCount"`
+	// GovernedDevices is the number of devices some policy governs.
+	// +optional
+	GovernedDevices int32 `json:"governedDevices"`
+	// PendingDevices is the number of governed devices whose recommendation
+	// differs from their current setting.
+	// +optional
+	PendingDevices int32 `json:"pendingDevices"`
+	// AppliedDevices is the number of devices whose current setting
+	// shadowtune applied.
+	// +optional
+	AppliedDevices int32 `json:"appliedDevices"`
+
+	// Devices are the node's block devices, by kernel name.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	Devices []DeviceState `json:"devices,omitempty"`
+}
+
+// DeviceClass is the kind of a device, from queue/rotational and the
+// transport.
+// +kubebuilder:validation:Enum=hdd;ssd;nvme
+type DeviceClass string
+
+// Device classes; they choose the default disk model (internal/model).
+const (
+	DeviceClassHDD  DeviceClass = "hdd"
+	DeviceClassSSD  DeviceClass = "ssd"
+	DeviceClassNVMe DeviceClass = "nvme"
+)
+
+// TracerKind is how the agent records a device's block I/O.
+// +kubebuilder:validation:Enum=ebpf;tracefs;none
+type TracerKind string
+
+// Tracers.
+const (
+	TracerEBPF    TracerKind = "ebpf"
+	TracerTracefs TracerKind = "tracefs"
+	TracerNone    TracerKind = "none"
+)
+
+// DeviceState is what the agent knows about one device.
+type DeviceState struct {
+	// Name is the kernel name ("sda", "nvme0n1").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Name string `json:"name"`
+	// MajorMinor is the device number, "MAJOR:MINOR".
+	// +kubebuilder:validation:Pattern=`^[0-9]+:[0-9]+$`
+	// +kubebuilder:validation:MaxLength=24
+	// +optional
+	MajorMinor string `json:"majorMinor,omitempty"`
+	// Model is device/model.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Model string `json:"model,omitempty"`
+	// Serial is the serial number, when the device reports one.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Serial string `json:"serial,omitempty"`
+	// WWN is the world wide name, when the device reports one.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	WWN string `json:"wwn,omitempty"`
+	// SizeBytes is the capacity in bytes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// Rotational is queue/rotational.
+	// +optional
+	Rotational bool `json:"rotational,omitempty"`
+	// Class is hdd, ssd or nvme.
+	// +optional
+	Class DeviceClass `json:"class,omitempty"`
+
+	// Current is the setting the device has now.
+	// +optional
+	Current DeviceSettings `json:"current,omitempty"`
+	// Original is the setting found before shadowtune first changed the
+	// device; it is put back on revert, on Observe and on uninstall.
+	// +optional
+	Original *DeviceSettings `json:"original,omitempty"`
+
+	// GovernedBy is the name of the StorageTuning that governs the device,
+	// empty when none does.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	GovernedBy string `json:"governedBy,omitempty"`
+
+	// Candidates are the fastest simulated candidates of the last window,
+	// the current setting included; at most 8.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Candidates []CandidateResult `json:"candidates,omitempty"`
+
+	// Recommendation is the decision of the last window.
+	// +optional
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+
+	// Applied is the last setting the agent applied.
+	// +optional
+	Applied *AppliedSetting `json:"applied,omitempty"`
+
+	// ModelErrorPercent is the disk model's mean absolute error on the
+	// device's measured service times, percent, decimal string ("12.5").
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	ModelErrorPercent string `json:"modelErrorPercent,omitempty"`
+
+	// ThrashGuard is the thrash guard's state.
+	// +optional
+	ThrashGuard ThrashGuardState `json:"thrashGuard,omitempty"`
+
+	// Tracer records the device's I/O: ebpf, tracefs or none.
+	// +optional
+	Tracer TracerKind `json:"tracer,omitempty"`
+
+	// EventsDropped is the number of block I/O events the tracer lost
+	// since the agent started.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	EventsDropped int64 `json:"eventsDropped,omitempty"`
+}
+
+// DeviceSettings is a device's block-stack setting as read from sysfs.
+type DeviceSettings struct {
+	// Scheduler is queue/scheduler's selected entry; any string the kernel
+	// reports.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Scheduler string `json:"scheduler,omitempty"`
+	// Tunables are the scheduler's queue/iosched/* values, as text.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Tunables map[string]string `json:"tunables,omitempty"`
+	// ReadAheadKiB is queue/read_ahead_kb.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
+}
+
+// CandidateResult is the simulated result of one candidate over the last
+// window.
+type CandidateResult struct {
+	// Name is the candidate, in the CLI's syntax
+	// ("bfq:slice_idle=0", "mq-deadline+redcap").
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Name string `json:"name"`
+	// PredictedServiceTimeMicros is the total simulated service time of the
+	// window, µs.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	PredictedServiceTimeMicros int64 `json:"predictedServiceTimeMicros"`
+	// PredictedGainPercent is the improvement over the current setting,
+	// percent, decimal string ("4.2", "-56.3").
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
+}
+
+// Recommendation is the decision of one window for one device.
+type Recommendation struct {
+	// Scheduler is the recommended scheduler.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Scheduler string `json:"scheduler,omitempty"`
+	// Tunables are the recommended tunables, sysfs names and text values.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Tunables map[string]string `json:"tunables,omitempty"`
+	// ReadAheadKiB is the recommended read-ahead depth, 0 when read-ahead
+	// is not tuned.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
+	// Redcap reports whether the simulated REDCAP cache would be on (ADA).
+	// +optional
+	Redcap bool `json:"redcap,omitempty"`
+	// GainPercent is the predicted improvement, percent, decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	GainPercent string `json:"gainPercent,omitempty"`
+	// Reason is the decision rule's reason (internal/decide), e.g.
+	// "BelowMargin", "ThrashGuardTripped".
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// AppliedSetting is a setting the agent applied.
+type AppliedSetting struct {
+	// Scheduler is the scheduler written.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Scheduler string `json:"scheduler,omitempty"`
+	// Tunables are the tunables written.
+	// +kubebuilder:validation:MaxProperties=32
+	// +optional
+	Tunables map[string]string `json:"tunables,omitempty"`
+	// ReadAheadKiB is the read-ahead depth written, 0 when unchanged.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
+	// At is when it was written.
+	At metav1.Time `json:"at"`
+}
+
+// ThrashGuardState is the thrash guard's state for one device.
+type ThrashGuardState struct {
+	// Changes counts changes decided in consecutive checks.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Changes int32 `json:"changes,omitempty"`
+	// QuietChecks counts consecutive checks predicting no change while
+	// pinned.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	QuietChecks int32 `json:"quietChecks,omitempty"`
+	// Pinned reports whether the default scheduler is pinned.
+	// +optional
+	Pinned bool `json:"pinned,omitempty"`
+}
+
+// Condition types of NodeStorageState.
+const (
+	// NodeConditionReady summarises the others: tracing active, model
+	// ready, not degraded.
+	NodeConditionReady = "Ready"
+	// NodeConditionTracingActive: block I/O is being recorded.
+	NodeConditionTracingActive = "TracingActive"
+	// NodeConditionModelReady: every governed device has a disk model
+	// good enough to decide with.
+	NodeConditionModelReady = "ModelReady"
+	// NodeConditionApplied: every granted change is applied and verified.
+	NodeConditionApplied = "Applied"
+	// NodeConditionDegraded: something needs attention (events dropped, a
+	// write to sysfs failed, a change was reverted).
+	NodeConditionDegraded = "Degraded"
+)
+
+// Condition reasons of NodeStorageState.
+const (
+	ReasonTracingEBPF       = "EBPF"
+	ReasonTracingTracefs    = "Tracefs"
+	ReasonTracerUnavailable = "TracerUnavailable"
+	ReasonLearning          = "Learning"
+	ReasonModelTrained      = "ModelTrained"
+	ReasonDefaultModel      = "DefaultModel"
+	ReasonApplied           = "Applied"
+	ReasonAwaitingGrant     = "AwaitingGrant"
+	ReasonGrantExpired      = "GrantExpired"
+	ReasonObserveOnly       = "ObserveOnly"
+	ReasonNothingToApply    = "NothingToApply"
+	ReasonReverted          = "Reverted"
+	ReasonApplyFailed       = "ApplyFailed"
+	ReasonEventsDropped     = "EventsDropped"
+	ReasonAgentReady        = "AgentReady"
+)
+
+// NodeStorageState is one node's storage state: the operator's grant in
+// spec, the agent's per-device report in status. Its name is the node's
+// name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=nss,categories=shadowtune
+// +kubebuilder:printcolumn:name="Devices",type=integer,JSONPath=`.status.deviceCount`
+// +kubebuilder:printcolumn:name="Governed",type=integer,JSONPath=`.status.governedDevices`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingDevices`
+// +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedDevices`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NodeStorageState struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +optional
+	Spec NodeStorageStateSpec `json:"spec,omitempty"`
+	// +optional
+	Status NodeStorageStateStatus `json:"status,omitempty"`
+}
+
+// NodeStorageStateList is a list of NodeStorageState.
+//
+// +kubebuilder:object:root=true
+type NodeStorageStateList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []NodeStorageState `json:"items"`
+}

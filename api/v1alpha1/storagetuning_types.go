@@ -1,0 +1,496 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Limits of the StorageTuning schema. The CRD markers below repeat the
+// numbers (markers cannot name constants); Validate uses these.
+const (
+	// MaxDeviceGlobs is the most include or exclude globs.
+	MaxDeviceGlobs = 32
+	// MaxGlobLength is the longest glob, in bytes.
+	MaxGlobLength = 64
+	// MaxTunableRanges is the most entries in spec.tunables.
+	MaxTunableRanges = 12
+	// MaxTunableRangesPerScheduler bounds the candidates per scheduler to
+	// MaxTunableSteps^MaxTunableRangesPerScheduler = 256 combinations.
+	MaxTunableRangesPerScheduler = 4
+	// MinTunableSteps and MaxTunableSteps bound TunableRange.steps.
+	MinTunableSteps = 2
+	MaxTunableSteps = 4
+	// MinReadAheadKiB and MaxReadAheadKiB bound the read-ahead depths; both
+	// bounds must be multiples of 4 KiB.
+	MinReadAheadKiB = 4
+	MaxReadAheadKiB = 65536
+	// MaxMarginPercent is the largest switching margin (internal/decide).
+	MaxMarginPercent = 50
+)
+
+// Schema defaults, applied by the API server from the CRD and by Default.
+const (
+	DefaultMode                       = ModeObserve
+	DefaultScheduler                  = SchedulerMQDeadline
+	DefaultTunableSteps               = 3
+	DefaultReadAheadEnabled           = true
+	DefaultReadAheadMinKiB            = 16   // internal/readahead.DefaultMinKiB
+	DefaultReadAheadMaxKiB            = 4096 // internal/readahead.DefaultMaxKiB
+	DefaultCacheMemoryBudget          = "64Mi"
+	DefaultWindow                     = "5s"
+	DefaultMarginPercent              = 5 // DADS §4.2, internal/decide.DefaultMarginPct
+	DefaultThrashGuardChanges         = 5 // internal/decide.DefaultGuardChanges
+	DefaultThrashGuardQuietChecks     = 7 // internal/decide.DefaultQuietChecks
+	DefaultCPUBudgetPercent           = 10
+	DefaultMaxUnavailable             = 1
+	DefaultMinDwell                   = "10m"
+	DefaultToleratedRegressionPercent = 5
+)
+
+// DefaultCandidates returns the default spec.schedulers.candidates: all
+// four schedulers.
+func DefaultCandidates() []SchedulerName { return SchedulerNames() }
+
+// TuningMode says whether shadowtune only reports or also changes devices.
+// +kubebuilder:validation:Enum=Observe;Apply
+type TuningMode string
+
+const (
+	// ModeObserve simulates and reports; it never changes a device, and
+	// switching a policy to Observe puts back every device it changed.
+	ModeObserve TuningMode = "Observe"
+	// ModeApply applies recommendations, gated by the roll-out policy.
+	ModeApply TuningMode = "Apply"
+)
+
+// StorageTuningSpec is the policy.
+//
+// Optional fields take the schema's defaults, which Default also applies;
+// after Default every pointer field that has a default is non-nil (only
+// nodeSelector, devices.rotational and devices.minSizeBytes may stay nil).
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.tunables) || !has(self.schedulers) || !has(self.schedulers.candidates) || self.tunables.all(t, t.scheduler in self.schedulers.candidates)",message="every tunables[].scheduler must be one of spec.schedulers.candidates",fieldPath=".tunables"
+type StorageTuningSpec struct {
+	// Mode is Observe (simulate and report; the default) or Apply.
+	// +kubebuilder:default=Observe
+	// +optional
+	Mode TuningMode `json:"mode,omitempty"`
+
+	// NodeSelector selects the nodes this policy governs; unset or empty
+	// selects every node. The API server checks only its shape; label
+	// syntax is checked by Validate and by the operator, which reports a
+	// bad selector in the Degraded condition.
+	// +optional
+	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
+
+	// Devices selects the block devices of a selected node.
+	// +kubebuilder:default={}
+	// +optional
+	Devices DeviceSelector `json:"devices,omitempty"`
+
+	// Schedulers are the blk-mq schedulers the simulation compares.
+	// +kubebuilder:default={}
+	// +optional
+	Schedulers SchedulerPolicy `json:"schedulers,omitempty"`
+
+	// Tunables are ranges of scheduler tunables to explore. A candidate is
+	// a scheduler with one value of each of its ranges (the cartesian
+	// product, see TunableCandidates); tunables not named keep the kernel's
+	// default. At most 4 ranges per scheduler, so at most 4^4 = 256
+	// combinations per scheduler.
+	// +kubebuilder:validation:MaxItems=12
+	// +kubebuilder:validation:XValidation:rule="['mq-deadline', 'bfq', 'kyber'].all(s, self.filter(t, t.scheduler == s).size() <= 4)",message="at most 4 tunable ranges per scheduler"
+	// +listType=map
+	// +listMapKey=scheduler
+	// +listMapKey=name
+	// +optional
+	Tunables []TunableRange `json:"tunables,omitempty"`
+
+	// ReadAhead bounds the read-ahead depth the agent may recommend.
+	// +kubebuilder:default={}
+	// +optional
+	ReadAhead ReadAheadPolicy `json:"readAhead,omitempty"`
+
+	// Cache configures the simulation of a REDCAP RAM cache. Reported only:
+	// this version never creates a cache.
+	// +kubebuilder:default={}
+	// +optional
+	Cache CachePolicy `json:"cache,omitempty"`
+
+	// Evaluation configures the collect–simulate–decide loop.
+	// +kubebuilder:default={}
+	// +optional
+	Evaluation EvaluationPolicy `json:"evaluation,omitempty"`
+
+	// Rollout gates how Apply mode changes reach the fleet.
+	// +kubebuilder:default={}
+	// +optional
+	Rollout RolloutPolicy `json:"rollout,omitempty"`
+
+	// Priority decides between policies that select the same device: the
+	// highest wins; on a tie, neither governs it and both report Conflict.
+	// +kubebuilder:default=0
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// Paused stops new changes; devices keep their current settings and
+	// the simulation keeps reporting.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+}
+
+// DeviceSelector selects block devices by kernel name, kind and size.
+//
+// A device is selected when its name matches an include glob (or include is
+// empty), matches no exclude glob, and passes rotational and minSizeBytes
+// (when set). Exclude wins over include. Globs use Go's path.Match syntax
+// (*, ?, [a-z], [^0-9]) over the kernel name without /dev/, e.g. "sd*",
+// "nvme*n1", "loop[0-9]*"; backslash escapes are not accepted.
+type DeviceSelector struct {
+	// Include lists name globs; empty selects every device.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9_.:*?-]|\[\^?([A-Za-z0-9_.:](-[A-Za-z0-9_.:])?)+\])+$`
+	// +listType=set
+	// +optional
+	Include []string `json:"include,omitempty"`
+
+	// Exclude lists name globs; a device matching one is never selected.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^([A-Za-z0-9_.:*?-]|\[\^?([A-Za-z0-9_.:](-[A-Za-z0-9_.:])?)+\])+$`
+	// +listType=set
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+
+	// Rotational, when set, selects only rotational (true) or only
+	// non-rotational (false) devices (queue/rotational).
+	// +optional
+	Rotational *bool `json:"rotational,omitempty"`
+
+	// MinSizeBytes, when set, selects only devices at least this large.
+	// A quantity: 107374182400, "100Gi" and "100G" are all accepted.
+	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="minSizeBytes must not be negative"
+	// +optional
+	MinSizeBytes *resource.Quantity `json:"minSizeBytes,omitempty"`
+}
+
+// SchedulerPolicy lists the schedulers to compare.
+// +kubebuilder:validation:XValidation:rule="!has(self.default) || !has(self.candidates) || self.default in self.candidates",message="default must be one of the candidates",fieldPath=".default"
+type SchedulerPolicy struct {
+	// Candidates are the schedulers the simulation compares; default all
+	// four. Unique, not empty.
+	// +kubebuilder:default={none,mq-deadline,bfq,kyber}
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=4
+	// +listType=set
+	// +optional
+	Candidates []SchedulerName `json:"candidates,omitempty"`
+
+	// Default is the scheduler the thrash guard pins (DESIGN §6); one of
+	// the candidates. Default mq-deadline.
+	// +kubebuilder:default=mq-deadline
+	// +optional
+	Default SchedulerName `json:"default,omitempty"`
+}
+
+// TunableRange is a range of one scheduler tunable, in sysfs name and units
+// (queue/iosched/NAME: e.g. read_expire in ms, read_lat_nsec in ns). The
+// candidate values are Steps values spread evenly from Min to Max, both
+// included (Values).
+//
+// +kubebuilder:validation:XValidation:rule="self.scheduler == 'mq-deadline' ? self.name in ['read_expire', 'write_expire', 'fifo_batch', 'writes_starved', 'front_merges'] : self.scheduler == 'bfq' ? self.name in ['slice_idle', 'slice_idle_us', 'low_latency', 'back_seek_max', 'back_seek_penalty', 'fifo_expire_sync', 'fifo_expire_async', 'timeout_sync', 'max_budget', 'strict_guarantees'] : self.name in ['read_lat_nsec', 'write_lat_nsec']",message="name must be a tunable of the scheduler (mq-deadline: read_expire, write_expire, fifo_batch, writes_starved, front_merges; bfq: slice_idle, slice_idle_us, low_latency, back_seek_max, back_seek_penalty, fifo_expire_sync, fifo_expire_async, timeout_sync, max_budget, strict_guarantees; kyber: read_lat_nsec, write_lat_nsec)",fieldPath=".name"
+// +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="max must be greater than or equal to min",fieldPath=".max"
+// +kubebuilder:validation:XValidation:rule="!(self.name in ['front_merges', 'low_latency', 'strict_guarantees']) || self.max <= 1",message="front_merges, low_latency and strict_guarantees take 0 or 1: max must be at most 1",fieldPath=".max"
+type TunableRange struct {
+	// Scheduler is mq-deadline, bfq or kyber (none has no tunables); it
+	// must be one of spec.schedulers.candidates.
+	Scheduler TunableSchedulerName `json:"scheduler"`
+
+	// Name is the sysfs name of the tunable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	Name string `json:"name"`
+
+	// Min is the smallest value; default 0.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=0
+	// +optional
+	Min int64 `json:"min,omitempty"`
+
+	// Max is the largest value; at least Min.
+	// +kubebuilder:validation:Minimum=0
+	Max *int64 `json:"max"`
+
+	// Steps is the number of values from Min to Max, both included: 2 to
+	// 4, default 3. Min == Max gives one value.
+	// +kubebuilder:validation:Minimum=2
+	// +kubebuilder:validation:Maximum=4
+	// +kubebuilder:default=3
+	// +optional
+	Steps *int32 `json:"steps,omitempty"`
+}
+
+// ReadAheadPolicy bounds the competitive read-ahead depth (DESIGN §6).
+// +kubebuilder:validation:XValidation:rule="!has(self.minKiB) || !has(self.maxKiB) || self.minKiB <= self.maxKiB",message="maxKiB must be greater than or equal to minKiB",fieldPath=".maxKiB"
+type ReadAheadPolicy struct {
+	// Enabled lets the agent recommend (and in Apply mode set) the
+	// read-ahead depth. Default true.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+
+	// MinKiB is the smallest depth, KiB: 4 to 65536, a multiple of 4;
+	// default 16.
+	// +kubebuilder:validation:Minimum=4
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:MultipleOf=4
+	// +kubebuilder:default=16
+	// +optional
+	MinKiB *int32 `json:"minKiB,omitempty"`
+
+	// MaxKiB is the largest depth, KiB: 4 to 65536, a multiple of 4, at
+	// least MinKiB; default 4096.
+	// +kubebuilder:validation:Minimum=4
+	// +kubebuilder:validation:Maximum=65536
+	// +kubebuilder:validation:MultipleOf=4
+	// +kubebuilder:default=4096
+	// +optional
+	MaxKiB *int32 `json:"maxKiB,omitempty"`
+}
+
+// CachePolicy configures the simulated REDCAP RAM cache (DESIGN §6). Its
+// result is reported in NodeStorageState (recommendation.redcap); no cache is
+// created on the node.
+type CachePolicy struct {
+	// Enabled simulates every candidate also with the cache. Default false.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// MemoryBudget is the size of the simulated cache: 1Mi to 64Gi,
+	// default 64Mi (the paper's 512 segments of 128 KiB).
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="memoryBudget must be between 1Mi and 64Gi"
+	// +optional
+	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+}
+
+// EvaluationPolicy configures collect–simulate–decide (DESIGN §6).
+type EvaluationPolicy struct {
+	// Window is the length of one collect phase: 1s to 5m, default 5s.
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('5m')",message="window must be between 1s and 5m"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+
+	// MarginPercent is the predicted improvement, in whole percent of the
+	// current setting's total service time, a candidate needs before the
+	// agent switches to it: 0 to 50, default 5 (DADS §4.2). An integer
+	// because CRDs do not carry floats.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
+	// +kubebuilder:default=5
+	// +optional
+	MarginPercent *int32 `json:"marginPercent,omitempty"`
+
+	// ThrashGuard pins the default scheduler after repeated changes.
+	// +kubebuilder:default={}
+	// +optional
+	ThrashGuard ThrashGuardPolicy `json:"thrashGuard,omitempty"`
+
+	// CPUBudgetPercent is the CPU the simulation of one window may use, in
+	// percent of one core over the window: 1 to 100, default 10. Candidates
+	// beyond the budget are skipped (and reported).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=10
+	// +optional
+	CPUBudgetPercent *int32 `json:"cpuBudgetPercent,omitempty"`
+}
+
+// ThrashGuardPolicy holds the thrash guard's counts (DESIGN §6,
+// internal/decide).
+type ThrashGuardPolicy struct {
+	// Changes is the number of changes in consecutive checks after which
+	// the default scheduler is pinned: 1 to 100, default 5.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=5
+	// +optional
+	Changes *int32 `json:"changes,omitempty"`
+
+	// QuietChecks is the number of consecutive checks predicting no change
+	// that release the pin: 1 to 1000, default 7.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +kubebuilder:default=7
+	// +optional
+	QuietChecks *int32 `json:"quietChecks,omitempty"`
+}
+
+// RolloutPolicy gates Apply mode across the fleet.
+type RolloutPolicy struct {
+	// MaxUnavailable is how many selected nodes may be changing at once,
+	// i.e. hold a grant whose change is not yet verified: a count (≥ 1) or
+	// a percentage of the selected nodes ("1%" to "100%", rounded up, at
+	// least one node). Default 1.
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:XIntOrString
+	// +kubebuilder:validation:XValidation:rule="type(self) == int ? self >= 1 : self.matches('^(100|[1-9][0-9]?)%$')",message="maxUnavailable must be a count of at least 1 or a percentage from 1% to 100%"
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+
+	// MinDwell is the least time a device keeps a setting before it may be
+	// changed again: 0s to 24h, default 10m.
+	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="minDwell must be between 0s and 24h"
+	// +optional
+	MinDwell *metav1.Duration `json:"minDwell,omitempty"`
+
+	// ToleratedRegressionPercent is how much slower than predicted, in
+	// whole percent, a device may measure after a change before the change
+	// is reverted: 0 to 100, default 5.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=5
+	// +optional
+	ToleratedRegressionPercent *int32 `json:"toleratedRegressionPercent,omitempty"`
+}
+
+// StorageTuningStatus is the fleet-wide result, written by the operator.
+type StorageTuningStatus struct {
+	// ObservedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Progressing, Degraded, Conflict.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// MatchedNodes is the number of nodes the policy selects.
+	// +optional
+	MatchedNodes int32 `json:"matchedNodes"`
+	// MatchedDevices is the number of devices it governs on them.
+	// +optional
+	MatchedDevices int32 `json:"matchedDevices"`
+	// RecommendedChanges is the number of devices whose recommendation
+	// differs from their current setting.
+	// +optional
+	RecommendedChanges int32 `json:"recommendedChanges"`
+	// ChangedDevices is the number of devices whose setting shadowtune
+	// changed and keeps.
+	// +optional
+	ChangedDevices int32 `json:"changedDevices"`
+	// RevertedDevices is the number of changes reverted after a measured
+	// regression, since the policy was created.
+	// +optional
+	RevertedDevices int32 `json:"revertedDevices"`
+
+	// Settings counts governed devices by current scheduler; at most 8
+	// entries.
+	// +listType=map
+	// +listMapKey=scheduler
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	Settings []SchedulerCount `json:"settings,omitempty"`
+
+	// PredictedGainPercent is the mean predicted improvement of the
+	// recommendations over the current settings, a decimal string with one
+	// decimal ("7.5"; see FormatPercent); a string because CRDs do not carry
+	// floats.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
+
+	// LastChangeTime is when a device was last changed or reverted.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+}
+
+// SchedulerCount is the number of devices on one scheduler.
+type SchedulerCount struct {
+	// Scheduler is the kernel's name of the scheduler.
+	// +kubebuilder:validation:MaxLength=64
+	Scheduler string `json:"scheduler"`
+	// Count is the number of devices.
+	// +kubebuilder:validation:Minimum=0
+	Count int32 `json:"count"`
+}
+
+// Condition types of StorageTuning.
+const (
+	// ConditionReady: the policy is reconciled and every selected node
+	// reports.
+	ConditionReady = "Ready"
+	// ConditionProgressing: a roll-out is under way.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded: something needs attention (a node not reporting, a
+	// revert, a bad selector).
+	ConditionDegraded = "Degraded"
+	// ConditionConflict: another policy of the same priority selects some
+	// of the same devices.
+	ConditionConflict = "Conflict"
+)
+
+// Condition reasons of StorageTuning.
+const (
+	ReasonReconciled         = "Reconciled"
+	ReasonNoMatchingNodes    = "NoMatchingNodes"
+	ReasonNodesNotReporting  = "NodesNotReporting"
+	ReasonObserving          = "Observing"
+	ReasonRollingOut         = "RollingOut"
+	ReasonRolloutComplete    = "RolloutComplete"
+	ReasonPaused             = "Paused"
+	ReasonRegressionReverted = "RegressionReverted"
+	ReasonInvalidSelector    = "InvalidSelector"
+	ReasonAsExpected         = "AsExpected"
+	ReasonOverlappingPolicy  = "OverlappingPolicy"
+	ReasonNoConflict         = "NoConflict"
+)
+
+// StorageTuning is a storage tuning policy: which devices of which nodes
+// shadowtune simulates, what it may change, and how changes roll out.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=stune,categories=shadowtune
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
+// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.status.matchedNodes`
+// +kubebuilder:printcolumn:name="Devices",type=integer,JSONPath=`.status.matchedDevices`
+// +kubebuilder:printcolumn:name="Changed",type=integer,JSONPath=`.status.changedDevices`
+// +kubebuilder:printcolumn:name="Gain",type=string,JSONPath=`.status.predictedGainPercent`,description="Mean predicted improvement, percent"
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type StorageTuning struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +kubebuilder:default={}
+	// +optional
+	Spec StorageTuningSpec `json:"spec,omitempty"`
+	// +optional
+	Status StorageTuningStatus `json:"status,omitempty"`
+}
+
+// StorageTuningList is a list of StorageTuning.
+//
+// +kubebuilder:object:root=true
+type StorageTuningList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []StorageTuning `json:"items"`
+}
