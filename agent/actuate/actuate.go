@@ -1,0 +1,905 @@
+// Package actuate changes a block device's blk-mq scheduler, its tunables
+// and its read-ahead through sysfs, and can always put the device back
+// exactly as it was (DESIGN §7: "every change the agent makes is recorded
+// with the value it replaced").
+//
+// Only these files are ever written by Apply, and only for devices passed
+// to it:
+//
+//   - queue/scheduler: none, mq-deadline, bfq or kyber, if the kernel
+//     offers it (block/elevator.c elv_iosched_store);
+//   - queue/iosched/NAME: NAME in AllowedTunables(scheduler) and exposed
+//     by the device's current scheduler (block/mq-deadline.c,
+//     block/bfq-iosched.c, block/kyber-iosched.c);
+//   - queue/read_ahead_kb: KiB, a multiple of the page size
+//     (block/blk-sysfs.c queue_ra_store stores whole pages).
+//
+// Revert (and the rollback of a failed change) may also write back, with
+// their recorded values, the attributes a scheduler switch resets: every
+// writable queue/iosched/* file of the original scheduler (a new elevator
+// instance starts from its defaults) and queue/nr_requests and
+// queue/wbt_lat_usec (the kernel resets nr_requests on every switch, and
+// bfq turns writeback throttling off while it runs). A value is written
+// only when it differs from what is read, so an attribute left at its
+// kernel default stays "default" (bfq's max_budget 0 stays automatic).
+//
+// Safety rules:
+//
+//   - Before the first change to a device, its original values are
+//     written durably to a state file (see StateVersion); an existing
+//     record is never overwritten, so after a crash Revert still restores
+//     the true originals, not a half-applied state.
+//   - Before each change a journal entry (the device's state just before,
+//     and the target) is written to the same file, and cleared when the
+//     change has been made and verified or rolled back. A crash (SIGKILL)
+//     at any point leaves the journal; the next Apply on that device
+//     first puts it back as it was before the interrupted change, and
+//     Revert restores the originals regardless.
+//   - A change writes the scheduler first (the tunables live in the new
+//     scheduler's queue/iosched/ after the switch), then the tunables,
+//     then read_ahead_kb, reads each value back and fails on a
+//     difference. If any step fails, the device is rolled back to its
+//     state before the change; both errors are reported (ChangeError).
+//   - Revert restores the scheduler, then nr_requests and
+//     wbt_lat_usec, then the scheduler's tunables, then read_ahead_kb,
+//     reads everything back and removes the record only when every value
+//     matches.
+//
+// Kernel behaviour this relies on (verified on Linux 6.18 loop devices by
+// the integration tests): writing an unknown scheduler name fails with
+// EINVAL; writing the current scheduler's name is a no-op that keeps its
+// tunables; switching to another scheduler and back resets every
+// iosched tunable to its default and nr_requests to the default depth
+// (2 × min(tag depth, 128) with an elevator, the tag depth with none);
+// bfq sets wbt_lat_usec to 0 while it runs unless the value was set by
+// hand, and leaving bfq restores it (any write of a different value makes
+// writeback throttling "manual" for the device's life, so Revert writes it
+// only if it differs, which a round trip through bfq never needs);
+// read_ahead_kb is rounded down to whole pages; millisecond
+// tunables are stored in jiffies and read back rounded; mq-deadline
+// clamps negative values to 0 silently; the scheduler's store returns
+// EBUSY or ENOENT while the hardware queues are being updated.
+package actuate
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/internal/sched"
+)
+
+// Attribute files, relative to /sys/block/DEV.
+const (
+	AttrScheduler = "queue/scheduler"
+	AttrReadAhead = "queue/read_ahead_kb"
+	AttrIosched   = "queue/iosched" // directory
+	attrDev       = "dev"
+	attrDiskSeq   = "diskseq"
+)
+
+// queueSideEffects are the queue attributes a scheduler switch changes, in
+// the order Revert restores them (before the tunables: mq-deadline's
+// async_depth follows nr_requests).
+var queueSideEffects = []string{"nr_requests", "wbt_lat_usec"}
+
+func isQueueSideEffect(name string) bool { return slices.Contains(queueSideEffects, name) }
+
+// allowed is the allowlist of writable tunables by scheduler, by their
+// sysfs names.
+var allowed = map[string][]string{
+	"none":        nil,
+	"mq-deadline": {"fifo_batch", "front_merges", "read_expire", "write_expire", "writes_starved"},
+	"bfq": {"back_seek_max", "back_seek_penalty", "fifo_expire_async", "fifo_expire_sync", "low_latency",
+		"max_budget", "slice_idle", "slice_idle_us", "strict_guarantees", "timeout_sync"},
+	"kyber": {"read_lat_nsec", "write_lat_nsec"},
+}
+
+// Schedulers returns the schedulers Apply may select, sorted.
+func Schedulers() []string {
+	return slices.Sorted(maps.Keys(allowed))
+}
+
+// AllowedTunables returns the queue/iosched tunables Apply may write for
+// the scheduler, sorted; nil for none or an unknown scheduler.
+//
+// mq-deadline: read_expire, write_expire (ms), fifo_batch (requests),
+// writes_starved (count), front_merges (0/1). bfq: slice_idle (ms),
+// slice_idle_us (µs; the same kernel value as slice_idle), low_latency,
+// strict_guarantees (0/1), back_seek_max (KiB), back_seek_penalty,
+// fifo_expire_sync, fifo_expire_async, timeout_sync (ms), max_budget
+// (sectors; 0 = automatic). kyber: read_lat_nsec, write_lat_nsec (ns).
+func AllowedTunables(scheduler string) []string {
+	return slices.Clone(allowed[scheduler])
+}
+
+// Setting is a change to apply. A zero field leaves that attribute alone.
+type Setting struct {
+	// Scheduler is the elevator to select ("" keeps the current one).
+	Scheduler string `json:"scheduler,omitempty"`
+	// Tunables are queue/iosched values in the kernel's units, for
+	// Scheduler (or the current scheduler when Scheduler is ""). Names not
+	// given are left as the (possibly new) scheduler has them: after a
+	// switch, that is the kernel's default.
+	Tunables sched.Tunables `json:"tunables,omitempty"`
+	// ReadAheadKiB is queue/read_ahead_kb, in KiB; 0 leaves it alone.
+	ReadAheadKiB int `json:"read_ahead_kb,omitempty"`
+}
+
+// IsZero reports whether s changes nothing.
+func (s Setting) IsZero() bool {
+	return s.Scheduler == "" && len(s.Tunables) == 0 && s.ReadAheadKiB == 0
+}
+
+// State is what the Actuator records of a device: the values Revert
+// restores.
+type State struct {
+	// Scheduler is the current elevator; "" if the device has no
+	// queue/scheduler (bio-based devices).
+	Scheduler string `json:"scheduler"`
+	// Tunables are all writable queue/iosched/* files of Scheduler, their
+	// text trimmed of surrounding white space.
+	Tunables map[string]string `json:"tunables,omitempty"`
+	// Queue holds the queue attributes a scheduler switch resets
+	// (nr_requests, wbt_lat_usec), trimmed text; absent ones are left out.
+	Queue map[string]string `json:"queue,omitempty"`
+	// ReadAheadKiB is queue/read_ahead_kb, KiB.
+	ReadAheadKiB int `json:"read_ahead_kb"`
+}
+
+func (s State) clone() State {
+	s.Tunables = maps.Clone(s.Tunables)
+	s.Queue = maps.Clone(s.Queue)
+	return s
+}
+
+// Change is a journal entry: a change started and not yet finished.
+type Change struct {
+	StartedAt time.Time `json:"started_at"`
+	Before    State     `json:"before"`
+	Target    Setting   `json:"target"`
+}
+
+// Original is the record of a device the Actuator has changed.
+type Original struct {
+	Device     string    // kernel name
+	MajorMinor string    // "dev" when recorded
+	DiskSeq    uint64    // "diskseq" when recorded, 0 if absent
+	RecordedAt time.Time // when the original was recorded
+	State      State     // the device before the first change
+	// Interrupted is the journal of a change that did not finish (the
+	// agent died during Apply, or its rollback failed); nil otherwise.
+	Interrupted *Change
+}
+
+func (o *Original) clone() Original {
+	c := *o
+	c.State = o.State.clone()
+	if o.Interrupted != nil {
+		ic := *o.Interrupted
+		ic.Before = ic.Before.clone()
+		ic.Target.Tunables = maps.Clone(ic.Target.Tunables)
+		c.Interrupted = &ic
+	}
+	return c
+}
+
+// Applied reports a successful Apply.
+type Applied struct {
+	Device string
+	// Before and After are the device's state just before and after the
+	// change (After read back from sysfs).
+	Before, After State
+	// Written lists the files written, in order, relative to
+	// /sys/block/DEV ("queue/scheduler", "queue/iosched/slice_idle", ...);
+	// empty when the device already had the setting.
+	Written []string
+}
+
+// Actuator applies and reverts settings. It is safe for concurrent use;
+// one mutex serialises all operations. Only one Actuator may use a state
+// directory at a time (an exclusive flock on STATEDIR/.lock).
+type Actuator struct {
+	mu       sync.Mutex
+	store    Store
+	stateDir string
+	lock     *os.File
+	records  map[string]*Original
+	pageKiB  int
+
+	// hook, if set (tests only), is called at the crash points of Apply:
+	// "recorded", "journaled", "wrote ATTR" and "rolled back".
+	hook func(point string)
+}
+
+// New returns an Actuator for the block devices below hostRoot ("" for the
+// real root) that keeps its records in stateDir (created 0700 if needed).
+// stateDir must outlive the agent process (a hostPath on the node, not a
+// container's scratch space), or a crash loses what must be reverted.
+// New loads the records of a previous run; a corrupt record makes New fail
+// (ErrCorruptState) rather than forget what must be reverted.
+func New(hostRoot, stateDir string) (*Actuator, error) {
+	return NewWithStore(SysfsStore{Root: hostRoot}, stateDir)
+}
+
+// NewWithStore is New with another Store (a fake kernel in tests).
+func NewWithStore(st Store, stateDir string) (*Actuator, error) {
+	if stateDir == "" {
+		return nil, errors.New("actuate: no state directory")
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("actuate: state directory: %w", err)
+	}
+	lock, err := lockDir(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := loadState(stateDir)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	page := os.Getpagesize() / 1024
+	if page < 1 {
+		page = 1
+	}
+	return &Actuator{store: st, stateDir: stateDir, lock: lock, records: recs, pageKiB: page}, nil
+}
+
+// Close releases the state directory. The records stay on disk.
+func (a *Actuator) Close() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return nil
+	}
+	err := a.lock.Close()
+	a.lock = nil
+	return err
+}
+
+// Originals returns a copy of the records: for each changed device, its
+// state before shadowtune's first change.
+func (a *Actuator) Originals() map[string]Original {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[string]Original, len(a.records))
+	for k, o := range a.records {
+		out[k] = o.clone()
+	}
+	return out
+}
+
+// Interrupted returns, sorted, the devices with a change that did not
+// finish (a crash during Apply, or a failed rollback). Revert them, or
+// Apply again: Apply first puts such a device back as it was before the
+// interrupted change.
+func (a *Actuator) Interrupted() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for k, o := range a.records {
+		if o.Interrupted != nil {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Forget drops the record of dev without touching the device: for a
+// device that is gone for good (ErrDeviceGone), whose settings died with
+// it.
+func (a *Actuator) Forget(dev string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return errClosed
+	}
+	if _, ok := a.records[dev]; !ok {
+		return nil
+	}
+	if err := removeState(a.stateDir, dev); err != nil {
+		return err
+	}
+	delete(a.records, dev)
+	return nil
+}
+
+var errClosed = errors.New("actuate: actuator closed")
+
+func (a *Actuator) at(point string) {
+	if a.hook != nil {
+		a.hook(point)
+	}
+}
+
+// Apply changes dev (a whole disk's kernel name, e.g. "sda"; partitions
+// have no queue of their own) to s. See the package documentation for the
+// order, the verification and the rollback. On failure the error is an
+// *AttrError or a *ChangeError; with errors.Is it matches the kind
+// (ErrDeviceGone, ErrBusy, ErrReadOnly, ErrPermission, ErrRejected,
+// ErrMismatch, ErrNotAllowed, ErrInvalidSetting, ErrRollback).
+func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return Applied{}, errClosed
+	}
+	if !validAttrName(dev) {
+		return Applied{}, fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)
+	}
+	if err := a.validate(s); err != nil {
+		return Applied{}, err
+	}
+	rec := a.records[dev]
+	if err := a.checkIdentity(dev, rec); err != nil {
+		return Applied{}, err
+	}
+	if rec != nil && rec.Interrupted != nil {
+		// Finish the interrupted change's rollback first, so this
+		// change starts from a known state.
+		if err := a.restore(dev, rec.Interrupted.Before); err != nil {
+			return Applied{}, fmt.Errorf("actuate: %s: putting back the state before an interrupted change: %w", dev, errors.Join(ErrRollback, err))
+		}
+		rec.Interrupted = nil
+		if err := writeState(a.stateDir, rec, false); err != nil {
+			return Applied{}, err
+		}
+	}
+	before, err := a.readState(dev)
+	if err != nil {
+		return Applied{}, err
+	}
+	if err := a.check(dev, before, s); err != nil {
+		return Applied{}, err
+	}
+	res := Applied{Device: dev, Before: before, After: before}
+	if !a.needsChange(dev, before, s) {
+		return res, nil
+	}
+
+	created := false
+	if rec == nil {
+		id, err := a.identity(dev)
+		if err != nil {
+			return Applied{}, err
+		}
+		rec = &Original{Device: dev, MajorMinor: id.majorMinor, DiskSeq: id.diskSeq,
+			RecordedAt: time.Now().UTC(), State: before.clone()}
+		if err := writeState(a.stateDir, rec, true); err != nil {
+			return Applied{}, err
+		}
+		a.records[dev] = rec
+		created = true
+		a.at("recorded")
+	}
+	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
+		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
+	if err := writeState(a.stateDir, rec, false); err != nil {
+		rec.Interrupted = nil
+		return Applied{}, err
+	}
+	a.at("journaled")
+
+	written, after, cause := a.change(dev, before, s)
+	res.Written = written
+	if cause != nil {
+		rbErr := a.restore(dev, before)
+		a.at("rolled back")
+		if rbErr == nil {
+			rec.Interrupted = nil
+			var serr error
+			if created {
+				// Nothing was changed after all: drop the new record.
+				serr = removeState(a.stateDir, dev)
+				if serr == nil {
+					delete(a.records, dev)
+				}
+			} else {
+				serr = writeState(a.stateDir, rec, false)
+			}
+			if serr != nil {
+				cause = errors.Join(cause, serr)
+			}
+		}
+		return res, &ChangeError{Device: dev, Cause: cause, Rollback: rbErr}
+	}
+	res.After = after
+	rec.Interrupted = nil
+	if err := writeState(a.stateDir, rec, false); err != nil {
+		// The device has the setting, but the journal still says the
+		// change is in progress: the next Apply will first undo it.
+		rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(), Target: s}
+		return res, err
+	}
+	return res, nil
+}
+
+// validate checks s on its own, before any I/O.
+func (a *Actuator) validate(s Setting) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("actuate: %s: %w", fmt.Sprintf(format, args...), ErrInvalidSetting)
+	}
+	if s.Scheduler != "" {
+		if _, ok := allowed[s.Scheduler]; !ok {
+			return bad("scheduler %q is not one of %s", s.Scheduler, strings.Join(Schedulers(), ", "))
+		}
+	}
+	if s.ReadAheadKiB < 0 {
+		return bad("read_ahead_kb %d is negative", s.ReadAheadKiB)
+	}
+	if s.ReadAheadKiB%a.pageKiB != 0 {
+		return bad("read_ahead_kb %d is not a multiple of the %d KiB page (the kernel would round it down)", s.ReadAheadKiB, a.pageKiB)
+	}
+	for k, v := range s.Tunables {
+		if v < 0 {
+			return bad("tunable %s=%d is negative", k, v)
+		}
+	}
+	if _, a1 := s.Tunables["slice_idle"]; a1 {
+		if _, a2 := s.Tunables["slice_idle_us"]; a2 {
+			return bad("set bfq's slice_idle or slice_idle_us, not both (they are one kernel value)")
+		}
+	}
+	return nil
+}
+
+// check validates s against the device's current state, before any write.
+func (a *Actuator) check(dev string, cur State, s Setting) error {
+	target := cur.Scheduler
+	if s.Scheduler != "" {
+		if cur.Scheduler == "" {
+			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, AttrScheduler), Value: s.Scheduler,
+				Kind: ErrNotAllowed, Err: errors.New("the device has no scheduler (bio-based)")}
+		}
+		offered, err := a.offered(dev)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(offered, s.Scheduler) {
+			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, AttrScheduler), Value: s.Scheduler,
+				Kind: ErrNotAllowed, Err: fmt.Errorf("the kernel offers only %s", strings.Join(offered, ", "))}
+		}
+		target = s.Scheduler
+	}
+	for name := range s.Tunables {
+		if !slices.Contains(allowed[target], name) {
+			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, AttrIosched+"/"+name),
+				Value: strconv.FormatInt(s.Tunables[name], 10), Kind: ErrNotAllowed,
+				Err: fmt.Errorf("not an allowed tunable of %q (allowed: %s)", target, strings.Join(allowed[target], ", "))}
+		}
+	}
+	return nil
+}
+
+// needsChange reports whether applying s would write anything. Tunables
+// after a scheduler switch are compared with nothing: a switch is a change.
+func (a *Actuator) needsChange(dev string, cur State, s Setting) bool {
+	if s.Scheduler != "" && s.Scheduler != cur.Scheduler {
+		return true
+	}
+	for k, v := range s.Tunables {
+		if cur.Tunables[k] != strconv.FormatInt(v, 10) {
+			return true
+		}
+	}
+	return s.ReadAheadKiB != 0 && s.ReadAheadKiB != cur.ReadAheadKiB
+}
+
+// change makes the writes of s, each verified, and returns the files
+// written and the state read back at the end.
+func (a *Actuator) change(dev string, before State, s Setting) (written []string, after State, err error) {
+	if s.Scheduler != "" && s.Scheduler != before.Scheduler {
+		if err := a.writeScheduler(dev, s.Scheduler); err != nil {
+			return written, State{}, err
+		}
+		written = append(written, AttrScheduler)
+	}
+	if len(s.Tunables) > 0 {
+		exposed, err := a.list(dev, AttrIosched)
+		if err != nil {
+			return written, State{}, err
+		}
+		for _, name := range slices.Sorted(maps.Keys(s.Tunables)) {
+			attr := AttrIosched + "/" + name
+			v := strconv.FormatInt(s.Tunables[name], 10)
+			if !slices.Contains(exposed, name) {
+				return written, State{}, &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, attr), Value: v,
+					Kind: ErrNotAllowed, Err: errors.New("the scheduler does not expose this tunable on this kernel")}
+			}
+			w, err := a.setIfDiffers(dev, attr, v)
+			if w {
+				written = append(written, attr)
+			}
+			if err != nil {
+				return written, State{}, err
+			}
+		}
+	}
+	if s.ReadAheadKiB != 0 {
+		w, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(s.ReadAheadKiB))
+		if w {
+			written = append(written, AttrReadAhead)
+		}
+		if err != nil {
+			return written, State{}, err
+		}
+	}
+	// Read everything back once more: a later write may have changed an
+	// earlier one (bfq's slice_idle and slice_idle_us are one value).
+	after, err = a.readState(dev)
+	if err != nil {
+		return written, State{}, err
+	}
+	if s.Scheduler != "" && after.Scheduler != s.Scheduler {
+		return written, after, a.mismatch(dev, AttrScheduler, s.Scheduler, after.Scheduler)
+	}
+	for name, v := range s.Tunables {
+		if got := after.Tunables[name]; got != strconv.FormatInt(v, 10) {
+			return written, after, a.mismatch(dev, AttrIosched+"/"+name, strconv.FormatInt(v, 10), got)
+		}
+	}
+	if s.ReadAheadKiB != 0 && after.ReadAheadKiB != s.ReadAheadKiB {
+		return written, after, a.mismatch(dev, AttrReadAhead, strconv.Itoa(s.ReadAheadKiB), strconv.Itoa(after.ReadAheadKiB))
+	}
+	return written, after, nil
+}
+
+func (a *Actuator) mismatch(dev, attr, want, got string) error {
+	return &AttrError{Op: "verify", Device: dev, Path: a.store.Path(dev, attr), Value: want, Got: got, Kind: ErrMismatch}
+}
+
+// writeScheduler writes the scheduler and reads back the bracketed name.
+func (a *Actuator) writeScheduler(dev, name string) error {
+	if err := a.write(dev, AttrScheduler, name); err != nil {
+		return err
+	}
+	raw, err := a.read(dev, AttrScheduler)
+	if err != nil {
+		return err
+	}
+	_, cur, perr := parseScheduler(raw)
+	if perr != nil {
+		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
+	}
+	if cur != name {
+		return a.mismatch(dev, AttrScheduler, name, cur)
+	}
+	return nil
+}
+
+// setIfDiffers writes v to attr unless it already reads v, then reads it
+// back. wrote reports whether a write was made.
+func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
+	cur, err := a.read(dev, attr)
+	if err != nil {
+		return false, err
+	}
+	if cur == v {
+		return false, nil
+	}
+	if err := a.write(dev, attr, v); err != nil {
+		return false, err
+	}
+	got, err := a.read(dev, attr)
+	if err != nil {
+		return true, err
+	}
+	if got != v {
+		return true, a.mismatch(dev, attr, v, got)
+	}
+	return true, nil
+}
+
+// Revert puts dev back to its recorded original state and then removes
+// the record. It does nothing (nil) for a device without a record. A
+// device that is gone, or whose name now belongs to another device,
+// returns ErrDeviceGone and keeps its record (see Forget). If any value
+// cannot be restored or read back, the others are still restored, the
+// record is kept and the error joins every failure.
+func (a *Actuator) Revert(dev string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return errClosed
+	}
+	return a.revert(dev)
+}
+
+func (a *Actuator) revert(dev string) error {
+	rec := a.records[dev]
+	if rec == nil {
+		return nil
+	}
+	if err := a.checkIdentity(dev, rec); err != nil {
+		return err
+	}
+	if err := a.restore(dev, rec.State); err != nil {
+		return fmt.Errorf("actuate: revert %s: %w", dev, err)
+	}
+	if err := removeState(a.stateDir, dev); err != nil {
+		return err
+	}
+	delete(a.records, dev)
+	return nil
+}
+
+// RevertAll reverts every recorded device, in name order, and returns
+// those reverted. A failure on one device does not stop the others; the
+// error joins every failure.
+func (a *Actuator) RevertAll() ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return nil, errClosed
+	}
+	var done []string
+	var errs []error
+	for _, dev := range slices.Sorted(maps.Keys(a.records)) {
+		if err := a.revert(dev); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		done = append(done, dev)
+	}
+	return done, errors.Join(errs...)
+}
+
+// restore puts dev into state want: the scheduler, then the queue
+// attributes a switch resets, then the tunables, then read-ahead; each
+// value is written only if it differs and is read back. It goes on after
+// a failure (best effort) and finally compares the whole state.
+func (a *Actuator) restore(dev string, want State) error {
+	var errs []error
+	if want.Scheduler != "" {
+		if err := a.restoreScheduler(dev, want.Scheduler); err != nil {
+			// nr_requests and the tunables belong to the scheduler:
+			// without it, only read-ahead can still be put back.
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		for _, k := range queueSideEffects {
+			if v, ok := want.Queue[k]; ok {
+				if _, err := a.setIfDiffers(dev, "queue/"+k, v); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(want.Tunables)) {
+			if _, err := a.setIfDiffers(dev, AttrIosched+"/"+k, want.Tunables[k]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if _, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB)); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	got, err := a.readState(dev)
+	if err != nil {
+		return err
+	}
+	return a.compare(dev, want, got)
+}
+
+// restoreScheduler selects name unless it is already current.
+func (a *Actuator) restoreScheduler(dev, name string) error {
+	raw, err := a.read(dev, AttrScheduler)
+	if err != nil {
+		return err
+	}
+	_, cur, perr := parseScheduler(raw)
+	if perr != nil {
+		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
+	}
+	if cur == name {
+		return nil
+	}
+	return a.writeScheduler(dev, name)
+}
+
+// compare returns an error for each recorded value that got does not have.
+func (a *Actuator) compare(dev string, want, got State) error {
+	var errs []error
+	if want.Scheduler != got.Scheduler {
+		errs = append(errs, a.mismatch(dev, AttrScheduler, want.Scheduler, got.Scheduler))
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.Queue)) {
+		if got.Queue[k] != want.Queue[k] {
+			errs = append(errs, a.mismatch(dev, "queue/"+k, want.Queue[k], got.Queue[k]))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.Tunables)) {
+		if got.Tunables[k] != want.Tunables[k] {
+			errs = append(errs, a.mismatch(dev, AttrIosched+"/"+k, want.Tunables[k], got.Tunables[k]))
+		}
+	}
+	if want.ReadAheadKiB != got.ReadAheadKiB {
+		errs = append(errs, a.mismatch(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB), strconv.Itoa(got.ReadAheadKiB)))
+	}
+	return errors.Join(errs...)
+}
+
+// readState reads the device's current State.
+func (a *Actuator) readState(dev string) (State, error) {
+	var st State
+	raw, err := a.read(dev, AttrScheduler)
+	switch {
+	case err == nil:
+		_, cur, perr := parseScheduler(raw)
+		if perr != nil {
+			return State{}, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
+		}
+		st.Scheduler = cur
+	case errors.Is(err, ErrNotAllowed): // no queue/scheduler: a bio-based device
+	default:
+		return State{}, err
+	}
+	if st.Scheduler != "" && st.Scheduler != "none" {
+		names, err := a.list(dev, AttrIosched)
+		if err != nil {
+			return State{}, err
+		}
+		st.Tunables = make(map[string]string, len(names))
+		for _, n := range names {
+			v, err := a.read(dev, AttrIosched+"/"+n)
+			if err != nil {
+				return State{}, err
+			}
+			st.Tunables[n] = v
+		}
+	}
+	for _, k := range queueSideEffects {
+		v, err := a.read(dev, "queue/"+k)
+		switch {
+		case err == nil:
+			if st.Queue == nil {
+				st.Queue = map[string]string{}
+			}
+			st.Queue[k] = v
+		case errors.Is(err, ErrNotAllowed), errors.Is(err, ErrRejected):
+			// Absent (bio-based), or wbt_lat_usec on a queue without
+			// writeback throttling, whose show returns EINVAL.
+		default:
+			return State{}, err
+		}
+	}
+	ra, err := a.read(dev, AttrReadAhead)
+	if err != nil {
+		return State{}, err
+	}
+	n, perr := strconv.Atoi(ra)
+	if perr != nil || n < 0 {
+		return State{}, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrReadAhead),
+			Err: fmt.Errorf("%q is not a KiB count", ra)}
+	}
+	st.ReadAheadKiB = n
+	return st, nil
+}
+
+// offered returns the schedulers queue/scheduler lists.
+func (a *Actuator) offered(dev string) ([]string, error) {
+	raw, err := a.read(dev, AttrScheduler)
+	if err != nil {
+		return nil, err
+	}
+	list, _, perr := parseScheduler(raw)
+	if perr != nil {
+		return nil, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
+	}
+	return list, nil
+}
+
+type identity struct {
+	majorMinor string
+	diskSeq    uint64
+}
+
+// identity reads the device's dev and diskseq.
+func (a *Actuator) identity(dev string) (identity, error) {
+	mm, err := a.read(dev, attrDev)
+	if err != nil {
+		if errors.Is(err, ErrNotAllowed) {
+			return identity{}, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, attrDev), Kind: ErrDeviceGone,
+				Err: errors.New("no such whole disk (a partition, or a device that went away)")}
+		}
+		return identity{}, err
+	}
+	id := identity{majorMinor: mm}
+	if s, err := a.read(dev, attrDiskSeq); err == nil {
+		id.diskSeq, _ = strconv.ParseUint(s, 10, 64)
+	}
+	return id, nil
+}
+
+// checkIdentity returns ErrDeviceGone if dev does not exist, or if rec is
+// not nil and dev is no longer the device rec was recorded for.
+func (a *Actuator) checkIdentity(dev string, rec *Original) error {
+	id, err := a.identity(dev)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		return nil
+	}
+	if id.majorMinor != rec.MajorMinor || (rec.DiskSeq != 0 && id.diskSeq != 0 && id.diskSeq != rec.DiskSeq) {
+		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, attrDev), Kind: ErrDeviceGone,
+			Err: fmt.Errorf("now dev %s diskseq %d, but the original was recorded at %s for dev %s diskseq %d: another device has the name (Forget the record)",
+				id.majorMinor, id.diskSeq, rec.RecordedAt.Format(time.RFC3339), rec.MajorMinor, rec.DiskSeq)}
+	}
+	return nil
+}
+
+// read reads an attribute, trimmed, with classified errors. A missing
+// file is ErrDeviceGone if the device itself is gone, else ErrNotAllowed
+// (the device does not have this attribute).
+func (a *Actuator) read(dev, attr string) (string, error) {
+	v, err := a.store.Read(dev, attr)
+	if err != nil {
+		return "", a.classify("read", dev, attr, "", err)
+	}
+	return strings.TrimSpace(v), nil
+}
+
+func (a *Actuator) write(dev, attr, v string) error {
+	if err := a.store.Write(dev, attr, v); err != nil {
+		return a.classify("write", dev, attr, v, err)
+	}
+	a.at("wrote " + attr)
+	return nil
+}
+
+func (a *Actuator) list(dev, dir string) ([]string, error) {
+	names, err := a.store.List(dev, dir)
+	if err != nil {
+		return nil, a.classify("read", dev, dir, "", err)
+	}
+	out := names[:0]
+	for _, n := range names {
+		if validAttrName(n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (a *Actuator) classify(op, dev, attr, v string, err error) error {
+	e := &AttrError{Op: op, Device: dev, Path: a.store.Path(dev, attr), Value: v, Err: err, Kind: kindOf(err)}
+	if e.Kind == nil && errors.Is(err, fs.ErrNotExist) {
+		_, serr := a.store.Read(dev, attrDev)
+		var pe *fs.PathError
+		switch {
+		case errors.Is(serr, fs.ErrNotExist):
+			e.Kind = ErrDeviceGone
+		case op == "write" && errors.As(err, &pe) && pe.Op == "write" && errors.Is(err, syscall.ENOENT):
+			// The file exists and the kernel's store returned ENOENT:
+			// elevator switching is blocked for now.
+			e.Kind = ErrBusy
+		default:
+			e.Kind = ErrNotAllowed
+		}
+	}
+	return e
+}
+
+// validAttrName accepts a single path element.
+func validAttrName(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00\n")
+}
+
+// parseScheduler parses queue/scheduler ("none [mq-deadline] kyber bfq").
+var parseScheduler = sysfs.ParseScheduler

@@ -1,0 +1,248 @@
+package actuate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// StateVersion is the version of the state file format written by this
+// package. Load refuses any other version.
+const StateVersion = 1
+
+// The state file.
+//
+// The Actuator keeps one file per device it has changed,
+// STATEDIR/DEV.json (DEV the kernel name), written before the device's
+// first change and removed only when a Revert has put every recorded value
+// back and read it back. Its content is one JSON object:
+//
+//	{
+//	  "version": 1,                    // StateVersion
+//	  "device": "sda",                 // kernel name, must match the file name
+//	  "dev": "8:0",                    // MAJOR:MINOR when recorded
+//	  "diskseq": 1,                    // /sys/block/DEV/diskseq when recorded; 0 if the kernel has none
+//	  "recorded_at": "2026-01-02T15:04:05Z",
+//	  "original": {                    // the device before shadowtune's first change (a State)
+//	    "scheduler": "mq-deadline",    // "" if the device has no queue/scheduler
+//	    "tunables": {"fifo_batch": "16", "read_expire": "500", ...},
+//	                                   // every writable queue/iosched/* file of that scheduler, raw text
+//	    "queue": {"nr_requests": "64", "wbt_lat_usec": "75000"},
+//	                                   // queue attributes a scheduler switch resets, raw text
+//	    "read_ahead_kb": 128
+//	  },
+//	  "in_progress": {                 // present only while a change is being made: the journal
+//	    "started_at": "...",
+//	    "before": { ...a State... },   // the device just before this change
+//	    "target": {"scheduler": "bfq", "tunables": {"slice_idle": 0}, "read_ahead_kb": 512}
+//	  }
+//	}
+//
+// Writes are atomic and durable: a temporary file in STATEDIR is written,
+// fsynced, then linked (first record: os.Link fails if a record exists, so
+// an original is never overwritten) or renamed (journal updates) onto
+// DEV.json, and STATEDIR is fsynced. A crash leaves either the old or the
+// new file, plus possibly a stale ".DEV.json.tmp*" that New removes.
+
+// stateFile is the JSON document.
+type stateFile struct {
+	Version    int       `json:"version"`
+	Device     string    `json:"device"`
+	MajorMinor string    `json:"dev"`
+	DiskSeq    uint64    `json:"diskseq,omitempty"`
+	RecordedAt time.Time `json:"recorded_at"`
+	Original   *State    `json:"original"`
+	InProgress *Change   `json:"in_progress,omitempty"`
+}
+
+func (o *Original) file() stateFile {
+	st := o.State
+	return stateFile{
+		Version: StateVersion, Device: o.Device, MajorMinor: o.MajorMinor, DiskSeq: o.DiskSeq,
+		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted,
+	}
+}
+
+const stateSuffix = ".json"
+
+func statePath(dir, dev string) string { return filepath.Join(dir, dev+stateSuffix) }
+
+// loadState reads every DEV.json of dir. A file that cannot be parsed or
+// has another version makes the whole load fail (ErrCorruptState), naming
+// the file.
+func loadState(dir string) (map[string]*Original, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("actuate: state directory: %w", err)
+	}
+	out := map[string]*Original{}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			if strings.Contains(name, stateSuffix+".tmp") {
+				// An interrupted write; the real file is intact.
+				if err := os.Remove(filepath.Join(dir, name)); err != nil {
+					return nil, fmt.Errorf("actuate: remove stale temporary state file: %w", err)
+				}
+			}
+			continue
+		}
+		dev, ok := strings.CutSuffix(name, stateSuffix)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		o, err := readStateFile(path, dev)
+		if err != nil {
+			return nil, err
+		}
+		out[dev] = o
+	}
+	return out, nil
+}
+
+func readStateFile(path, dev string) (*Original, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("actuate: state file: %w", err)
+	}
+	corrupt := func(format string, a ...any) error {
+		return fmt.Errorf("actuate: state file %s: %w: %s (left in place; inspect it, then revert by hand or delete it)",
+			path, ErrCorruptState, fmt.Sprintf(format, a...))
+	}
+	var f stateFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, corrupt("%v", err)
+	}
+	if dec.More() {
+		return nil, corrupt("trailing data after the JSON object")
+	}
+	switch {
+	case f.Version != StateVersion:
+		return nil, corrupt("version %d, this agent reads version %d", f.Version, StateVersion)
+	case f.Device != dev:
+		return nil, corrupt("records device %q, but the file is named for %q", f.Device, dev)
+	case f.Original == nil:
+		return nil, corrupt("no \"original\" state")
+	case f.MajorMinor == "":
+		return nil, corrupt("no \"dev\"")
+	}
+	if err := f.Original.check(); err != nil {
+		return nil, corrupt("original: %v", err)
+	}
+	if f.InProgress != nil {
+		if err := f.InProgress.Before.check(); err != nil {
+			return nil, corrupt("in_progress.before: %v", err)
+		}
+	}
+	return &Original{
+		Device: f.Device, MajorMinor: f.MajorMinor, DiskSeq: f.DiskSeq, RecordedAt: f.RecordedAt,
+		State: *f.Original, Interrupted: f.InProgress,
+	}, nil
+}
+
+// check validates a recorded State: only names and values that Apply or
+// Revert may write back.
+func (s *State) check() error {
+	if s.ReadAheadKiB < 0 {
+		return fmt.Errorf("negative read_ahead_kb %d", s.ReadAheadKiB)
+	}
+	for k, v := range s.Tunables {
+		if !validAttrName(k) || strings.ContainsAny(v, "\n\x00") {
+			return fmt.Errorf("bad tunable %q=%q", k, v)
+		}
+	}
+	for k, v := range s.Queue {
+		if !isQueueSideEffect(k) || strings.ContainsAny(v, "\n\x00") {
+			return fmt.Errorf("bad queue attribute %q=%q", k, v)
+		}
+	}
+	return nil
+}
+
+// writeState writes o to DIR/DEV.json durably. With create set the file
+// must not exist yet (an original is never overwritten).
+func writeState(dir string, o *Original, create bool) error {
+	b, err := json.MarshalIndent(o.file(), "", "  ")
+	if err != nil {
+		return fmt.Errorf("actuate: encode state of %s: %w", o.Device, err)
+	}
+	b = append(b, '\n')
+	final := statePath(dir, o.Device)
+	tmp, err := os.CreateTemp(dir, "."+o.Device+stateSuffix+".tmp")
+	if err != nil {
+		return fmt.Errorf("actuate: state file: %w", err)
+	}
+	tmpName := tmp.Name()
+	defer os.Remove(tmpName) // after a rename or link: ENOENT or the extra name, both fine
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return fmt.Errorf("actuate: write state file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("actuate: fsync state file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("actuate: close state file: %w", err)
+	}
+	if create {
+		if err := os.Link(tmpName, final); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return fmt.Errorf("actuate: state file %s already exists; refusing to overwrite an original record", final)
+			}
+			return fmt.Errorf("actuate: create state file: %w", err)
+		}
+	} else if err := os.Rename(tmpName, final); err != nil {
+		return fmt.Errorf("actuate: replace state file: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// removeState removes DIR/DEV.json durably.
+func removeState(dir, dev string) error {
+	if err := os.Remove(statePath(dir, dev)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("actuate: remove state file: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("actuate: fsync state directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		// EINVAL: the file system cannot fsync directories (some
+		// FUSE/overlay setups); the rename is as durable as it gets.
+		return fmt.Errorf("actuate: fsync state directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// lockDir takes an exclusive flock on DIR/.lock so that two agents never
+// share a state directory. The lock dies with the process.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("actuate: lock state directory: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("actuate: state directory %s is in use by another actuator (flock %s)", dir, f.Name())
+		}
+		return nil, fmt.Errorf("actuate: lock state directory %s: %w", dir, err)
+	}
+	return f, nil
+}

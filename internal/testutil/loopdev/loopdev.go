@@ -1,0 +1,211 @@
+// Package loopdev gives tests their own loop devices over files, with the
+// guarantees the project promises: a test only ever writes to a device it
+// attached itself (checked through loop/backing_file), every queue setting
+// is put back before the device is detached, and the device is detached
+// in t.Cleanup.
+package loopdev
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// New attaches a fresh loop device (direct I/O on) to a file of sizeBytes
+// in t.TempDir() and returns its kernel name ("loop3"). It skips the test
+// when not root or when no loop device can be attached.
+func New(t testing.TB, sizeBytes int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for loop devices")
+	}
+	losetup, err := exec.LookPath("losetup")
+	if err != nil {
+		t.Skip("needs losetup (util-linux) for loop devices")
+	}
+	img := filepath.Join(t.TempDir(), "disk.img")
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(sizeBytes); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var out []byte
+	for range 5 { // --find can race with another losetup
+		out, err = exec.Command(losetup, "--find", "--show", "--direct-io=on", img).CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Skipf("cannot attach a loop device (no /dev/loop-control in this container?): %v: %s", err, out)
+	}
+	devPath := strings.TrimSpace(string(out))
+	name := filepath.Base(devPath)
+	t.Cleanup(func() {
+		if out, err := exec.Command(losetup, "-d", devPath).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", devPath, err, out)
+		}
+	})
+	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
+	if err != nil || strings.TrimSpace(string(b)) != img {
+		t.Fatalf("%s is not backed by our %s (%q, %v): refusing to touch it", devPath, img, b, err)
+	}
+	t.Logf("attached %s to %s", devPath, img)
+	// A detached loop device keeps its queue settings for the next user:
+	// put back everything the test changed before detaching (cleanups
+	// run last-in first-out).
+	attached := SnapshotQueue(t, name)
+	t.Cleanup(func() { RestoreQueue(t, name, attached) })
+	return name
+}
+
+// RestoreQueue writes back every writable file under /sys/block/NAME/queue
+// that differs from snap: the scheduler first, then queue/*, then
+// queue/iosched/*.
+func RestoreQueue(t testing.TB, name string, snap map[string]string) {
+	t.Helper()
+	dir := filepath.Join("/sys/block", name, "queue")
+	sched := Current(snap["scheduler"])
+	if sched == "" {
+		t.Errorf("restore %s: no current scheduler in %q", name, snap["scheduler"])
+		return
+	}
+	sp := filepath.Join(dir, "scheduler")
+	if b, err := os.ReadFile(sp); err != nil || Current(string(b)) != sched {
+		if err := os.WriteFile(sp, []byte(sched), 0); err != nil {
+			t.Errorf("restore %s: %v", sp, err)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(snap))
+	for _, iosched := range []bool{false, true} {
+		for _, k := range keys {
+			if k == "scheduler" || strings.HasPrefix(k, "iosched/") != iosched || strings.HasPrefix(snap[k], "error: ") {
+				continue
+			}
+			p := filepath.Join(dir, k)
+			info, err := os.Stat(p)
+			if err != nil || info.Mode().Perm()&0o200 == 0 {
+				continue
+			}
+			if b, err := os.ReadFile(p); err == nil && string(b) == snap[k] {
+				continue
+			}
+			if err := os.WriteFile(p, []byte(strings.TrimSpace(snap[k])), 0); err != nil {
+				t.Errorf("restore %s: %v", p, err)
+			}
+		}
+	}
+	if diff := Diff(snap, SnapshotQueue(t, name)); diff != "" {
+		t.Errorf("could not restore /sys/block/%s/queue as attached:\n%s", name, diff)
+	}
+}
+
+// SnapshotQueue returns every file under /sys/block/NAME/queue, recursively
+// (queue/iosched/ included): relative path → content, or the read error.
+func SnapshotQueue(t testing.TB, name string) map[string]string {
+	t.Helper()
+	dir := filepath.Join("/sys/block", name, "queue")
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, rerr := os.ReadFile(p)
+		if rerr != nil {
+			var errno syscall.Errno
+			errors.As(rerr, &errno)
+			out[rel] = "error: " + errno.Error()
+		} else {
+			out[rel] = string(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Diff lists the differences between two snapshots, one per line; "" when
+// they are equal.
+func Diff(want, got map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if g, ok := got[k]; !ok {
+			fmt.Fprintf(&b, "  %s: missing (was %q)\n", k, want[k])
+		} else if g != want[k] {
+			fmt.Fprintf(&b, "  %s: %q, want %q\n", k, g, want[k])
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[k]; !ok {
+			fmt.Fprintf(&b, "  %s: new file %q\n", k, got[k])
+		}
+	}
+	return b.String()
+}
+
+// Current returns the bracketed (current) entry of a queue/scheduler
+// listing such as "none [mq-deadline] kyber bfq", or "" if there is none.
+func Current(list string) string {
+	for _, f := range strings.Fields(list) {
+		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
+			return f[1 : len(f)-1]
+		}
+	}
+	return ""
+}
+
+// Stat is the part of /sys/block/NAME/stat that counts completed requests
+// (Documentation/block/stat.rst).
+type Stat struct {
+	Reads, ReadSectors, Writes, WriteSectors, Discards, Flushes uint64
+}
+
+// ReadStat reads /sys/block/NAME/stat.
+func ReadStat(t testing.TB, name string) Stat {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/block", name, "stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 11 {
+		t.Fatalf("/sys/block/%s/stat: %d fields", name, len(f))
+	}
+	n := func(i int) uint64 {
+		if i >= len(f) {
+			return 0
+		}
+		v, err := strconv.ParseUint(f[i], 10, 64)
+		if err != nil {
+			t.Fatalf("/sys/block/%s/stat field %d: %v", name, i+1, err)
+		}
+		return v
+	}
+	return Stat{Reads: n(0), ReadSectors: n(2), Writes: n(4), WriteSectors: n(6), Discards: n(11), Flushes: n(15)}
+}
+
+// Sub returns s − o field by field.
+func (s Stat) Sub(o Stat) Stat {
+	return Stat{s.Reads - o.Reads, s.ReadSectors - o.ReadSectors, s.Writes - o.Writes,
+		s.WriteSectors - o.WriteSectors, s.Discards - o.Discards, s.Flushes - o.Flushes}
+}
