@@ -19,7 +19,7 @@ func newTraceCommand() *cobra.Command {
 		Use:   "trace",
 		Short: "Work with block traces",
 	}
-	cmd.AddCommand(newTraceConvertCommand(), newTraceFormatsCommand())
+	cmd.AddCommand(newTraceConvertCommand(), newTraceFormatsCommand(), newTraceRecordCommand())
 	return cmd
 }
 

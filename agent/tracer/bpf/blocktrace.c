@@ -1,0 +1,541 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// blocktrace: records every block request of selected disks, one record per
+// request at its completion, into a BPF ring buffer. See ../doc.go for the
+// semantics; this file is compiled by bpf2go (../gen.go) into
+// blocktrace_bpfel.o / blocktrace_bpfeb.o, which are committed.
+//
+// CO-RE: every kernel struct field and enum value used here is relocated
+// against the running kernel's BTF at load time (vmlinux.h carries
+// preserve_access_index on every struct; enum values go through
+// bpf_core_enum_value), so one object runs on any kernel with BTF whose
+// struct request / request_queue / gendisk have the fields used.
+//
+// Hooks (BTF-typed raw tracepoints, include/trace/events/block.h):
+//   block_io_start    (6.5+, optional) the request is created from a bio, in
+//                     the submitter's context: remembers the submitting task
+//   block_rq_insert   the request enters the I/O scheduler / dispatch list:
+//                     its arrival
+//   block_rq_issue    the request is handed to the driver: its dispatch
+//   block_rq_requeue  the driver gave it back; it will be issued again
+//   block_rq_merge    the request is merged into another and disappears
+//   block_rq_complete the device completed nr_bytes of it (two programs:
+//                     see block_rq_complete2)
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#define EEXIST 17
+
+char LICENSE[] SEC("license") = "GPL";
+
+// Operations as recorded (trace.Op values); OP_SKIP: not recorded.
+#define OP_READ 0
+#define OP_WRITE 1
+#define OP_FLUSH 2
+#define OP_DISCARD 3
+#define OP_SKIP 0xff
+
+// Flags as recorded (trace.Flags bits).
+#define F_SYNC 1
+#define F_READAHEAD 2
+#define F_META 4
+#define F_FUA 8
+
+// Counters, summed over CPUs by the Go side.
+enum counter {
+	CNT_EMITTED = 0, // records written to the ring buffer
+	CNT_DROPPED,     // records lost: ring buffer full
+	CNT_ORPHAN,      // completions of requests never seen starting
+	CNT_SKIPPED,     // completions of operations not recorded (zone, driver-private)
+	CNT_REQUEUE,     // requeues
+	CNT_PARTIAL,     // partial completions (more bytes remained)
+	CNT_MAPFULL,     // in-flight table full: request not tracked
+	CNT_ERROR,       // records of requests completed with an error
+	CNT_UNISSUED,    // requests completed without being issued (empty pre-flush)
+	CNT_MISSED,      // requests whose completion event never reached the program
+	CNT_MAX,
+};
+
+// One completed request (ring buffer record). Times are bpf_ktime_get_ns()
+// (CLOCK_MONOTONIC, ns).
+struct event {
+	__u64 arrival;   // block_rq_insert, or the first block_rq_issue if never inserted
+	__u64 dispatch;  // the last block_rq_issue
+	__u64 complete;  // the block_rq_complete that finished it
+	__u64 sector;    // start, 512-byte sectors, as issued
+	__u32 nr_sector; // length, 512-byte sectors, as issued
+	__u32 dev;       // disk dev_t, major<<20 | minor
+	__u32 pid;       // submitting task (thread) id
+	__u16 requeues;  // times requeued
+	__u8 op;         // OP_*
+	__u8 flags;      // F_*
+	__u32 error;     // blk_status_t (0: success)
+	__u32 partial;   // partial completions before the final one
+};
+
+// A request in flight, keyed by its struct request pointer.
+struct inflight_req {
+	__u64 start;     // block_io_start time, 0 if not seen
+	__u64 arrival;   // insert (or first issue) time, 0 until then
+	__u64 dispatch;  // last issue time, 0 until issued
+	__u64 sector;    // as issued
+	__u32 nr_sector; // as issued
+	__u32 pid;
+	__u32 partial;
+	__u16 requeues;
+	__u8 requeued;   // requeued and not issued again yet
+	__u8 op;         // OP_*, as issued
+	__u8 flags;      // F_*, as issued
+	__u8 pad[3];
+	__u32 last_left; // bytes left at the last partial completion seen
+};
+
+// Force BTF for the Go generator (bpf2go -type).
+const struct event *unused_event __attribute__((unused));
+const struct inflight_req *unused_inflight __attribute__((unused));
+const enum counter *unused_counter __attribute__((unused));
+
+// Ring buffer wake-up threshold (bytes). Records are submitted without
+// waking the reader, which polls on a timer; once this many bytes are
+// pending the reader is woken. Set by the loader; 0 wakes on every record.
+volatile const __u64 wakeup_bytes = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); // bytes; the loader may change it
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);   // dev_t, major<<20 | minor
+	__type(value, __u8);  // 1
+} devices SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384); // the loader may change it
+	__type(key, __u64);         // struct request *
+	__type(value, struct inflight_req);
+} inflight SEC(".maps");
+
+// The oldest request waiting for a flush, per disk: a request with
+// REQ_PREFLUSH (typically the empty write of fsync) is held by the flush
+// machinery until a flush request, generated by the kernel and issued by a
+// kworker, completes. That flush request takes its arrival and task from
+// here.
+struct flushwait {
+	__u64 start;
+	__u32 pid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32); // dev_t
+	__type(value, struct flushwait);
+} flushwait SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CNT_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+// Kernels before 5.16 reached the disk through rq->rq_disk.
+struct request___old {
+	struct gendisk *rq_disk;
+} __attribute__((preserve_access_index));
+
+static __always_inline void count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
+	if (v)
+		*v += 1;
+}
+
+// rq_dev returns the request's disk as major<<20 | minor (what the block
+// tracepoints report as dev), or 0. The programs are tp_btf, so rq is a
+// BTF-typed pointer that is read directly (no helper call); the field
+// offsets are CO-RE relocations all the same.
+static __always_inline __u32 rq_dev(struct request *rq)
+{
+	struct gendisk *disk;
+
+	if (bpf_core_field_exists(rq->q->disk))
+		disk = rq->q->disk;
+	else
+		disk = BPF_CORE_READ((struct request___old *)rq, rq_disk);
+	if (!disk)
+		return 0;
+	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
+}
+
+// selected reports whether rq belongs to a selected disk; it stores the
+// disk's dev_t in *dev.
+static __always_inline bool selected(struct request *rq, __u32 *dev)
+{
+	__u32 d = rq_dev(rq);
+
+	*dev = d;
+	return d && bpf_map_lookup_elem(&devices, &d);
+}
+
+// rq_op maps cmd_flags' operation to OP_*.
+static __always_inline __u8 rq_op(__u32 cmd_flags)
+{
+	__u32 op = cmd_flags & 0xff; // REQ_OP_MASK: REQ_OP_BITS is 8
+
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_READ))
+		return OP_READ;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE))
+		return OP_WRITE;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_FLUSH))
+		return OP_FLUSH;
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_DISCARD) ||
+	    op == bpf_core_enum_value(enum req_op, REQ_OP_SECURE_ERASE))
+		return OP_DISCARD;
+	// Writes without a payload (zeroes) and zone appends still write
+	// their range.
+	if (op == bpf_core_enum_value(enum req_op, REQ_OP_WRITE_ZEROES) ||
+	    op == bpf_core_enum_value(enum req_op, REQ_OP_ZONE_APPEND))
+		return OP_WRITE;
+	return OP_SKIP;
+}
+
+// rq_flags maps cmd_flags to F_*. Sync follows trace.Sync: every read that
+// is not read-ahead; writes carrying REQ_SYNC.
+static __always_inline __u8 rq_flags(__u32 cmd_flags, __u8 op)
+{
+	__u8 f = 0;
+
+	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_RAHEAD)))
+		f |= F_READAHEAD;
+	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_META)))
+		f |= F_META;
+	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_FUA)))
+		f |= F_FUA;
+	if (op == OP_READ) {
+		if (!(f & F_READAHEAD))
+			f |= F_SYNC;
+	} else if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_SYNC))) {
+		f |= F_SYNC;
+	}
+	return f;
+}
+
+static __always_inline __u32 current_tid(void)
+{
+	return (__u32)bpf_get_current_pid_tgid();
+}
+
+// fresh starts tracking rq (a new life of the struct request) and returns
+// its entry.
+static __always_inline struct inflight_req *fresh(__u64 key)
+{
+	struct inflight_req e = {};
+
+	e.pid = current_tid();
+	if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY)) {
+		count(CNT_MAPFULL);
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&inflight, &key);
+}
+
+// current returns rq's entry if it belongs to the request's present life.
+// A struct request is reused for request after request (one per tag); an
+// entry left from an earlier life (issued, not requeued, never completed as
+// far as we saw) is stale.
+static __always_inline struct inflight_req *current_entry(__u64 key)
+{
+	struct inflight_req *e = bpf_map_lookup_elem(&inflight, &key);
+
+	if (e && e->dispatch && !e->requeued) {
+		count(CNT_MISSED); // issued, then never seen completing
+		return NULL;
+	}
+	return e;
+}
+
+SEC("tp_btf/block_io_start")
+int BPF_PROG(block_io_start, struct request *rq)
+{
+	struct inflight_req e = {};
+	__u64 key = (__u64)rq, now;
+	__u32 dev, cmd_flags;
+	long err;
+
+	if (!selected(rq, &dev))
+		return 0;
+	cmd_flags = rq->cmd_flags;
+	if (rq_op(cmd_flags) == OP_SKIP)
+		return 0;
+	now = bpf_ktime_get_ns();
+	e.start = now;
+	e.pid = current_tid();
+	// One map operation in the common case: the request is new.
+	err = bpf_map_update_elem(&inflight, &key, &e, BPF_NOEXIST);
+	if (err == -EEXIST) {
+		struct inflight_req *old = bpf_map_lookup_elem(&inflight, &key);
+
+		if (old && old->dispatch && !old->requeued)
+			count(CNT_MISSED); // issued, then never seen completing
+		err = bpf_map_update_elem(&inflight, &key, &e, BPF_ANY);
+	}
+	if (err)
+		count(CNT_MAPFULL);
+	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH))) {
+		struct flushwait fw = {.start = now, .pid = current_tid()};
+
+		// Keeps the oldest waiting request.
+		bpf_map_update_elem(&flushwait, &dev, &fw, BPF_NOEXIST);
+	}
+	return 0;
+}
+
+SEC("tp_btf/block_rq_insert")
+int BPF_PROG(block_rq_insert, struct request *rq)
+{
+	__u64 key = (__u64)rq, now;
+	struct inflight_req *e;
+	__u32 dev;
+
+	if (!selected(rq, &dev))
+		return 0;
+	if (rq_op(rq->cmd_flags) == OP_SKIP)
+		return 0;
+	now = bpf_ktime_get_ns();
+	e = current_entry(key);
+	if (!e)
+		e = fresh(key);
+	if (e && !e->arrival)
+		e->arrival = now; // a re-insert after a requeue keeps the first
+	return 0;
+}
+
+SEC("tp_btf/block_rq_issue")
+int BPF_PROG(block_rq_issue, struct request *rq)
+{
+	__u64 key = (__u64)rq, now;
+	struct inflight_req *e;
+	__u32 dev, cmd_flags;
+	__u8 op;
+
+	if (!selected(rq, &dev))
+		return 0;
+	cmd_flags = rq->cmd_flags;
+	op = rq_op(cmd_flags);
+	if (op == OP_SKIP)
+		return 0;
+	now = bpf_ktime_get_ns();
+	e = current_entry(key);
+	if (!e) {
+		e = fresh(key);
+		if (!e)
+			return 0;
+		if (op == OP_FLUSH) {
+			// A flush request of the flush machinery: it arrived with
+			// the oldest request waiting for it.
+			struct flushwait *fw = bpf_map_lookup_elem(&flushwait, &dev);
+
+			if (fw) {
+				e->arrival = fw->start;
+				e->start = fw->start;
+				e->pid = fw->pid;
+				bpf_map_delete_elem(&flushwait, &dev);
+			}
+		}
+	}
+	if (!e->arrival)
+		e->arrival = now; // bypassed the scheduler: arrives when issued
+	e->dispatch = now;
+	e->requeued = 0;
+	// The request's shape as the device sees it (merges are done).
+	e->sector = rq->__sector;
+	e->nr_sector = rq->__data_len >> 9;
+	e->op = op;
+	e->flags = rq_flags(cmd_flags, op);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_requeue")
+int BPF_PROG(block_rq_requeue, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	struct inflight_req *e;
+	__u32 dev;
+
+	if (!selected(rq, &dev))
+		return 0;
+	e = bpf_map_lookup_elem(&inflight, &key);
+	if (e) {
+		e->requeued = 1;
+		if (e->requeues < 0xffff)
+			e->requeues++;
+	}
+	count(CNT_REQUEUE);
+	return 0;
+}
+
+SEC("tp_btf/block_rq_merge")
+int BPF_PROG(block_rq_merge, struct request *rq)
+{
+	__u64 key = (__u64)rq;
+	__u32 dev;
+
+	// rq is merged into the request in front of it and freed without a
+	// completion of its own.
+	if (!selected(rq, &dev))
+		return 0;
+	bpf_map_delete_elem(&inflight, &key);
+	return 0;
+}
+
+static __always_inline int complete(struct request *rq, blk_status_t error, unsigned int nr_bytes, bool primary)
+{
+	__u64 key = (__u64)rq, now, flags;
+	struct inflight_req *e;
+	struct event *ev;
+	__u32 dev, left;
+
+	if (!selected(rq, &dev))
+		return 0;
+	now = bpf_ktime_get_ns();
+	if (rq_op(rq->cmd_flags) == OP_SKIP) {
+		if (primary)
+			count(CNT_SKIPPED);
+		return 0;
+	}
+	e = bpf_map_lookup_elem(&inflight, &key);
+	if (!e) {
+		// In flight when tracing began; or the second, empty completion
+		// of a request whose data part already completed (FUA emulated
+		// by a post-flush), which is not counted.
+		if (nr_bytes && primary)
+			count(CNT_ORPHAN);
+		return 0;
+	}
+	if (!e->dispatch) {
+		struct flushwait *fw;
+
+		bpf_map_delete_elem(&inflight, &key);
+		if (nr_bytes) {
+			count(CNT_MISSED); // its issue was missed
+			return 0;
+		}
+		// Never issued: the empty write of a pre-flush, completed by the
+		// flush machinery once its flush request (recorded on its own, with
+		// this request's arrival and task) completed. Not a device request.
+		fw = bpf_map_lookup_elem(&flushwait, &dev);
+		if (fw && fw->start == e->start)
+			bpf_map_delete_elem(&flushwait, &dev); // no flush was needed
+		count(CNT_UNISSUED);
+		return 0;
+	}
+	left = rq->__data_len;
+	if (nr_bytes < left) {
+		// Partial completion: the rest completes later (or is requeued).
+		// Both programs see it; count it once.
+		if (e->last_left != left) {
+			e->last_left = left;
+			e->partial++;
+			count(CNT_PARTIAL);
+		}
+		return 0;
+	}
+	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	if (!ev) {
+		count(CNT_DROPPED);
+		bpf_map_delete_elem(&inflight, &key);
+		return 0;
+	}
+	ev->arrival = e->arrival;
+	ev->dispatch = e->dispatch;
+	ev->complete = now;
+	ev->sector = e->sector;
+	ev->nr_sector = e->nr_sector;
+	ev->dev = dev;
+	ev->pid = e->pid;
+	ev->requeues = e->requeues;
+	ev->op = e->op;
+	ev->flags = e->flags;
+	ev->error = error;
+	ev->partial = e->partial;
+	if (error)
+		count(CNT_ERROR);
+	flags = BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*ev) >= wakeup_bytes)
+		flags = BPF_RB_FORCE_WAKEUP;
+	// Submit before deleting: the reader scans the in-flight table and
+	// then drains the ring, so a request is always in one or the other.
+	bpf_ringbuf_submit(ev, flags);
+	bpf_map_delete_elem(&inflight, &key);
+	count(CNT_EMITTED);
+	return 0;
+}
+
+// A BPF program does not run when it is already running on the CPU: a
+// completion in softirq that interrupts the program handling a completion in
+// task context on the same CPU would be missed. Two programs with their own
+// recursion guards see every completion between them; the one that runs
+// second finds the entry gone and does nothing.
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	return complete(rq, error, nr_bytes, true);
+}
+
+SEC("tp_btf/block_rq_complete")
+int BPF_PROG(block_rq_complete2, struct request *rq, blk_status_t error, unsigned int nr_bytes)
+{
+	return complete(rq, error, nr_bytes, false);
+}
+
+// Missed completions. A tp_btf program does not run while it is already
+// running on the same CPU: a completion in softirq that interrupts the
+// program handling another completion in task context is skipped, and on
+// Linux 6.18 the program's recursion-miss counter does not show it. The two
+// completion programs above cover that case. Should a completion be missed
+// all the same, its request would stay in the in-flight map and hold back
+// delivery (which waits for the oldest request in flight) until its struct
+// request is reused. So the Go side runs reap() (BPF_PROG_TEST_RUN) once a
+// second: it drops every entry issued more than reap_after_ns ago whose
+// request the kernel has since freed (rq->state back to MQ_RQ_IDLE; a
+// request being issued goes IDLE -> IN_FLIGHT just after block_rq_issue,
+// hence the delay), counting it missed.
+volatile const __u64 reap_after_ns = 1000000000;
+
+struct reap_ctx {
+	__u64 now;
+};
+
+static long reap_one(struct bpf_map *map, __u64 *key, struct inflight_req *e, struct reap_ctx *c)
+{
+	struct request *rq = (struct request *)*key;
+	enum mq_rq_state st;
+
+	if (!e->dispatch || e->requeued || c->now - e->dispatch < reap_after_ns)
+		return 0;
+	if (bpf_probe_read_kernel(&st, sizeof(st), &rq->state))
+		return 0;
+	if (st == bpf_core_enum_value(enum mq_rq_state, MQ_RQ_IDLE)) {
+		bpf_map_delete_elem(map, key);
+		count(CNT_MISSED);
+	}
+	return 0;
+}
+
+SEC("syscall")
+int reap(void *ctx)
+{
+	struct reap_ctx c = {.now = bpf_ktime_get_ns()};
+
+	bpf_for_each_map_elem(&inflight, reap_one, &c, 0);
+	return 0;
+}

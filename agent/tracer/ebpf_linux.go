@@ -1,0 +1,421 @@
+//go:build linux
+
+package tracer
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// eventSize is sizeof(struct event) in bpf/blocktrace.c.
+const eventSize = 56
+
+// frontierMargin is subtracted from the clock reading that bounds the
+// arrivals a flush may release: it covers a BPF program that read the clock
+// just before the in-flight map was scanned but stored the time just after.
+const frontierMargin = int64(time.Millisecond)
+
+// reapEvery is how often the reaper of missed completions runs.
+const reapEvery = time.Second
+
+// forceEBPFError, when set (by tests), makes newEBPF fail with it.
+var forceEBPFError error
+
+type ebpfTracer struct {
+	opts  Options
+	coll  *ebpf.Collection
+	links []link.Link
+	rd    *ringbuf.Reader
+	devs  *ebpf.Map
+	infl  *ebpf.Map
+	cnts  *ebpf.Map
+	reap  *ebpf.Program // nil if the kernel cannot run it
+	notes []string
+
+	mu      sync.Mutex // guards col, curDevs, lostGC
+	col     collector
+	curDevs map[uint32]bool
+	lostGC  uint64
+
+	run runState
+}
+
+// runState lets Close stop a running Run and wait for it.
+type runState struct {
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// start marks Run as started; it fails after Close or a second Run.
+func (s *runState) start(ctx context.Context) (context.Context, func(), error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, nil, errClosed
+	}
+	if s.started {
+		return nil, nil, errors.New("tracer: Run called twice")
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	done := s.done
+	return ctx, func() { close(done) }, nil
+}
+
+// stop cancels Run and waits for it; it reports whether this is the first
+// call.
+func (s *runState) stop() bool {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	s.closed = true
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	return true
+}
+
+func newEBPF(opts Options) (*ebpfTracer, error) {
+	if forceEBPFError != nil {
+		return nil, forceEBPFError
+	}
+	if rb := opts.RingBufferBytes; rb < os.Getpagesize() || rb&(rb-1) != 0 {
+		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least one page", rb)
+	}
+	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("remove memlock limit: %w", err)
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("kernel BTF (needed for CO-RE): %w", err)
+	}
+	spec, err := loadBlocktrace()
+	if err != nil {
+		return nil, err
+	}
+	spec.Maps[blocktraceMapEvents].MaxEntries = uint32(opts.RingBufferBytes)
+	spec.Maps[blocktraceMapInflight].MaxEntries = uint32(opts.MaxInflight)
+	// Wake the reader only once a quarter of the ring is full; it polls on
+	// its own every FlushInterval.
+	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(opts.RingBufferBytes / 4)); err != nil {
+		return nil, err
+	}
+	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}}
+	// block_io_start (6.5+) only tells the submitting task; without it the
+	// task at insert or issue is used.
+	if _, err := kspec.AnyTypeByName("btf_trace_block_io_start"); err != nil {
+		delete(spec.Programs, blocktraceProgBlockIoStart)
+		t.notes = append(t.notes, "kernel has no block_io_start tracepoint: PID is the task at insert or issue")
+	}
+	copts := ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}}
+	coll, err := ebpf.NewCollectionWithOptions(spec, copts)
+	if err != nil && spec.Programs[blocktraceProgReap] != nil {
+		// The reaper needs syscall programs and bpf_for_each_map_elem
+		// (5.14); trace without it rather than not at all.
+		rerr := err
+		delete(spec.Programs, blocktraceProgReap)
+		if coll, err = ebpf.NewCollectionWithOptions(spec, copts); err == nil {
+			t.notes = append(t.notes, fmt.Sprintf("no reaper for missed completions (%v): a missed completion holds delivery back until its request is reused or StaleAfter", rerr))
+		}
+	}
+	if err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("load BPF programs: %s", strings.Join(ve.Log[max(0, len(ve.Log)-5):], "; "))
+		}
+		return nil, fmt.Errorf("load BPF programs: %w", err)
+	}
+	t.coll = coll
+	t.devs = coll.Maps[blocktraceMapDevices]
+	t.infl = coll.Maps[blocktraceMapInflight]
+	t.cnts = coll.Maps[blocktraceMapCounters]
+	t.reap = coll.Programs[blocktraceProgReap]
+	fail := func(err error) (*ebpfTracer, error) {
+		_ = t.release()
+		return nil, err
+	}
+	if err := t.SetDevices(opts.Devices); err != nil {
+		return fail(err)
+	}
+	t.rd, err = ringbuf.NewReader(coll.Maps[blocktraceMapEvents])
+	if err != nil {
+		return fail(fmt.Errorf("ring buffer reader: %w", err))
+	}
+	// Attach the completion side first, so that no request is seen
+	// starting without its completion being watched.
+	for _, name := range []string{
+		// block_rq_complete before block_rq_complete2: tracepoint probes
+		// run in the order they were attached, and only the first counts
+		// orphans.
+		blocktraceProgBlockRqComplete, blocktraceProgBlockRqComplete2,
+		blocktraceProgBlockRqMerge, blocktraceProgBlockRqRequeue,
+		blocktraceProgBlockRqIssue, blocktraceProgBlockRqInsert, blocktraceProgBlockIoStart,
+	} {
+		prog := coll.Programs[name]
+		if prog == nil {
+			continue
+		}
+		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
+		if err != nil {
+			return fail(fmt.Errorf("attach %s: %w", name, err))
+		}
+		t.links = append(t.links, l)
+	}
+	return t, nil
+}
+
+func (t *ebpfTracer) Kind() string { return KindEBPF }
+
+func (t *ebpfTracer) Info() Info {
+	return Info{Kind: KindEBPF, Base: t.opts.Base, Resolution: time.Nanosecond, Notes: t.notes}
+}
+
+func (t *ebpfTracer) SetDevices(devs []uint32) error {
+	if len(devs) > int(t.devs.MaxEntries()) {
+		return fmt.Errorf("%d devices: at most %d can be traced", len(devs), t.devs.MaxEntries())
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	want := map[uint32]bool{}
+	for _, d := range devs {
+		want[d] = true
+	}
+	one := uint8(1)
+	for d := range want {
+		if !t.curDevs[d] {
+			if err := t.devs.Update(d, one, ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("select device %s: %w", DevString(d), err)
+			}
+			t.curDevs[d] = true
+		}
+	}
+	for d := range t.curDevs {
+		if !want[d] {
+			if err := t.devs.Delete(d); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				return fmt.Errorf("deselect device %s: %w", DevString(d), err)
+			}
+			delete(t.curDevs, d)
+		}
+	}
+	return nil
+}
+
+func (t *ebpfTracer) Stats() Stats {
+	var s Stats
+	if t.cnts != nil {
+		var vals []uint64
+		get := func(k blocktraceCounter) uint64 {
+			if err := t.cnts.Lookup(uint32(k), &vals); err != nil {
+				return 0
+			}
+			var n uint64
+			for _, v := range vals {
+				n += v
+			}
+			return n
+		}
+		s.Dropped = get(blocktraceCounterCNT_DROPPED)
+		s.Orphans = get(blocktraceCounterCNT_ORPHAN)
+		s.Skipped = get(blocktraceCounterCNT_SKIPPED)
+		s.Requeues = get(blocktraceCounterCNT_REQUEUE)
+		s.Partial = get(blocktraceCounterCNT_PARTIAL)
+		s.Lost = get(blocktraceCounterCNT_MAPFULL) + get(blocktraceCounterCNT_MISSED)
+		s.Unissued = get(blocktraceCounterCNT_UNISSUED)
+	}
+	t.mu.Lock()
+	s.Events = t.col.events
+	s.Lost += t.col.lost + t.lostGC
+	s.Errors = t.col.errors
+	t.mu.Unlock()
+	return s
+}
+
+func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
+	ctx, finish, err := t.run.start(ctx)
+	if err != nil {
+		return err
+	}
+	defer finish()
+	// Cancelling makes the blocked Read return what the ring holds.
+	stopFlush := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
+	defer stopFlush()
+
+	var rec ringbuf.Record
+	var lastReap time.Time
+	// read consumes records until the deadline passes (having drained the
+	// ring) or a flush; it reports whether Run must stop.
+	read := func(deadline time.Time) (stop bool, err error) {
+		t.rd.SetDeadline(deadline)
+		for {
+			err := t.rd.ReadInto(&rec)
+			switch {
+			case err == nil:
+				t.handle(rec.RawSample)
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return false, nil
+			case errors.Is(err, ringbuf.ErrFlushed):
+				return true, nil
+			default:
+				return true, fmt.Errorf("read ring buffer: %w", err)
+			}
+		}
+	}
+	for {
+		stop, err := read(time.Now().Add(t.opts.FlushInterval))
+		if err != nil {
+			return err
+		}
+		if stop || ctx.Err() != nil {
+			if _, err := read(time.Now()); err != nil {
+				return err
+			}
+			t.deliver(out, math.MaxInt64)
+			return nil
+		}
+		// Everything that arrived before the oldest request still in
+		// flight, and before now, is final: scan the in-flight map first,
+		// then drain the ring (a completing request is submitted to the
+		// ring before it leaves the map). First drop the requests whose
+		// completion the program missed.
+		if t.reap != nil && time.Since(lastReap) >= reapEvery {
+			// It walks every bucket of the map (~0.25 ms for 16384).
+			if _, err := t.reap.Run(&ebpf.RunOptions{}); err != nil {
+				return fmt.Errorf("run reaper: %w", err)
+			}
+			lastReap = time.Now()
+		}
+		now := Monotonic()
+		frontier := min(now-frontierMargin, t.scan(now))
+		if _, err := read(time.Now()); err != nil {
+			return err
+		}
+		t.deliver(out, frontier)
+	}
+}
+
+// deliver releases the requests arrived by frontier to out.
+func (t *ebpfTracer) deliver(out func([]trace.Request), frontier int64) {
+	t.mu.Lock()
+	batch := t.col.release(frontier)
+	t.mu.Unlock()
+	if len(batch) > 0 {
+		out(batch)
+	}
+}
+
+// handle decodes one ring-buffer record (struct event).
+func (t *ebpfTracer) handle(b []byte) {
+	if len(b) < eventSize {
+		return
+	}
+	ne := binary.NativeEndian
+	r := raw{
+		arrival:  int64(ne.Uint64(b[0:])),
+		dispatch: int64(ne.Uint64(b[8:])),
+		complete: int64(ne.Uint64(b[16:])),
+		sector:   ne.Uint64(b[24:]),
+		sectors:  ne.Uint32(b[32:]),
+		dev:      ne.Uint32(b[36:]),
+		pid:      ne.Uint32(b[40:]),
+		op:       trace.Op(b[46]),
+		flags:    trace.Flags(b[47]),
+		failed:   ne.Uint32(b[48:]) != 0,
+	}
+	t.mu.Lock()
+	t.col.add(r)
+	t.mu.Unlock()
+}
+
+// scan walks the in-flight map: it abandons requests older than StaleAfter
+// and returns the earliest arrival among the others, or for a request not
+// inserted yet its block_io_start time, which no arrival precedes
+// (math.MaxInt64 if the map is empty).
+func (t *ebpfTracer) scan(now int64) int64 {
+	oldest := int64(math.MaxInt64)
+	stale := now - int64(t.opts.StaleAfter)
+	var (
+		key   uint64
+		v     blocktraceInflightReq
+		drop  []uint64
+		iter  = t.infl.Iterate()
+		count int
+	)
+	for iter.Next(&key, &v) {
+		count++
+		seen := int64(v.Arrival)
+		if v.Start != 0 && (seen == 0 || int64(v.Start) < seen) {
+			seen = int64(v.Start)
+		}
+		if seen != 0 && seen < stale {
+			drop = append(drop, key)
+			continue
+		}
+		if seen != 0 && seen < oldest {
+			oldest = seen
+		}
+	}
+	if iter.Err() != nil {
+		// The map changed under the iteration too often: hold everything
+		// back this time.
+		return math.MinInt64
+	}
+	for _, k := range drop {
+		if t.infl.Delete(k) == nil {
+			t.mu.Lock()
+			t.lostGC++
+			t.mu.Unlock()
+		}
+	}
+	return oldest
+}
+
+func (t *ebpfTracer) Close() error {
+	if !t.run.stop() {
+		return nil
+	}
+	return t.release()
+}
+
+// release detaches the programs and frees the maps.
+func (t *ebpfTracer) release() error {
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links = nil
+	if t.rd != nil {
+		errs = append(errs, t.rd.Close())
+		t.rd = nil
+	}
+	if t.coll != nil {
+		t.coll.Close()
+		t.coll = nil
+	}
+	t.cnts, t.reap = nil, nil
+	return errors.Join(errs...)
+}

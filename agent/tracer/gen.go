@@ -1,0 +1,11 @@
+package tracer
+
+// The eBPF program is compiled ahead of time: blocktrace_bpfel.{go,o} and
+// blocktrace_bpfeb.{go,o} are generated from bpf/blocktrace.c and committed,
+// so building needs no clang. To regenerate (Debian/Ubuntu):
+//
+//	apt-get install -y clang llvm bpftool libbpf-dev
+//	bpftool btf dump file /sys/kernel/btf/vmlinux format c > agent/tracer/bpf/vmlinux.h   # only to refresh it
+//	go generate ./agent/tracer/
+//
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel,bpfeb -tags linux -type event -type inflight_req -type counter blocktrace bpf/blocktrace.c

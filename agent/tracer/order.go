@@ -1,0 +1,116 @@
+package tracer
+
+import (
+	"container/heap"
+	"math"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// raw is a completed request as the kernel reported it: absolute
+// CLOCK_MONOTONIC times in ns.
+type raw struct {
+	arrival, dispatch, complete int64
+	sector                      uint64
+	sectors                     uint32
+	dev, pid                    uint32
+	op                          trace.Op
+	flags                       trace.Flags
+	failed                      bool
+}
+
+// collector converts completed requests to trace time and releases them in
+// non-decreasing Arrival order. It is not safe for concurrent use.
+type collector struct {
+	base     int64 // CLOCK_MONOTONIC ns of trace time 0
+	held     heldHeap
+	seq      uint64
+	last     int64 // Arrival of the last released request
+	released bool
+
+	events, lost, errors uint64
+}
+
+type heldItem struct {
+	q   trace.Request
+	seq uint64
+}
+
+// heldHeap is a min-heap by (Arrival, input order) for container/heap.
+type heldHeap []heldItem
+
+func (h heldHeap) Len() int { return len(h) }
+func (h heldHeap) Less(i, j int) bool {
+	if h[i].q.Arrival != h[j].q.Arrival {
+		return h[i].q.Arrival < h[j].q.Arrival
+	}
+	return h[i].seq < h[j].seq
+}
+func (h heldHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)   { *h = append(*h, x.(heldItem)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	n := len(old) - 1
+	it := old[n]
+	*h = old[:n]
+	return it
+}
+
+// add converts r and holds it until release. A request that arrived
+// before the base, that cannot be placed in order, or that is invalid is
+// counted lost.
+func (c *collector) add(r raw) {
+	q := trace.Request{
+		Arrival:  r.arrival - c.base,
+		Dispatch: r.dispatch - c.base,
+		Complete: r.complete - c.base,
+		Sector:   r.sector,
+		Sectors:  r.sectors,
+		Dev:      r.dev,
+		PID:      r.pid,
+		Op:       r.op,
+		Flags:    r.flags,
+		Think:    trace.Unknown,
+	}
+	if q.Op == trace.Flush {
+		q.Sector, q.Sectors = 0, 0
+	}
+	// CLOCK_MONOTONIC is consistent across CPUs; these only guard
+	// against a kernel that stamped events out of order.
+	if q.Dispatch < q.Arrival {
+		q.Dispatch = q.Arrival
+	}
+	if q.Complete < q.Dispatch {
+		q.Complete = q.Dispatch
+	}
+	if q.Arrival < 0 || (c.released && q.Arrival < c.last) || q.Validate() != nil {
+		c.lost++
+		return
+	}
+	if r.failed {
+		c.errors++
+	}
+	c.seq++
+	heap.Push(&c.held, heldItem{q, c.seq})
+}
+
+// release returns, in Arrival order, the held requests that arrived at or
+// before frontier (absolute CLOCK_MONOTONIC ns); math.MaxInt64 releases
+// all. It returns nil if there is none.
+func (c *collector) release(frontier int64) []trace.Request {
+	limit := int64(math.MaxInt64)
+	if frontier != math.MaxInt64 {
+		limit = frontier - c.base
+	}
+	var out []trace.Request
+	for len(c.held) > 0 && c.held[0].q.Arrival <= limit {
+		it := heap.Pop(&c.held).(heldItem)
+		out = append(out, it.q)
+	}
+	if len(out) > 0 {
+		c.last = out[len(out)-1].Arrival
+		c.released = true
+		c.events += uint64(len(out))
+	}
+	return out
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// newTraceRecordCommand returns "shadowtune trace record".
+func newTraceRecordCommand() *cobra.Command {
+	var (
+		devices  []string
+		duration time.Duration
+		out      string
+		kind     string
+	)
+	cmd := &cobra.Command{
+		Use:   "record --device DEV --duration D -o FILE",
+		Short: "Record the block requests of a disk into a native trace",
+		Long: `Record every block request of one or more disks for a while and write them
+as a native trace: arrival (insert), dispatch (issue) and completion times
+in ns, start sector and length in 512-byte sectors, operation, flags and
+the submitting thread.
+
+DEV is a device path (/dev/nvme0n1, /dev/disk/by-id/...), a kernel name
+(loop3) or major:minor; it must be a whole disk, not a partition.
+
+The eBPF tracer is used if the kernel allows it (root, BTF); otherwise
+(or with --tracer tracefs) the kernel's block trace events are read from
+a private tracefs instance, with microsecond times. Tracing stops after
+--duration or at SIGINT/SIGTERM; the trace is written to a temporary
+name beside FILE and renamed into place when complete.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(devices) == 0 {
+				return badInputf("--device is required")
+			}
+			if duration <= 0 {
+				return badInputf("--duration must be positive, got %v", duration)
+			}
+			if !slices.Contains([]string{tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs}, kind) {
+				return badInputf("--tracer must be auto, ebpf or tracefs, got %q", kind)
+			}
+			var devs []uint32
+			var names []string
+			for _, d := range devices {
+				dev, name, err := tracer.ResolveDevice(d)
+				if err != nil {
+					return badInput(err)
+				}
+				if !slices.Contains(devs, dev) {
+					devs = append(devs, dev)
+					names = append(names, fmt.Sprintf("%s (%s)", name, tracer.DevString(dev)))
+				}
+			}
+			stderr := cmd.ErrOrStderr()
+			tr, err := tracer.New(tracer.Options{Devices: devs, Kind: kind})
+			if err != nil {
+				return err
+			}
+			defer tr.Close()
+			info := tr.Info()
+			if info.EBPFError != nil {
+				fmt.Fprintf(stderr, "ebpf tracer unavailable: %v; using tracefs\n", info.EBPFError)
+			}
+			for _, n := range info.Notes {
+				if info.EBPFError == nil || !strings.HasPrefix(n, "ebpf unavailable") {
+					fmt.Fprintf(stderr, "note: %s\n", n)
+				}
+			}
+			base := cmd.Context()
+			if base == nil {
+				base = context.Background()
+			}
+			ctx, stop := signal.NotifyContext(base, os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ctx, cancel := context.WithTimeout(ctx, duration)
+			defer cancel()
+			fmt.Fprintf(stderr, "recording %s for %v with the %s tracer\n", strings.Join(names, ", "), duration, tr.Kind())
+			start := time.Now()
+			n, err := writeTraceAtomically(out, cmd.OutOrStdout(), func(w io.Writer) (int64, error) {
+				tw, err := trace.NewNativeWriter(w, trace.WriterOptions{})
+				if err != nil {
+					return 0, err
+				}
+				var n int64
+				var werr error
+				rerr := tr.Run(ctx, func(batch []trace.Request) {
+					for i := range batch {
+						if werr != nil {
+							return
+						}
+						if werr = tw.Write(&batch[i]); werr != nil {
+							cancel()
+							return
+						}
+						n++
+					}
+				})
+				return n, errors.Join(rerr, werr, tw.Close())
+			})
+			if err != nil {
+				return err
+			}
+			st := tr.Stats()
+			fmt.Fprintf(stderr, "recorded %d requests in %.1f s with the %s tracer to %s; dropped %d, lost %d\n",
+				n, time.Since(start).Seconds(), tr.Kind(), out, st.Dropped, st.Lost)
+			if st.Dropped > 0 {
+				what := "requests (ring buffer full)"
+				if tr.Kind() == tracer.KindTracefs {
+					what = "trace events (trace buffer overrun)"
+				}
+				fmt.Fprintf(stderr, "warning: the kernel dropped %d %s: the trace is incomplete\n", st.Dropped, what)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVar(&devices, "device", nil, "disk to trace: /dev/NAME, NAME or MAJ:MIN (repeatable; required)")
+	f.DurationVar(&duration, "duration", 10*time.Second, "how long to trace")
+	f.StringVarP(&out, "output", "o", "", "output file (native format), or - for standard output (required)")
+	f.StringVar(&kind, "tracer", tracer.KindAuto, "tracer: auto (ebpf, else tracefs), ebpf or tracefs")
+	_ = cmd.MarkFlagRequired("output")
+	_ = cmd.MarkFlagRequired("device")
+	return cmd
+}
+
+// writeTraceAtomically runs write against path through a temporary file
+// that is renamed into place once write succeeded (even if it wrote no
+// request: an idle disk gives an empty trace), or against stdout for "-".
+func writeTraceAtomically(path string, stdout io.Writer, write func(io.Writer) (int64, error)) (int64, error) {
+	if path == "-" {
+		bw := bufio.NewWriterSize(stdout, 256<<10)
+		n, err := write(bw)
+		if err != nil {
+			return n, err
+		}
+		return n, bw.Flush()
+	}
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".tmp-*")
+	if err != nil {
+		return 0, badInputf("create output: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, 256<<10)
+	n, err := write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err == nil {
+		err = tmp.Close()
+	}
+	if err != nil {
+		return n, err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return n, fmt.Errorf("rename output: %w", err)
+	}
+	ok = true
+	return n, nil
+}
