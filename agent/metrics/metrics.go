@@ -1,0 +1,434 @@
+// Package metrics is the node agent's Prometheus instrumentation and its
+// /metrics, /healthz and /readyz HTTP endpoint (DESIGN §7).
+//
+// Every metric is named shadowtune_agent_<what>_<unit>, in base units
+// (seconds; ratios 0–1, never percent), and carries the label device (the
+// kernel name, e.g. "sda"); per-candidate metrics add candidate (the
+// candidate's stable name, e.g. "bfq" or "mq-deadline(fifo_batch=8)").
+//
+// Cardinality is bounded: per window the package keeps gauges (the latest
+// window's totals) and counters (running totals), never a series per
+// request; label values with a closed set (revert reason, tracer, skip
+// reason) are mapped onto that set, unknown values becoming "other"; series
+// of candidates no longer simulated, of a replaced setting and of a removed
+// device are deleted.
+//
+// [New] registers the collectors on the Registerer it is given, never on
+// the global default registry. The agent typically builds its own registry
+// with the Go and process collectors next to these:
+//
+//	reg := prometheus.NewRegistry()
+//	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+//	m, err := metrics.New(reg)
+//	...
+//	err = metrics.Serve(ctx, *metricsBindAddress, reg, agent.Ready, log)
+//
+// All methods of [Metrics] are safe for concurrent use.
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	namespace = "shadowtune"
+	subsystem = "agent"
+)
+
+// Revert reasons, the values of the reason label of
+// shadowtune_agent_setting_reverts_total.
+const (
+	// RevertRegression: the verification after a change measured a real
+	// regression beyond the tolerance.
+	RevertRegression = "regression"
+	// RevertObserve: the policy switched to Observe mode, so every change
+	// is put back.
+	RevertObserve = "observe"
+	// RevertShutdown: the agent is stopping (uninstall) and restores the
+	// original settings.
+	RevertShutdown = "shutdown"
+	// RevertManual: an administrator asked for the revert.
+	RevertManual = "manual"
+)
+
+// Tracers, the values of the tracer label of the trace metrics.
+const (
+	// TracerEBPF: block tracepoints through eBPF.
+	TracerEBPF = "ebpf"
+	// TracerTracefs: block tracepoints through tracefs (the fallback).
+	TracerTracefs = "tracefs"
+)
+
+// Reasons for skipping a window, the values of the reason label of
+// shadowtune_agent_windows_skipped_total.
+const (
+	// SkipCPUBudget: evaluating the window would exceed the CPU budget.
+	SkipCPUBudget = "cpu_budget"
+	// SkipTooFewRequests: the window holds too few requests to judge.
+	SkipTooFewRequests = "too_few_requests"
+	// SkipModelNotReady: the disk model has not learned enough yet.
+	SkipModelNotReady = "model_not_ready"
+	// SkipError: the evaluation failed.
+	SkipError = "error"
+)
+
+// otherValue replaces a label value outside its closed set.
+const otherValue = "other"
+
+var (
+	revertReasons = []string{RevertRegression, RevertObserve, RevertShutdown, RevertManual}
+	skipReasons   = []string{SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady, SkipError}
+	tracers       = []string{TracerEBPF, TracerTracefs}
+)
+
+// EvaluationBuckets are the bucket bounds, in seconds, of
+// shadowtune_agent_evaluation_duration_seconds: 1 ms to 60 s, which covers a
+// small window on a fast host up to a long window with many candidates at
+// the edge of the CPU budget. (The histogram is also a native histogram for
+// scrapers that negotiate them.) Read only.
+var EvaluationBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
+
+// WindowReport is what the agent learned from one window of one device.
+type WindowReport struct {
+	// Requests is the number of requests completed on the real device in
+	// the window.
+	Requests uint64
+	// RealService is the measured total service time of those requests
+	// (the sum of their issue-to-completion times).
+	RealService time.Duration
+	// Current names the setting in effect during the window, as a candidate
+	// name; it should be a key of Simulated. The model's window error
+	// compares its simulated total with RealService, and the predicted
+	// gains are relative to it; when it is missing from Simulated (or its
+	// total is 0) neither is exported for the window.
+	Current string
+	// Simulated maps each simulated candidate, the current setting
+	// included, to its total simulated service time for the window. Empty
+	// when the window was not simulated (e.g. skipped): then the
+	// simulated-side series of the device are removed, so that they never
+	// pair with another window's measurements.
+	Simulated map[string]time.Duration
+	// SwitchCost is the estimated cost of switching away from Current,
+	// T_change = pending requests × mean service time (DESIGN §6).
+	SwitchCost time.Duration
+	// End is when the window closed; the zero time means now.
+	End time.Time
+}
+
+// Metrics holds the agent's collectors. Create it with [New].
+type Metrics struct {
+	realWindow     *prometheus.GaugeVec
+	realTotal      *prometheus.CounterVec
+	requests       *prometheus.CounterVec
+	windowEnd      *prometheus.GaugeVec
+	simulated      *prometheus.GaugeVec
+	modelError     *prometheus.GaugeVec
+	gain           *prometheus.GaugeVec
+	setting        *prometheus.GaugeVec
+	changes        *prometheus.CounterVec
+	reverts        *prometheus.CounterVec
+	guardChanges   *prometheus.GaugeVec
+	guardQuiet     *prometheus.GaugeVec
+	guardPinned    *prometheus.GaugeVec
+	traceEvents    *prometheus.CounterVec
+	traceDropped   *prometheus.CounterVec
+	evalDuration   *prometheus.HistogramVec
+	evalCPU        *prometheus.CounterVec
+	windowsSkipped *prometheus.CounterVec
+	all            []prometheus.Collector
+	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
+	mu             sync.Mutex
+	devices        map[string]*deviceState
+	now            func() time.Time
+}
+
+// deviceState is what must be remembered to delete stale series.
+type deviceState struct {
+	candidates map[string]struct{} // candidate label values now exported
+	setting    []string            // scheduler, read_ahead_kib, tunables; nil if unset
+}
+
+// New creates the agent's metrics and registers them on reg. It fails if
+// reg is nil or any metric is already registered there (then nothing stays
+// registered).
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	if reg == nil {
+		return nil, errors.New("metrics: nil Registerer")
+	}
+	dev := []string{"device"}
+	devCand := []string{"device", "candidate"}
+	gauge := func(name, help string, labels []string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+	}
+	counter := func(name, help string, labels []string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		realWindow: gauge("window_real_service_seconds",
+			"Measured total service time of the requests completed on the device in the last window.", dev),
+		realTotal: counter("real_service_seconds_total",
+			"Measured total service time of the requests completed on the device.", dev),
+		requests: counter("requests_total",
+			"Requests completed on the device, as traced.", dev),
+		windowEnd: gauge("window_end_timestamp_seconds",
+			"Unix time at which the last observed window of the device closed.", dev),
+		simulated: gauge("window_simulated_service_seconds",
+			"Simulated total service time of the last window under a candidate setting (the current setting included).", devCand),
+		modelError: gauge("model_window_error_ratio",
+			"Relative error of the disk model over the last window: (simulated − measured) / measured total service time under the current setting; positive when the model overestimates.", dev),
+		gain: gauge("predicted_gain_ratio",
+			"Predicted gain of switching to a candidate over the last window, including the switch cost: (T_current − T_candidate − T_change) / T_current; 0 for the current setting.", devCand),
+		setting: gauge("device_setting_info",
+			"The setting in effect on the device; always 1.", []string{"device", "scheduler", "read_ahead_kib", "tunables"}),
+		changes: counter("setting_changes_total",
+			"Setting changes applied to the device.", dev),
+		reverts: counter("setting_reverts_total",
+			"Setting changes reverted on the device, by reason (regression, observe, shutdown, manual, other).", []string{"device", "reason"}),
+		guardChanges: gauge("thrash_guard_consecutive_changes",
+			"Thrash guard: changes decided in consecutive checks.", dev),
+		guardQuiet: gauge("thrash_guard_quiet_checks",
+			"Thrash guard: consecutive checks, while pinned, that predicted no change.", dev),
+		guardPinned: gauge("thrash_guard_pinned",
+			"Thrash guard: 1 while the default setting is pinned, else 0.", dev),
+		traceEvents: counter("trace_events_total",
+			"Block trace events received, by tracer (ebpf, tracefs, other).", []string{"device", "tracer"}),
+		traceDropped: counter("trace_events_dropped_total",
+			"Block trace events lost (ring-buffer overruns, unpaired events), by tracer.", []string{"device", "tracer"}),
+		evalDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "evaluation_duration_seconds",
+			Help:                            "Wall-clock time to evaluate one window (simulate every candidate and decide).",
+			Buckets:                         EvaluationBuckets,
+			NativeHistogramBucketFactor:     1.1,
+			NativeHistogramMaxBucketNumber:  160,
+			NativeHistogramMinResetDuration: time.Hour,
+		}, dev),
+		evalCPU: counter("evaluation_cpu_seconds_total",
+			"CPU time spent evaluating windows.", dev),
+		windowsSkipped: counter("windows_skipped_total",
+			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).", []string{"device", "reason"}),
+		devices: make(map[string]*deviceState),
+		now:     time.Now,
+	}
+	m.all = []prometheus.Collector{
+		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
+		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
+		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped,
+	}
+	for _, c := range m.all {
+		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
+	}
+	for i, c := range m.all {
+		if err := reg.Register(c); err != nil {
+			for _, r := range m.all[:i] {
+				reg.Unregister(r)
+			}
+			return nil, fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// ObserveWindow records one window of dev: the measured totals, and, when
+// w.Simulated is not empty, every candidate's simulated total, the
+// predicted gains and the model's window error. Candidates simulated in an
+// earlier window but not in this one lose their series.
+func (m *Metrics) ObserveWindow(dev string, w WindowReport) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.device(dev)
+
+	realSec := w.RealService.Seconds()
+	m.realWindow.WithLabelValues(dev).Set(realSec)
+	m.realTotal.WithLabelValues(dev).Add(max(realSec, 0))
+	m.requests.WithLabelValues(dev).Add(float64(w.Requests))
+	end := w.End
+	if end.IsZero() {
+		end = m.now()
+	}
+	m.windowEnd.WithLabelValues(dev).Set(float64(end.UnixNano()) / 1e9)
+
+	seen := make(map[string]struct{}, len(w.Simulated))
+	for name := range w.Simulated {
+		seen[labelValue(name)] = struct{}{}
+	}
+	for name := range st.candidates {
+		if _, ok := seen[name]; !ok {
+			m.simulated.DeleteLabelValues(dev, name)
+			m.gain.DeleteLabelValues(dev, name)
+		}
+	}
+	st.candidates = seen
+
+	cur, haveCur := w.Simulated[w.Current]
+	if haveCur && w.RealService > 0 {
+		m.modelError.WithLabelValues(dev).Set((cur - w.RealService).Seconds() / realSec)
+	} else {
+		m.modelError.DeleteLabelValues(dev)
+	}
+	// A gain needs the current setting's total as its reference; without
+	// one (not simulated, or an empty window) the gain series are absent.
+	judge := haveCur && cur > 0
+	for name, t := range w.Simulated {
+		lv := labelValue(name)
+		m.simulated.WithLabelValues(dev, lv).Set(t.Seconds())
+		switch {
+		case !judge:
+			m.gain.DeleteLabelValues(dev, lv)
+		case name == w.Current:
+			m.gain.WithLabelValues(dev, lv).Set(0)
+		default:
+			m.gain.WithLabelValues(dev, lv).Set(float64(cur-t-w.SwitchCost) / float64(cur))
+		}
+	}
+}
+
+// SetSetting records the setting in effect on dev: the scheduler (e.g.
+// "mq-deadline"), read_ahead_kb and its tunables in canonical form (e.g.
+// "fifo_batch=8,read_expire=100"; "" for none). The previous setting's
+// series is deleted when the setting changed, so exactly one
+// shadowtune_agent_device_setting_info series exists per device.
+func (m *Metrics) SetSetting(dev, scheduler string, readAheadKiB int, tunables string) {
+	dev = labelValue(dev)
+	lv := []string{labelValue(scheduler), strconv.Itoa(readAheadKiB), labelValue(tunables)}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.device(dev)
+	if st.setting != nil && !slices.Equal(st.setting, lv) {
+		m.setting.DeleteLabelValues(append([]string{dev}, st.setting...)...)
+	}
+	st.setting = lv
+	m.setting.WithLabelValues(append([]string{dev}, lv...)...).Set(1)
+}
+
+// IncChange counts one setting change applied to dev.
+func (m *Metrics) IncChange(dev string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.changes.WithLabelValues(dev).Inc()
+}
+
+// IncRevert counts one change reverted on dev; reason is one of
+// RevertRegression, RevertObserve, RevertShutdown or RevertManual (any
+// other value is counted as "other").
+func (m *Metrics) IncRevert(dev, reason string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.reverts.WithLabelValues(dev, closed(reason, revertReasons)).Inc()
+}
+
+// SetThrashGuard records the thrash guard's state on dev (DESIGN §6):
+// changes decided in consecutive checks, consecutive quiet checks while
+// pinned, and whether the default is pinned.
+func (m *Metrics) SetThrashGuard(dev string, consecutiveChanges, quietChecks int, pinned bool) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.guardChanges.WithLabelValues(dev).Set(float64(consecutiveChanges))
+	m.guardQuiet.WithLabelValues(dev).Set(float64(quietChecks))
+	p := 0.0
+	if pinned {
+		p = 1
+	}
+	m.guardPinned.WithLabelValues(dev).Set(p)
+}
+
+// AddTraceEvents adds events received and events dropped, both counted
+// since the previous call (deltas, not running totals), by tracer
+// (TracerEBPF or TracerTracefs; any other value is counted as "other").
+// Events or drops that belong to no single device (e.g. a ring-buffer
+// overrun) are reported with dev "" and exported without a device value.
+func (m *Metrics) AddTraceEvents(dev, tracer string, events, dropped uint64) {
+	dev = labelValue(dev)
+	tr := closed(tracer, tracers)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if dev != "" {
+		m.device(dev)
+	}
+	m.traceEvents.WithLabelValues(dev, tr).Add(float64(events))
+	m.traceDropped.WithLabelValues(dev, tr).Add(float64(dropped))
+}
+
+// ObserveEvaluation records the evaluation of one window of dev: its wall
+// time (into the duration histogram) and the CPU time it used.
+func (m *Metrics) ObserveEvaluation(dev string, wall, cpu time.Duration) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.evalDuration.WithLabelValues(dev).Observe(max(wall.Seconds(), 0))
+	m.evalCPU.WithLabelValues(dev).Add(max(cpu.Seconds(), 0))
+}
+
+// SkipWindow counts one window of dev that was not evaluated; reason is one
+// of SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady or SkipError (any
+// other value is counted as "other").
+func (m *Metrics) SkipWindow(dev, reason string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.windowsSkipped.WithLabelValues(dev, closed(reason, skipReasons)).Inc()
+}
+
+// ForgetDevice deletes every series of dev (the device was removed, or is
+// no longer managed). A later call for dev starts it afresh.
+func (m *Metrics) ForgetDevice(dev string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, v := range m.perDeviceVecs {
+		v.DeletePartialMatch(prometheus.Labels{"device": dev})
+	}
+	delete(m.devices, dev)
+}
+
+// device returns dev's state, creating it on first use; then the counters
+// with a closed label set start at 0, so that rate() and increase() see
+// the first event. m.mu must be held.
+func (m *Metrics) device(dev string) *deviceState {
+	st, ok := m.devices[dev]
+	if ok {
+		return st
+	}
+	st = &deviceState{}
+	m.devices[dev] = st
+	m.changes.WithLabelValues(dev)
+	for _, r := range revertReasons {
+		m.reverts.WithLabelValues(dev, r)
+	}
+	for _, r := range skipReasons {
+		m.windowsSkipped.WithLabelValues(dev, r)
+	}
+	return st
+}
+
+// closed maps v onto the closed set, or "other".
+func closed(v string, set []string) string {
+	for _, s := range set {
+		if v == s {
+			return s
+		}
+	}
+	return otherValue
+}
+
+// labelValue makes s a valid label value (client_golang panics on invalid
+// UTF-8).
+func labelValue(s string) string {
+	return strings.ToValidUTF8(s, "\uFFFD")
+}

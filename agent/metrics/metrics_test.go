@@ -1,0 +1,498 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// newTest returns metrics on a fresh registry, with a fixed clock.
+func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	m.now = func() time.Time { return time.Unix(1700000000, 500_000_000) }
+	return m, reg
+}
+
+// exercise calls every method once for dev.
+func exercise(m *Metrics, dev string) {
+	m.ObserveWindow(dev, WindowReport{
+		Requests:    1000,
+		RealService: 2 * time.Second,
+		Current:     "mq-deadline",
+		Simulated: map[string]time.Duration{
+			"mq-deadline":               2500 * time.Millisecond,
+			"bfq":                       2 * time.Second,
+			"mq-deadline(fifo_batch=8)": 2250 * time.Millisecond,
+		},
+		SwitchCost: 250 * time.Millisecond,
+	})
+	m.SetSetting(dev, "mq-deadline", 128, "")
+	m.IncChange(dev)
+	m.IncRevert(dev, RevertRegression)
+	m.SetThrashGuard(dev, 2, 0, false)
+	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
+	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
+	m.SkipWindow(dev, SkipCPUBudget)
+}
+
+// families gathers reg into name → family.
+func families(t *testing.T, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	out := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		out[mf.GetName()] = mf
+	}
+	return out
+}
+
+func labelNames(m *dto.Metric) []string {
+	var n []string
+	for _, lp := range m.GetLabel() {
+		n = append(n, lp.GetName())
+	}
+	return n
+}
+
+// TestNamesTypesLabels pins the exported names, types and label sets.
+func TestNamesTypesLabels(t *testing.T) {
+	m, reg := newTest(t)
+	exercise(m, "sda")
+
+	want := map[string]struct {
+		typ    dto.MetricType
+		labels []string
+	}{
+		"shadowtune_agent_window_real_service_seconds":      {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_real_service_seconds_total":       {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_requests_total":                   {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_window_end_timestamp_seconds":     {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_window_simulated_service_seconds": {dto.MetricType_GAUGE, []string{"candidate", "device"}},
+		"shadowtune_agent_model_window_error_ratio":         {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_predicted_gain_ratio":             {dto.MetricType_GAUGE, []string{"candidate", "device"}},
+		"shadowtune_agent_device_setting_info":              {dto.MetricType_GAUGE, []string{"device", "read_ahead_kib", "scheduler", "tunables"}},
+		"shadowtune_agent_setting_changes_total":            {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_setting_reverts_total":            {dto.MetricType_COUNTER, []string{"device", "reason"}},
+		"shadowtune_agent_thrash_guard_consecutive_changes": {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_thrash_guard_quiet_checks":        {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_thrash_guard_pinned":              {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_trace_events_total":               {dto.MetricType_COUNTER, []string{"device", "tracer"}},
+		"shadowtune_agent_trace_events_dropped_total":       {dto.MetricType_COUNTER, []string{"device", "tracer"}},
+		"shadowtune_agent_evaluation_duration_seconds":      {dto.MetricType_HISTOGRAM, []string{"device"}},
+		"shadowtune_agent_evaluation_cpu_seconds_total":     {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_windows_skipped_total":            {dto.MetricType_COUNTER, []string{"device", "reason"}},
+	}
+	got := families(t, reg)
+	for name, w := range want {
+		mf, ok := got[name]
+		if !ok {
+			t.Errorf("%s: not exported", name)
+			continue
+		}
+		if mf.GetType() != w.typ {
+			t.Errorf("%s: type %v, want %v", name, mf.GetType(), w.typ)
+		}
+		if mf.GetHelp() == "" {
+			t.Errorf("%s: no help", name)
+		}
+		for _, s := range mf.GetMetric() {
+			if l := labelNames(s); !slices.Equal(l, w.labels) {
+				t.Errorf("%s: labels %v, want %v", name, l, w.labels)
+			}
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			t.Errorf("unexpected metric %s", name)
+		}
+	}
+	if len(m.all) != len(want) {
+		t.Errorf("%d collectors, want %d", len(m.all), len(want))
+	}
+
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatalf("GatherAndLint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestObserveWindowValues(t *testing.T) {
+	m, reg := newTest(t)
+	exercise(m, "sda")
+	const want = `
+# HELP shadowtune_agent_model_window_error_ratio Relative error of the disk model over the last window: (simulated − measured) / measured total service time under the current setting; positive when the model overestimates.
+# TYPE shadowtune_agent_model_window_error_ratio gauge
+shadowtune_agent_model_window_error_ratio{device="sda"} 0.25
+# HELP shadowtune_agent_predicted_gain_ratio Predicted gain of switching to a candidate over the last window, including the switch cost: (T_current − T_candidate − T_change) / T_current; 0 for the current setting.
+# TYPE shadowtune_agent_predicted_gain_ratio gauge
+shadowtune_agent_predicted_gain_ratio{candidate="bfq",device="sda"} 0.1
+shadowtune_agent_predicted_gain_ratio{candidate="mq-deadline",device="sda"} 0
+shadowtune_agent_predicted_gain_ratio{candidate="mq-deadline(fifo_batch=8)",device="sda"} 0
+# HELP shadowtune_agent_real_service_seconds_total Measured total service time of the requests completed on the device.
+# TYPE shadowtune_agent_real_service_seconds_total counter
+shadowtune_agent_real_service_seconds_total{device="sda"} 2
+# HELP shadowtune_agent_requests_total Requests completed on the device, as traced.
+# TYPE shadowtune_agent_requests_total counter
+shadowtune_agent_requests_total{device="sda"} 1000
+# HELP shadowtune_agent_window_end_timestamp_seconds Unix time at which the last observed window of the device closed.
+# TYPE shadowtune_agent_window_end_timestamp_seconds gauge
+shadowtune_agent_window_end_timestamp_seconds{device="sda"} 1.7000000005e+09
+# HELP shadowtune_agent_window_real_service_seconds Measured total service time of the requests completed on the device in the last window.
+# TYPE shadowtune_agent_window_real_service_seconds gauge
+shadowtune_agent_window_real_service_seconds{device="sda"} 2
+# HELP shadowtune_agent_window_simulated_service_seconds Simulated total service time of the last window under a candidate setting (the current setting included).
+# TYPE shadowtune_agent_window_simulated_service_seconds gauge
+shadowtune_agent_window_simulated_service_seconds{candidate="bfq",device="sda"} 2
+shadowtune_agent_window_simulated_service_seconds{candidate="mq-deadline",device="sda"} 2.5
+shadowtune_agent_window_simulated_service_seconds{candidate="mq-deadline(fifo_batch=8)",device="sda"} 2.25
+`
+	names := []string{
+		"shadowtune_agent_model_window_error_ratio", "shadowtune_agent_predicted_gain_ratio",
+		"shadowtune_agent_real_service_seconds_total", "shadowtune_agent_requests_total",
+		"shadowtune_agent_window_end_timestamp_seconds", "shadowtune_agent_window_real_service_seconds",
+		"shadowtune_agent_window_simulated_service_seconds",
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+
+	// Next window: bfq is no longer a candidate, so its series go; the
+	// counters accumulate; End is taken from the report.
+	end := time.Unix(1700000010, 0)
+	m.ObserveWindow("sda", WindowReport{
+		Requests:    500,
+		RealService: time.Second,
+		Current:     "mq-deadline",
+		Simulated: map[string]time.Duration{
+			"mq-deadline":               800 * time.Millisecond,
+			"mq-deadline(fifo_batch=8)": 400 * time.Millisecond,
+		},
+		End: end,
+	})
+	if n := testutil.CollectAndCount(m.simulated); n != 2 {
+		t.Errorf("%d simulated series after the candidate set shrank, want 2", n)
+	}
+	if n := testutil.CollectAndCount(m.gain); n != 2 {
+		t.Errorf("%d gain series after the candidate set shrank, want 2", n)
+	}
+	checks := []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"gain fifo_batch=8", m.gain.WithLabelValues("sda", "mq-deadline(fifo_batch=8)"), 0.5},
+		{"model error", m.modelError.WithLabelValues("sda"), -0.2},
+		{"requests", m.requests.WithLabelValues("sda"), 1500},
+		{"real total", m.realTotal.WithLabelValues("sda"), 3},
+		{"real window", m.realWindow.WithLabelValues("sda"), 1},
+		{"window end", m.windowEnd.WithLabelValues("sda"), 1700000010},
+	}
+	for _, c := range checks {
+		if got := testutil.ToFloat64(c.c); !near(got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	// A window that was not simulated keeps the real side and clears the
+	// simulated side.
+	m.ObserveWindow("sda", WindowReport{Requests: 10, RealService: 10 * time.Millisecond})
+	for name, c := range map[string]prometheus.Collector{"simulated": m.simulated, "gain": m.gain, "model error": m.modelError} {
+		if n := testutil.CollectAndCount(c); n != 0 {
+			t.Errorf("%s: %d series after an unsimulated window, want 0", name, n)
+		}
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues("sda")); got != 1510 {
+		t.Errorf("requests = %v, want 1510", got)
+	}
+
+	// Current not simulated: totals are exported, gains and error are not.
+	m.ObserveWindow("sda", WindowReport{
+		Requests: 1, RealService: time.Millisecond, Current: "kyber",
+		Simulated: map[string]time.Duration{"bfq": time.Millisecond},
+	})
+	if n := testutil.CollectAndCount(m.simulated); n != 1 {
+		t.Errorf("%d simulated series, want 1", n)
+	}
+	if n := testutil.CollectAndCount(m.gain) + testutil.CollectAndCount(m.modelError); n != 0 {
+		t.Errorf("%d gain/error series without the current setting, want 0", n)
+	}
+}
+
+func near(a, b float64) bool {
+	d := a - b
+	return d < 1e-9 && d > -1e-9
+}
+
+// TestSettingInfoReplaced: a new setting deletes the old label set.
+func TestSettingInfoReplaced(t *testing.T) {
+	m, reg := newTest(t)
+	m.SetSetting("sda", "mq-deadline", 128, "")
+	m.SetSetting("sdb", "none", 4096, "")
+	m.SetSetting("sda", "mq-deadline", 128, "") // unchanged: no-op
+	m.SetSetting("sda", "bfq", 512, "slice_idle=0")
+	const want = `
+# HELP shadowtune_agent_device_setting_info The setting in effect on the device; always 1.
+# TYPE shadowtune_agent_device_setting_info gauge
+shadowtune_agent_device_setting_info{device="sda",read_ahead_kib="512",scheduler="bfq",tunables="slice_idle=0"} 1
+shadowtune_agent_device_setting_info{device="sdb",read_ahead_kib="4096",scheduler="none",tunables=""} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shadowtune_agent_device_setting_info"); err != nil {
+		t.Fatal(err)
+	}
+	// Only the tunables change.
+	m.SetSetting("sda", "bfq", 512, "slice_idle=8")
+	if n := testutil.CollectAndCount(m.setting); n != 2 {
+		t.Fatalf("%d setting series, want 2", n)
+	}
+	if got := testutil.ToFloat64(m.setting.WithLabelValues("sda", "bfq", "512", "slice_idle=8")); got != 1 {
+		t.Errorf("new setting = %v, want 1", got)
+	}
+}
+
+// TestForgetDevice: every series of the device goes; others stay.
+func TestForgetDevice(t *testing.T) {
+	m, reg := newTest(t)
+	exercise(m, "sda")
+	exercise(m, "nvme0n1")
+	m.AddTraceEvents("", TracerEBPF, 0, 7) // unattributed drops
+	before := families(t, reg)
+
+	m.ForgetDevice("sda")
+	after := families(t, reg)
+	for name, mf := range after {
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "device" && lp.GetValue() == "sda" {
+					t.Errorf("%s still has a series for sda: %v", name, s.GetLabel())
+				}
+			}
+		}
+		if got, was := len(mf.GetMetric()), len(before[name].GetMetric()); got != was/2 && name != "shadowtune_agent_trace_events_total" && name != "shadowtune_agent_trace_events_dropped_total" {
+			t.Errorf("%s: %d series after forgetting one of two devices, had %d", name, got, was)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("%d families after ForgetDevice, want %d (nvme0n1 keeps all)", len(after), len(before))
+	}
+	if got := testutil.ToFloat64(m.traceDropped.WithLabelValues("", TracerEBPF)); got != 7 {
+		t.Errorf("unattributed drops = %v, want 7", got)
+	}
+
+	// The device comes back afresh: counters restart at zero, and a
+	// setting equal to the forgotten one is exported again.
+	m.SetSetting("sda", "mq-deadline", 128, "")
+	if got := testutil.ToFloat64(m.setting.WithLabelValues("sda", "mq-deadline", "128", "")); got != 1 {
+		t.Errorf("setting after re-adding = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.changes.WithLabelValues("sda")); got != 0 {
+		t.Errorf("changes after re-adding = %v, want 0", got)
+	}
+}
+
+// TestCountersAndClosedLabels: counters start at zero for a new device;
+// unknown reasons and tracers become "other".
+func TestCountersAndClosedLabels(t *testing.T) {
+	m, reg := newTest(t)
+	m.SetThrashGuard("sdc", 5, 3, true)
+	const want = `
+# HELP shadowtune_agent_setting_reverts_total Setting changes reverted on the device, by reason (regression, observe, shutdown, manual, other).
+# TYPE shadowtune_agent_setting_reverts_total counter
+shadowtune_agent_setting_reverts_total{device="sdc",reason="manual"} 0
+shadowtune_agent_setting_reverts_total{device="sdc",reason="observe"} 0
+shadowtune_agent_setting_reverts_total{device="sdc",reason="regression"} 0
+shadowtune_agent_setting_reverts_total{device="sdc",reason="shutdown"} 0
+# HELP shadowtune_agent_setting_changes_total Setting changes applied to the device.
+# TYPE shadowtune_agent_setting_changes_total counter
+shadowtune_agent_setting_changes_total{device="sdc"} 0
+# HELP shadowtune_agent_thrash_guard_consecutive_changes Thrash guard: changes decided in consecutive checks.
+# TYPE shadowtune_agent_thrash_guard_consecutive_changes gauge
+shadowtune_agent_thrash_guard_consecutive_changes{device="sdc"} 5
+# HELP shadowtune_agent_thrash_guard_pinned Thrash guard: 1 while the default setting is pinned, else 0.
+# TYPE shadowtune_agent_thrash_guard_pinned gauge
+shadowtune_agent_thrash_guard_pinned{device="sdc"} 1
+# HELP shadowtune_agent_thrash_guard_quiet_checks Thrash guard: consecutive checks, while pinned, that predicted no change.
+# TYPE shadowtune_agent_thrash_guard_quiet_checks gauge
+shadowtune_agent_thrash_guard_quiet_checks{device="sdc"} 3
+# HELP shadowtune_agent_windows_skipped_total Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).
+# TYPE shadowtune_agent_windows_skipped_total counter
+shadowtune_agent_windows_skipped_total{device="sdc",reason="cpu_budget"} 0
+shadowtune_agent_windows_skipped_total{device="sdc",reason="error"} 0
+shadowtune_agent_windows_skipped_total{device="sdc",reason="model_not_ready"} 0
+shadowtune_agent_windows_skipped_total{device="sdc",reason="too_few_requests"} 0
+`
+	names := []string{
+		"shadowtune_agent_setting_reverts_total", "shadowtune_agent_setting_changes_total",
+		"shadowtune_agent_thrash_guard_consecutive_changes", "shadowtune_agent_thrash_guard_pinned",
+		"shadowtune_agent_thrash_guard_quiet_checks", "shadowtune_agent_windows_skipped_total",
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Fatal(err)
+	}
+
+	m.IncRevert("sdc", "Regression: 12% slower") // not a known reason
+	m.SkipWindow("sdc", "disk on fire")
+	m.AddTraceEvents("sdc", "blktrace", 5, 1)
+	m.AddTraceEvents("sdc", TracerTracefs, 10, 0)
+	m.SetThrashGuard("sdc", 0, 0, false)
+	for _, c := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"revert other", m.reverts.WithLabelValues("sdc", "other"), 1},
+		{"skip other", m.windowsSkipped.WithLabelValues("sdc", "other"), 1},
+		{"events other", m.traceEvents.WithLabelValues("sdc", "other"), 5},
+		{"dropped other", m.traceDropped.WithLabelValues("sdc", "other"), 1},
+		{"events tracefs", m.traceEvents.WithLabelValues("sdc", "tracefs"), 10},
+		{"pinned", m.guardPinned.WithLabelValues("sdc"), 0},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.reverts); n != 5 {
+		t.Errorf("%d revert series, want 5 (4 reasons + other)", n)
+	}
+}
+
+func TestEvaluation(t *testing.T) {
+	m, reg := newTest(t)
+	m.ObserveEvaluation("sda", 30*time.Millisecond, 20*time.Millisecond)
+	m.ObserveEvaluation("sda", 3*time.Second, 2*time.Second)
+	m.ObserveEvaluation("sda", -time.Second, -time.Second) // clock step: clamped to 0
+	if got := testutil.ToFloat64(m.evalCPU.WithLabelValues("sda")); !near(got, 2.02) {
+		t.Errorf("cpu = %v, want 2.02", got)
+	}
+	mf := families(t, reg)["shadowtune_agent_evaluation_duration_seconds"]
+	h := mf.GetMetric()[0].GetHistogram()
+	if h.GetSampleCount() != 3 || !near(h.GetSampleSum(), 3.03) {
+		t.Errorf("histogram count %d sum %v, want 3 and 3.03", h.GetSampleCount(), h.GetSampleSum())
+	}
+	var bounds []float64
+	for _, b := range h.GetBucket() {
+		bounds = append(bounds, b.GetUpperBound())
+	}
+	if !slices.Equal(bounds, EvaluationBuckets) {
+		t.Errorf("buckets %v, want %v", bounds, EvaluationBuckets)
+	}
+	if !slices.IsSorted(EvaluationBuckets) {
+		t.Error("EvaluationBuckets not sorted")
+	}
+}
+
+func TestNewErrors(t *testing.T) {
+	if _, err := New(nil); err == nil {
+		t.Error("New(nil): no error")
+	}
+
+	reg := prometheus.NewRegistry()
+	if _, err := New(reg); err != nil {
+		t.Fatal(err)
+	}
+	var are prometheus.AlreadyRegisteredError
+	if _, err := New(reg); !errors.As(err, &are) {
+		t.Errorf("second New on one registry: %v, want AlreadyRegisteredError", err)
+	}
+
+	// A clash on the last metric registered leaves nothing of ours
+	// registered. (The clash has the same descriptor: a registry remembers
+	// the label names and help of every name it has seen.)
+	reg = prometheus.NewRegistry()
+	other, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clash := other.windowsSkipped
+	reg.MustRegister(clash)
+	if _, err := New(reg); err == nil {
+		t.Fatal("New with a clashing metric: no error")
+	}
+	reg.Unregister(clash)
+	if _, err := New(reg); err != nil {
+		t.Errorf("New after a failed New: %v (partial registration left behind)", err)
+	}
+}
+
+// TestBadLabelValues: invalid UTF-8 in a name must not panic.
+func TestBadLabelValues(t *testing.T) {
+	m, reg := newTest(t)
+	bad := "sd\xffa"
+	m.SetSetting(bad, "bfq", 128, "x=\xfe")
+	m.ObserveWindow(bad, WindowReport{Current: "\xff", Simulated: map[string]time.Duration{"\xff": time.Second}, RealService: time.Second, Requests: 1})
+	m.ForgetDevice(bad)
+	for name, mf := range families(t, reg) {
+		for _, s := range mf.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "device" {
+					t.Errorf("%s: series left for %q", name, lp.GetValue())
+				}
+			}
+		}
+	}
+}
+
+// TestConcurrent exercises every method from several goroutines (run with
+// -race).
+func TestConcurrent(t *testing.T) {
+	m, reg := newTest(t)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				dev := fmt.Sprintf("sd%c", 'a'+(g+i)%3)
+				exercise(m, dev)
+				m.SetSetting(dev, "bfq", 128*(i%3), "")
+				if i%50 == 0 {
+					m.ForgetDevice(dev)
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			if _, err := reg.Gather(); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	for _, dev := range []string{"sda", "sdb", "sdc"} {
+		m.mu.Lock()
+		st := m.devices[dev]
+		m.mu.Unlock()
+		n := 0
+		for _, mf := range families(t, reg) {
+			if mf.GetName() != "shadowtune_agent_device_setting_info" {
+				continue
+			}
+			for _, s := range mf.GetMetric() {
+				if s.GetLabel()[0].GetValue() == dev {
+					n++
+				}
+			}
+		}
+		if want := map[bool]int{true: 1, false: 0}[st != nil && st.setting != nil]; n != want {
+			t.Errorf("%s: %d setting series, want %d", dev, n, want)
+		}
+	}
+}
