@@ -139,6 +139,12 @@ type deviceController struct {
 
 	verify  *verification
 	backoff map[string]time.Time // candidate name → no retry before
+
+	// calibrated is set once a window with enough measured requests has
+	// checked the device class and learned k (see calibrate).
+	calibrated bool
+	// note records what calibration found, for the status.
+	note string
 }
 
 type verification struct {
@@ -220,9 +226,63 @@ func cmpInt64(a, b int64) int {
 	return 0
 }
 
+// calibrate checks the device class against the first window with enough
+// measured reads, and learns k for non-rotational devices (DESIGN §3).
+//
+// queue/rotational is often wrong: virtio disks, many cloud volumes and
+// loop devices over them report 1. A device classed HDD whose random reads
+// (inter-request distance over 64 KiB) almost all (≥ 90 %) complete under
+// the HDD hit threshold is not seek-bound: its read-miss table would never
+// learn, and the HDD default would predict seeks it does not have. Such a
+// device is re-modelled as an SSD. The elevator still sees the kernel's
+// rotational flag (Policy.Engine.Rotational), since bfq and the kernel use
+// it.
+func (c *deviceController) calibrate(reqs []trace.Request) {
+	var random, fast, measured int
+	var last uint64
+	thr := c.model.Config().Hit
+	for i := range reqs {
+		q := &reqs[i]
+		if !q.HasService() {
+			continue
+		}
+		measured++
+		if q.Op != trace.Read {
+			continue
+		}
+		d := q.Sector - last
+		if q.Sector < last {
+			d = last - q.Sector
+		}
+		last = q.End()
+		if d <= 128 {
+			continue
+		}
+		random++
+		if thr.IsHit(q.Sectors, q.ServiceTime()) {
+			fast++
+		}
+	}
+	if measured < c.policy.MinRequests {
+		return
+	}
+	c.calibrated = true
+	if c.model.Class() == model.HDD && random >= c.policy.MinRequests && fast*10 >= random*9 {
+		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
+		c.model, c.disk = m, m.NewDisk(0)
+		c.note = fmt.Sprintf("modelled as ssd: %d of %d random reads were faster than the HDD hit threshold", fast, random)
+	}
+	if c.model.Class() != model.HDD {
+		c.model.SetServers(model.EstimateServers(reqs))
+	}
+}
+
 // step processes one window recorded on the device at time now.
 func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowReport, error) {
 	rep := WindowReport{Device: c.name, Start: now, Requests: len(reqs)}
+	if !c.calibrated {
+		c.calibrate(reqs)
+	}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = c.learn(reqs)
 	if len(reqs) < c.policy.MinRequests {
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", len(reqs), c.policy.MinRequests)

@@ -198,3 +198,31 @@ func TestModelErrorIsMeasured(t *testing.T) {
 		t.Fatalf("model error %.2f %% on a device twice as slow as learned", rep.ModelErrorPct)
 	}
 }
+
+func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
+	// A device that sysfs calls rotational but whose random reads take
+	// ~80 µs (a virtio or cloud volume) is re-modelled as an SSD, after
+	// which the model follows it.
+	c := newTestController(t, false)
+	if _, err := c.step(fifoWindow(1, 2000, 4, 4, 0, 0.01), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if c.model.Class() != model.SSD || c.note == "" {
+		t.Fatalf("class %s, note %q: want ssd", c.model.Class(), c.note)
+	}
+	rep, err := c.step(fifoWindow(2, 2000, 4, 4, 20e9, 0.01), time.Unix(10, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ModelErrorPct > 10 {
+		t.Fatalf("model error %.1f %% after recalibration", rep.ModelErrorPct)
+	}
+	// A real HDD stays an HDD.
+	h := newTestController(t, false)
+	if _, err := h.step(fifoWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if h.model.Class() != model.HDD {
+		t.Fatalf("a seek-bound device was re-modelled as %s", h.model.Class())
+	}
+}

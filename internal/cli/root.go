@@ -54,6 +54,7 @@ applies the setting predicted to be fastest.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return badInput(err) })
 	root.AddCommand(
 		newSimulateCommand(),
+		newRunCommand(),
 		newModelCommand(),
 		newTraceCommand(),
 		newVersionCommand(),

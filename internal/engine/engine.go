@@ -85,6 +85,10 @@ type Options struct {
 	// Seed seeds every random choice; the same window, options and seed
 	// give the same report.
 	Seed int64
+	// Rotational is the device's queue/rotational flag as the elevator sees
+	// it (bfq idles on rotational queues); nil derives it from the model's
+	// class.
+	Rotational *bool
 	// MaxSectors is the device's largest request (queue/max_sectors_kb × 2);
 	// 0 means 2560 (1280 KiB).
 	MaxSectors uint32
@@ -266,6 +270,9 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, erro
 	m := opt.Model
 	k := m.Servers()
 	dev := sched.Device{Rotational: m.Class() == model.HDD, MaxSectors: opt.MaxSectors, QueueDepth: k}
+	if opt.Rotational != nil {
+		dev.Rotational = *opt.Rotational
+	}
 	if dev.MaxSectors == 0 {
 		dev.MaxSectors = sched.DefaultDevice.MaxSectors
 	}

@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+)
+
+type runFlags struct {
+	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
+	duration                                                    time.Duration
+	keep, revert, quiet                                         bool
+}
+
+func newRunCommand() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run --config storagetuning.yaml",
+		Short: "Run the tuning loop on this host: trace, learn, simulate, decide, apply (as root)",
+		Long: `Run the whole shadowtune loop on this host, without Kubernetes. It
+discovers the block devices the StorageTuning policy selects and traces their
+requests (eBPF, or a private tracefs instance). It learns each device's disk
+model online, and every window simulates the window under every allowed
+candidate. Then it decides. In Apply mode it changes the device (recording the
+original values first), verifies the change against the next windows, and
+reverts a real regression.
+
+It prints a live table per window, or with --output json a final report. It
+stops after --duration, or on Ctrl-C/SIGTERM. In Apply mode it then restores
+every device it changed, unless --keep is given. 'shadowtune run --revert'
+restores every device recorded in the state directory and exits.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "StorageTuning policy (YAML, apiVersion storage.shadowtune.io/v1alpha1)")
+	fl.DurationVar(&f.duration, "duration", 0, "stop after this long (default: run until interrupted)")
+	fl.StringVarP(&f.output, "output", "o", "table", "table (live, per window) or json (final report)")
+	fl.BoolVar(&f.keep, "keep", false, "Apply mode: leave the applied settings in place at exit")
+	fl.BoolVar(&f.revert, "revert", false, "restore every device recorded in --state-dir and exit")
+	fl.StringVar(&f.metricsAddr, "metrics-bind-address", metrics.DefaultBindAddress, `address of /metrics, /healthz and /readyz ("0" disables)`)
+	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "where original settings and learned models are kept")
+	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
+	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
+	return cmd
+}
+
+func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error {
+	if parent == nil {
+		parent = context.Background()
+	}
+	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: 0})
+	if f.quiet {
+		log = logr.Discard()
+	}
+	if f.revert {
+		done, err := agent.Revert(f.hostRoot, f.stateDir)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
+		return nil
+	}
+	if f.config == "" {
+		return badInputf("--config is required (or --revert)")
+	}
+	if f.output != "table" && f.output != "json" {
+		return badInputf("--output: want table or json, got %q", f.output)
+	}
+	switch f.tracerKind {
+	case tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs:
+	default:
+		return badInputf("--tracer: want auto, ebpf or tracefs, got %q", f.tracerKind)
+	}
+	st, err := v1alpha1.LoadStorageTuningFile(f.config)
+	if err != nil {
+		return badInput(err)
+	}
+	if os.Geteuid() != 0 && f.hostRoot == "" {
+		return errors.New("shadowtune run traces block devices and changes their settings: it must run as root")
+	}
+
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg)
+	if err != nil {
+		return err
+	}
+	var ready atomic.Pointer[error]
+	notStarted := errors.New("tracer not started")
+	ready.Store(&notStarted)
+	srv, err := metrics.Listen(f.metricsAddr, reg, func() error { return *ready.Load() }, log)
+	if err != nil {
+		return badInputf("--metrics-bind-address: %w", err)
+	}
+	srvDone := make(chan error, 1)
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	go func() { srvDone <- srv.Serve(srvCtx) }()
+	defer func() {
+		stopSrv()
+		if err := <-srvDone; err != nil {
+			log.Error(err, "metrics server")
+		}
+	}()
+
+	opts := agent.Options{
+		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
+		Metrics: m, Log: log, Keep: f.keep,
+		Ready: func(err error) { ready.Store(&err) },
+	}
+	if f.output == "table" {
+		opts.OnWindow = func(s agent.Status) { printRunTable(stdout, s) }
+	}
+	final, err := agent.Run(ctx, opts)
+	if err != nil {
+		if errors.Is(err, agent.ErrNoDevice) {
+			return badInputf("%s: %w", f.config, err)
+		}
+		return err
+	}
+	if f.output == "json" {
+		b, err := agent.MarshalStatus(final)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(stdout, string(b))
+		return err
+	}
+	fmt.Fprintln(stdout, "final:")
+	printRunTable(stdout, final)
+	return nil
+}
+
+func printRunTable(w io.Writer, s agent.Status) {
+	fmt.Fprintf(w, "window %d  mode %s  tracer %s  %s\n", s.Windows, s.Mode, s.Tracer, time.Now().Format(time.TimeOnly))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tCLASS\tCURRENT\tREAD-AHEAD\tBEST\tGAIN\tRA ADVICE\tMODEL ERR\tREQS\tDROPPED\tLAST CHANGE")
+	for _, d := range s.Devices {
+		last := "-"
+		if !d.LastChange.IsZero() {
+			last = d.LastChange.Format(time.TimeOnly) + " " + d.LastChangeWhat
+		}
+		note := ""
+		switch {
+		case d.Error != "":
+			note = "  error: " + d.Error
+		case d.Skipped != "":
+			note = "  skipped: " + d.Skipped
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\t%s\t%.1f%%\t%d KiB\t%.1f%%\t%d\t%d\t%s%s\n",
+			d.Name, d.Class, d.Current, d.ReadAheadKiB, orDash(d.Best), d.GainPct, d.ReadAheadAdvice,
+			d.ModelErrorPct, d.Requests, d.EventsDropped, last, note)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
