@@ -40,6 +40,7 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (installs it into bin/ first).
 
 .PHONY: test
 test: vet ## Run vet and all unit and integration tests (fuzz seed corpora included).
+	hack/ensure-test-deps.sh
 	$(GO) test -count=1 ./...
 
 .PHONY: fuzz
@@ -72,6 +73,10 @@ build: ## Build bin/shadowtune.
 .PHONY: run
 run: build ## The main job: a what-if simulation of a shipped real trace.
 	$(BIN)/shadowtune simulate --trace testdata/traces/blkreplay/linux-webserver-2.load.gz --format blkreplay --redcap both
+
+.PHONY: quickstart
+quickstart: ## The main job on this host (root): loop device + fio + shadowtune run in Apply mode for a minute, then restore.
+	hack/quickstart.sh $(DURATION)
 
 .PHONY: clean
 clean: ## Remove build outputs.
