@@ -79,6 +79,7 @@ type DeviceStatus struct {
 	Requests        int       `json:"requests"`
 	TotalRequests   uint64    `json:"totalRequests"`
 	EventsDropped   uint64    `json:"eventsDropped"`
+	EventsLost      uint64    `json:"eventsLost"`
 	Changes         int       `json:"changes"`
 	Reverts         int       `json:"reverts"`
 	LastChange      time.Time `json:"lastChange,omitzero"`
@@ -204,7 +205,7 @@ func Run(ctx context.Context, opt Options) (Status, error) {
 			budget.refill()
 			for i, d := range ds {
 				d.window(batches[i], now, budget, act, apply, opt)
-				d.status.EventsDropped = stats.Dropped
+				d.status.EventsDropped, d.status.EventsLost = stats.Dropped, stats.Lost
 				if opt.Metrics != nil {
 					opt.Metrics.AddTraceEvents(d.sys.Name, st.Tracer, uint64(len(batches[i])), 0)
 				}
@@ -495,9 +496,11 @@ func containsCandidate(cs []engine.Candidate, c engine.Candidate) bool {
 	return slices.ContainsFunc(cs, func(x engine.Candidate) bool { return x.Name() == c.Name() })
 }
 
-// modelPath names a device's saved model; the serial or WWN keeps a model
-// from being loaded for a different disk that took the same name.
-func modelPath(stateDir string, sd sysfs.Device) string {
+// ModelPath names the file under stateDir where a device's learned model
+// is kept (models/NAME[-SERIAL].json); the serial or WWN keeps a model from
+// being loaded for a different disk that took the same name. `shadowtune
+// model train` writes there by default, and Run loads it at start.
+func ModelPath(stateDir string, sd sysfs.Device) string {
 	id := sd.Serial
 	if id == "" {
 		id = sd.WWN
@@ -524,7 +527,7 @@ func sanitize(s string) string {
 // calibration), else the default of the class sysfs reports.
 func loadModel(stateDir string, sd sysfs.Device) (m *model.Model, loaded bool) {
 	capacity := max(sd.SizeBytes/trace.SectorSize, 1)
-	if fh, err := os.Open(modelPath(stateDir, sd)); err == nil {
+	if fh, err := os.Open(ModelPath(stateDir, sd)); err == nil {
 		defer fh.Close()
 		if m, err := model.Load(fh); err == nil && m.Config().CapacitySectors == capacity {
 			return m, true
@@ -536,7 +539,7 @@ func loadModel(stateDir string, sd sysfs.Device) (m *model.Model, loaded bool) {
 // saveModel writes the device's model atomically (temp file, fsync,
 // rename).
 func saveModel(stateDir string, d *device) error {
-	path := modelPath(stateDir, d.sys)
+	path := ModelPath(stateDir, d.sys)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func newModelCommand() *cobra.Command {
 		Use:   "model",
 		Short: "Learn and evaluate disk models",
 	}
-	cmd.AddCommand(newModelEvalCommand(), newModelLearnCommand())
+	cmd.AddCommand(newModelEvalCommand(), newModelLearnCommand(), newModelTrainCommand())
 	return cmd
 }
 
