@@ -87,6 +87,9 @@ type DeviceStatus struct {
 	Skipped         string    `json:"skipped,omitempty"`
 	Note            string    `json:"note,omitempty"`
 	Error           string    `json:"error,omitempty"`
+	// LastError is the latest Error of any window; unlike Error it is not
+	// cleared by the next window, so the final report keeps it.
+	LastError string `json:"lastError,omitempty"`
 }
 
 // device is the agent's state for one selected device.
@@ -276,7 +279,7 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 		opt.Metrics.ObserveEvaluation(d.sys.Name, wall, cpu)
 	}
 	if err != nil {
-		d.status.Error = err.Error()
+		d.status.Error, d.status.LastError = err.Error(), err.Error()
 		opt.Log.Error(err, "evaluate window", "device", d.sys.Name)
 		if opt.Metrics != nil {
 			opt.Metrics.SkipWindow(d.sys.Name, metrics.SkipError)
@@ -314,7 +317,7 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 	})
 	if err != nil {
 		d.ctrl.rejected(prev)
-		d.status.Error = err.Error()
+		d.status.Error, d.status.LastError = err.Error(), err.Error()
 		opt.Log.Error(err, "apply", "device", d.sys.Name, "setting", s.Candidate.Name())
 		return
 	}

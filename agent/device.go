@@ -279,14 +279,53 @@ func (c *deviceController) calibrate(reqs []trace.Request) {
 		return
 	}
 	c.calibrated = true
+	what := "random reads"
+	if c.model.Class() == model.HDD && random < c.policy.MinRequests {
+		// Too few random reads to judge (a strided or sequential load):
+		// the reads the HDD model itself predicts as misses testify
+		// instead. They are the ones its read-miss table would price, and
+		// if nearly all are as fast as hits, that table never learns and
+		// the model keeps predicting seeks the device does not have.
+		random, fast = c.predictedMisses(reqs)
+		what = "reads the HDD model predicted as misses"
+	}
 	if c.model.Class() == model.HDD && random >= c.policy.MinRequests && fast*10 >= random*9 {
 		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
 		c.model, c.disk = m, m.NewDisk(0)
-		c.note = fmt.Sprintf("modelled as ssd: %d of %d random reads were faster than the HDD hit threshold", fast, random)
+		c.note = fmt.Sprintf("modelled as ssd: %d of %d %s were faster than the HDD hit threshold", fast, random, what)
 	}
 	if c.model.Class() != model.HDD {
 		c.model.SetServers(model.EstimateServers(reqs))
 	}
+}
+
+// predictedMisses replays the measured requests, in dispatch order, on a
+// scratch copy of the (HDD) model, as learn does, and counts the reads it
+// predicts slower than the hit threshold (misses: a seek) and, of those,
+// the ones measured faster than it.
+func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast int) {
+	order := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if reqs[i].HasService() {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmpInt64(reqs[a].Dispatch, reqs[b].Dispatch)
+	})
+	thr := c.model.Config().Hit
+	d := c.model.Clone().NewDisk(0)
+	for _, i := range order {
+		q := &reqs[i]
+		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, q.ServiceTime())
+		if q.Op == trace.Read && !thr.IsHit(q.Sectors, p) {
+			misses++
+			if thr.IsHit(q.Sectors, q.ServiceTime()) {
+				fast++
+			}
+		}
+	}
+	return misses, fast
 }
 
 // step processes one window recorded on the device at time now.

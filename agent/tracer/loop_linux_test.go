@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -42,33 +43,26 @@ type loopDev struct {
 }
 
 // newLoop creates a loop device with direct I/O over a new file of size
-// bytes, and detaches it when the test ends. Only devices made here are
-// ever written to or reconfigured.
+// bytes (loopdev.New: only devices made here are ever written to or
+// reconfigured, and their queue settings are restored before they are
+// detached when the test ends), then allocates the file's blocks.
 func newLoop(t testing.TB, size int64) *loopDev {
 	t.Helper()
-	f := filepath.Join(t.TempDir(), "disk.img")
-	fd, err := os.Create(f)
+	name := loopdev.New(t, size)
+	// Allocate the blocks so that reads reach the backing disk.
+	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Allocate the blocks so that reads reach the backing disk.
-	if err := unix.Fallocate(int(fd.Fd()), 0, 0, size); err != nil {
-		if err := fd.Truncate(size); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fd.Close()
-	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", f).CombinedOutput()
+	fd, err := os.OpenFile(strings.TrimSpace(string(b)), os.O_RDWR, 0)
 	if err != nil {
-		t.Skipf("losetup failed (no free loop device?): %v: %s", err, out)
+		t.Fatal(err)
 	}
-	path := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
-		if out, err := exec.Command("losetup", "-d", path).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", path, err, out)
-		}
-	})
-	dev, name, err := ResolveDevice(path)
+	// Best effort: where the file system cannot, the file stays sparse.
+	_ = unix.Fallocate(int(fd.Fd()), 0, 0, size)
+	fd.Close()
+	path := "/dev/" + name
+	dev, _, err := ResolveDevice(path)
 	if err != nil {
 		t.Fatal(err)
 	}

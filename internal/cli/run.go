@@ -12,7 +12,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -70,10 +69,13 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	if parent == nil {
 		parent = context.Background()
 	}
-	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: 0})
+	// --quiet logs only errors: funcr writes Info at V(0) only when the
+	// verbosity is at least 0, and Error always.
+	verbosity := 0
 	if f.quiet {
-		log = logr.Discard()
+		verbosity = -1
 	}
+	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: verbosity})
 	if f.revert {
 		done, err := agent.Revert(f.hostRoot, f.stateDir)
 		if err != nil {

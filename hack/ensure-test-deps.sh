@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what the root-only integration tests need, when it is missing:
+#   - fio (the workloads of agent/integration_linux_test.go and
+#     internal/cli/run_test.go), from apt;
+#   - losetup (util-linux; loop devices), normally present;
+#   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer).
+# It is idempotent and prints nothing when everything is there. It never
+# fails the build: without root, or off Debian, it only says which tests
+# will skip.
+#
+# usage: hack/ensure-test-deps.sh   (make test runs it first)
+set -uo pipefail
+
+note() { echo "ensure-test-deps: $*" >&2; }
+
+missing=()
+command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v losetup >/dev/null 2>&1 || [[ -x /usr/sbin/losetup || -x /sbin/losetup ]] || missing+=(util-linux)
+tracefs_mounted() { grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; }
+
+if [[ $(id -u) -ne 0 ]]; then
+	note "not root: the tests that need root (loop devices, eBPF, fio) will skip${missing[*]:+; missing: ${missing[*]}}"
+	exit 0
+fi
+if [[ ${#missing[@]} -eq 0 ]] && tracefs_mounted; then
+	exit 0
+fi
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+	if command -v apt-get >/dev/null 2>&1; then
+		note "installing ${missing[*]}"
+		export DEBIAN_FRONTEND=noninteractive
+		if ! { apt-get update -qq >/dev/null && apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+			note "could not install ${missing[*]}: the tests that need them will skip"
+		fi
+	else
+		note "no apt-get: install ${missing[*]} by hand, or the tests that need them will skip"
+	fi
+fi
+
+if ! tracefs_mounted; then
+	if [[ -d /sys/kernel/tracing ]] && mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null; then
+		note "mounted tracefs at /sys/kernel/tracing"
+	else
+		note "could not mount tracefs at /sys/kernel/tracing: the tracefs tracer tests will skip or mount it themselves"
+	fi
+fi
+exit 0
