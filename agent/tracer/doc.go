@@ -104,23 +104,25 @@
 //
 // # Missed completions (a kernel surprise)
 //
-// A tp_btf program is not run when the same program is already running on
-// the CPU (the kernel's per-program recursion guard). A block_rq_complete in
-// softirq that interrupts the completion program running in task context
-// (the loop driver, for one, completes requests from a worker thread) is
-// therefore never seen by it, although tracefs sees the event; on Linux
-// 6.18 the program's recursion-miss counter stays 0. With one completion
-// program, about one request in 10^3 to 10^5 was lost this way in the tests
-// (more with concurrent I/O). So two identical programs are attached to
-// block_rq_complete, each with its own guard: between them they see every
-// completion, and the second finds the request already handled. Should a
-// completion be missed all the same, the request would stay in the
-// in-flight map and, since delivery waits for the oldest request in flight,
-// hold every later request back; so once a second the tracer runs a
+// On Linux 6.18, under concurrent load, the kernel occasionally runs none
+// of the BPF programs attached to block_rq_complete for a completion that
+// perf and tracefs do see: about 1e-5 to 2e-4 of requests, in bursts, more
+// on a busy machine. It is not the per-program recursion guard (both
+// completion programs below miss exactly the same completions, and every
+// recursion-miss counter stays 0), and a classic tracepoint program misses
+// the same ones, so no other hook of this kind would catch them; the
+// mechanism is not known. Two identical programs are attached to
+// block_rq_complete, each with its own guard (the second finds a request
+// already handled), which removed the losses seen with one program under
+// light load. A missed completion would leave the request in the in-flight
+// map and, since delivery waits for the oldest request in flight, hold
+// every later request back; so once a second the tracer runs a
 // BPF_PROG_TYPE_SYSCALL program, reap, that drops the entries issued more
 // than 1 s earlier whose struct request the kernel has since freed
 // (rq->state back to MQ_RQ_IDLE), counting them in [Stats].Lost (as is a
-// missed completion found when the struct request is reused).
+// missed completion found when the struct request is reused). Every
+// request is thus either delivered or counted lost: traced + Lost equals
+// the kernel's own count in /sys/block/*/stat.
 //
 // # Losses
 //

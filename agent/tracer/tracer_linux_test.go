@@ -129,7 +129,7 @@ func TestTracersMatchKernelCounts(t *testing.T) {
 				if st.Events != uint64(len(reqs)) {
 					t.Errorf("Stats.Events = %d, want %d", st.Events, len(reqs))
 				}
-				if st.Dropped != 0 || st.Lost > lost || lost > 2 {
+				if st.Dropped != 0 || st.Lost > lost || lost > maxLost(uint64(len(reqs))) {
 					t.Errorf("dropped %d, lost %d requests", st.Dropped, st.Lost)
 				}
 				if err := rec.tr.Close(); err != nil {
@@ -407,7 +407,7 @@ func TestConcurrentOrder(t *testing.T) {
 				k.writes -= st.Unissued
 				if st.Lost > 0 && kind == KindEBPF {
 					t.Logf("%d request(s) lost to missed completions", st.Lost)
-					if n.reads+n.writes+n.flushes+st.Lost != k.reads+k.writes+k.flushes || st.Lost > 2 {
+					if n.reads+n.writes+n.flushes+st.Lost != k.reads+k.writes+k.flushes || st.Lost > maxLost(n.reads+n.writes+n.flushes) {
 						t.Errorf("traced %+v + %d lost, kernel %+v", n, st.Lost, k)
 					}
 				} else if n.reads != k.reads || n.writes != k.writes || n.flushes != k.flushes || st.Lost != 0 {
@@ -422,3 +422,11 @@ func TestConcurrentOrder(t *testing.T) {
 		}
 	}
 }
+
+// maxLost bounds the requests the eBPF tracer may lose out of n: every one
+// must still be accounted for (traced + Stats.Lost equals the kernel's
+// count, checked exactly), but under concurrent load the kernel skips all
+// BPF programs for about 1e-5 to 2e-4 of block_rq_complete events, in
+// bursts (see doc.go, "Missed completions"); 1 % plus 2 bounds that with
+// room for bursts while still catching a real pairing bug.
+func maxLost(n uint64) uint64 { return 2 + n/100 }
