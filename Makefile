@@ -13,9 +13,10 @@ GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN        ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOLANGCI_LINT         := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-# Benchmark knobs: `make bench BENCH_COUNT=10`.
+# Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`.
 BENCH_COUNT ?= 5
 BENCH_RUNS  ?= 5
+BENCH_PAIRS ?= 5
 
 .PHONY: all
 all: build
@@ -52,6 +53,10 @@ fuzz: ## Fuzz every trace reader for FUZZTIME each (default 30s).
 bench: build ## Simulator benchmarks: Go benchmarks plus whole-process runs on linux-webserver-2.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./internal/sim/ | tee $(BIN)/bench-go.txt
 	hack/bench-process.sh $(BIN)/shadowtune $(BENCH_RUNS) | tee $(BIN)/bench-process.txt
+
+.PHONY: bench-agent
+bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs.
+	hack/bench-agent.sh $(BIN)/shadowtune $(BENCH_PAIRS) | tee $(BIN)/bench-agent.txt
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code from api/ (controller-gen).

@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Whole-process overhead benchmark of the node agent, `shadowtune run`, on a
+# real loop device (as root).
+#
+# It creates its own 2 GiB file (filled with data, so reads reach the disk)
+# and a loop device over it with direct I/O, and touches no other device.
+# fio runs 4 KiB random reads on the loop device (O_DIRECT, libaio,
+# BENCH_NUMJOBS jobs × BENCH_IODEPTH); each run ramps for 4 s (not
+# measured) and then measures IOPS for BENCH_RUNTIME seconds. Runs
+# alternate PAIRS times: without the agent, then with `shadowtune run`
+# tracing (eBPF) and simulating that device in Observe mode (window 5 s,
+# cpuBudgetPercent BENCH_CPU_BUDGET, default 10). The ramp lets the agent's
+# first window fill, so a measured interval of 10 s holds the evaluations of
+# two whole windows, as in steady state.
+#
+# While the agent runs it measures, over the measured interval, the agent's
+# CPU (utime+stime from /proc/PID/stat, in % of one core) and the part of it
+# spent evaluating windows (shadowtune_agent_evaluation_cpu_seconds_total,
+# scraped from its /metrics), and, just before stopping it, its peak RSS
+# (VmHWM). It prints every pair, the medians, the per-pair and median
+# with/without IOPS ratio, and the targets: IOPS at most 2 % lower, peak RSS
+# at most 100 MiB. Per run it also records how busy the machine was: its
+# total CPU use, the I/O on the disk under the file that was not ours, and
+# the CPU used by other people's processes; a pair where others did more
+# than 5 % of our I/O or used more than 5 % of a core is marked (*) and the
+# median ratio is also given over the unmarked ("quiet") pairs.
+#
+# It exits non-zero only when the set-up fails (not root, no fio, no loop
+# device, the agent does not start); a missed target is reported, not fatal.
+#
+# usage: hack/bench-agent.sh BINARY [PAIRS]
+# environment (defaults): BENCH_RUNTIME=10 (s measured per run)
+#   BENCH_IODEPTH=16 BENCH_NUMJOBS=2 BENCH_CPU_BUDGET=10 BENCH_TRACER=ebpf
+#   BENCH_WINDOW=5 (s; 300 closes no window during a run: tracing only)
+#   BENCH_AGENT_WRAP="" (a command prefix for the agent that execs it, e.g.
+#   "nice -n 19", "chrt --idle 0", "taskset -c 1"; GOMAXPROCS etc. pass
+#   through the environment)
+#   BENCH_DIR=/var/tmp (where the 2 GiB file goes; must be a real disk)
+#   BENCH_KEEP=DIR (copy every fio/agent output and log there)
+set -euo pipefail
+bin=${1:?usage: $0 BINARY [PAIRS]}
+pairs=${2:-5}
+runtime=${BENCH_RUNTIME:-10}
+iodepth=${BENCH_IODEPTH:-16}
+numjobs=${BENCH_NUMJOBS:-2}
+budget=${BENCH_CPU_BUDGET:-10}
+tracer=${BENCH_TRACER:-ebpf}
+window=${BENCH_WINDOW:-5} # s, the policy's evaluation window
+# fio's ramp (s, not measured). fio starts about 0.2 s after the agent
+# starts tracing, so with 5 s windows the measured interval runs from about
+# 4.2 s to 14.2 s of the agent's life: it holds the evaluations of its first
+# two windows (at 5 s and 10 s; the first window holds 4.8 s of fio's I/O)
+# and ends before the third.
+ramp=4
+read -ra wrap <<<"${BENCH_AGENT_WRAP:-}"
+bin=$(realpath "$bin")
+
+die() {
+	echo "bench-agent: $*" >&2
+	exit 1
+}
+[[ $(id -u) -eq 0 ]] || die "run as root (it creates a loop device and traces it with eBPF)"
+[[ -x $bin ]] || die "$bin: not an executable"
+command -v python3 >/dev/null || die "python3 is required"
+if ! command -v fio >/dev/null; then
+	echo "bench-agent: installing fio" >&2
+	{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fio >/dev/null; } ||
+		die "could not install fio"
+fi
+
+tmp=$(mktemp -d "${BENCH_DIR:-/var/tmp}/shadowtune-bench-agent.XXXXXX")
+loop=""
+agent_pid=""
+fio_pid=""
+cleanup() {
+	set +e
+	[[ -n $fio_pid ]] && kill "$fio_pid" 2>/dev/null && wait "$fio_pid" 2>/dev/null
+	[[ -n $agent_pid ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+	[[ -n $loop ]] && losetup -d "$loop"
+	[[ -n ${BENCH_KEEP:-} ]] && mkdir -p "$BENCH_KEEP" && cp "$tmp"/*.json "$tmp"/*.log "$tmp"/*.prom "$tmp"/*.env "$BENCH_KEEP"/ 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- set-up: a 2 GiB file of data, a loop device over it ---------------------
+img=$tmp/disk.img
+fio --name=fill --filename="$img" --size=2G --rw=write --bs=1M --direct=1 --ioengine=psync \
+	--output="$tmp/fill.log" >/dev/null || die "could not write $img (see fio above)"
+loop=$(losetup --find --show --direct-io=on "$img") || die "losetup failed"
+name=$(basename "$loop")
+[[ $(cat "/sys/block/$name/loop/backing_file") == "$img" ]] ||
+	die "$loop is not backed by $img; refusing to touch it"
+dio=$(cat "/sys/block/$name/loop/dio" 2>/dev/null || echo "?")
+[[ $dio == 1 ]] || echo "bench-agent: warning: $loop has direct I/O off (dio=$dio): reads may hit the page cache" >&2
+
+# The disk under the file, whose I/O count shows other people's load on it.
+disk_dev=$(stat -c '%Hd:%Ld' "$img")
+disk_stat=/sys/dev/block/$disk_dev/stat
+[[ -f /sys/dev/block/$disk_dev/partition ]] && disk_stat=$(realpath "/sys/dev/block/$disk_dev/..")/stat
+[[ -f $disk_stat ]] || disk_stat=/dev/null
+disk_name=$(basename "$(dirname "$(realpath "$disk_stat")")")
+
+cat >"$tmp/policy.yaml" <<YAML
+apiVersion: storage.shadowtune.io/v1alpha1
+kind: StorageTuning
+metadata:
+  name: bench-agent
+spec:
+  mode: Observe
+  devices:
+    include: ["$name"]
+  evaluation:
+    window: ${window}s
+    cpuBudgetPercent: $budget
+YAML
+
+fio_job=(--name=bench --filename="$loop" --rw=randread --bs=4k --direct=1 --ioengine=libaio
+	--iodepth="$iodepth" --numjobs="$numjobs" --group_reporting --time_based
+	--ramp_time="$ramp" --runtime="$runtime" --randrepeat=0 --output-format=json)
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, clock ticks
+ios() { awk '{n = $1 + $5} END {print n + 0}' "$1"; } # reads + writes completed
+sys_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; } # busy idle(+iowait), ticks
+foreign_fio() { pgrep -xc fio || true; } # before ours starts: everyone else's
+# snap FILE: utime+stime (ticks) of every user-space process but ours (this
+# shell's process group and the agent): other people's CPU use.
+snap() {
+	python3 - "$1" "$$" "${agent_pid:-0}" <<'PY'
+import os, sys
+out, me, agent = sys.argv[1], os.getpgid(int(sys.argv[2])), sys.argv[3]
+snap = {}
+for pid in os.listdir("/proc"):
+    if not pid.isdigit() or pid == agent:
+        continue
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    # fields from 3 (state): [2] ppid, [3] pgrp, [6] flags, [11] utime, [12] stime
+    if int(f[3]) == me or int(f[6]) & 0x00200000:  # ours, or a kernel thread
+        continue
+    snap[pid] = int(f[11]) + int(f[12])
+with open(out, "w") as fh:
+    fh.write("\n".join(f"{k} {v}" for k, v in snap.items()))
+PY
+}
+scrape() {
+	python3 - "$1" "$2" <<'PY' || true
+import sys, urllib.request
+try:
+    open(sys.argv[2], "wb").write(urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read())
+except Exception as e:
+    print(f"bench-agent: scrape {sys.argv[1]}: {e}", file=sys.stderr)
+PY
+}
+
+# run_fio TAG: one fio run; writes TAG.json (fio) and TAG.env (context).
+run_fio() {
+	local tag=$1
+	echo "foreign_fio=$(foreign_fio)" >"$tmp/$tag.env"
+	read -r b0 i0 < <(sys_busy)
+	local d0 l0 w0 d1 l1 w1
+	snap "$tmp/$tag.snap0"
+	d0=$(ios "$disk_stat") l0=$(ios "/sys/block/$name/stat") w0=$(date +%s.%N)
+	[[ -n $agent_pid ]] && echo "fio_start_after_ready_s=$(awk -v a="$ready_ts" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" >>"$tmp/$tag.env"
+	fio "${fio_job[@]}" --output="$tmp/$tag.json" &
+	fio_pid=$!
+	if [[ -n $agent_pid ]]; then
+		sleep "$ramp" # fio's ramp: not measured
+		local c0 t0 c1 t1
+		c0=$(cpu_ticks "$agent_pid")
+		t0=$(date +%s.%N)
+		scrape "$addr" "$tmp/$tag.start.prom"
+	fi
+	wait "$fio_pid" || die "fio failed ($tag)"
+	fio_pid=""
+	if [[ -n $agent_pid ]]; then
+		c1=$(cpu_ticks "$agent_pid")
+		t1=$(date +%s.%N)
+		scrape "$addr" "$tmp/$tag.end.prom"
+		{
+			echo "agent_cpu_ticks=$((c1 - c0))"
+			echo "agent_interval_s=$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')"
+			echo "clk_tck=$(getconf CLK_TCK)"
+		} >>"$tmp/$tag.env"
+	fi
+	read -r b1 i1 < <(sys_busy)
+	d1=$(ios "$disk_stat") l1=$(ios "/sys/block/$name/stat") w1=$(date +%s.%N)
+	snap "$tmp/$tag.snap1"
+	echo "foreign_cpu_pct=$(awk -v a="$w0" -v b="$w1" -v hz="$(getconf CLK_TCK)" '
+		FNR == NR {t0[$1] = $2; next}
+		{n += $2 - ($1 in t0 ? t0[$1] : 0)}
+		END {printf "%.0f", 100 * n / hz / (b - a)}' "$tmp/$tag.snap0" "$tmp/$tag.snap1")" >>"$tmp/$tag.env"
+	# Requests on the disk under our file that were not ours, per second.
+	echo "foreign_iops=$(awk -v d=$((d1 - d0)) -v l=$((l1 - l0)) -v a="$w0" -v b="$w1" 'BEGIN{x=(d-l)/(b-a); printf "%.0f", x<0?0:x}')" >>"$tmp/$tag.env"
+	echo "sys_busy_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) 'BEGIN{printf "%.1f", 100*b/(b+i)}')" >>"$tmp/$tag.env"
+}
+
+start_agent() {
+	local tag=$1
+	"${wrap[@]}" "$bin" run --config "$tmp/policy.yaml" --duration 10m -o json --tracer "$tracer" \
+		--state-dir "$tmp/state.$tag" --metrics-bind-address 127.0.0.1:0 \
+		>"$tmp/$tag.agent.json" 2>"$tmp/$tag.agent.log" &
+	agent_pid=$!
+	local i
+	for ((i = 0; i < 300; i++)); do
+		grep -q '"tracing"' "$tmp/$tag.agent.log" 2>/dev/null && ready_ts=$(date +%s.%N) && break
+		kill -0 "$agent_pid" 2>/dev/null || { cat "$tmp/$tag.agent.log" >&2; agent_pid=""; die "the agent exited at start"; }
+		sleep 0.1
+	done
+	((i < 300)) || { cat "$tmp/$tag.agent.log" >&2; die "the agent did not start tracing within 30 s"; }
+	addr=$(ss -Hltnp | awk -v p="pid=$agent_pid," 'index($0, p) {print $4; exit}')
+	[[ -n $addr ]] || echo "bench-agent: warning: no /metrics address found for the agent" >&2
+}
+
+stop_agent() {
+	local tag=$1
+	awk '/^VmHWM|^VmRSS/{gsub(":", ""); print $1 "_kib=" $2}' "/proc/$agent_pid/status" >>"$tmp/$tag.env"
+	kill -TERM "$agent_pid"
+	wait "$agent_pid" || echo "bench-agent: warning: the agent exited with status $? (see its log)" >&2
+	agent_pid=""
+}
+
+echo "== $loop over $img (2 GiB, dio=$dio, scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler"))"
+echo "== fio randread 4 KiB, direct, libaio, ${numjobs} jobs × iodepth ${iodepth}; ramp ${ramp} s + ${runtime} s measured; $pairs pairs (off, on)"
+echo "== agent: ${wrap[*]}${wrap[*]:+ }$bin run (Observe, only $name, window ${window}s, cpuBudgetPercent $budget, tracer $tracer)${GOMAXPROCS:+ GOMAXPROCS=$GOMAXPROCS}${GOGC:+ GOGC=$GOGC}${GOMEMLIMIT:+ GOMEMLIMIT=$GOMEMLIMIT}"
+run_fio warmup >/dev/null # brings the file into whatever caches lie below the guest; not counted
+for ((p = 1; p <= pairs; p++)); do
+	run_fio "off.$p"
+	start_agent "on.$p"
+	run_fio "on.$p"
+	stop_agent "on.$p"
+	printf '   pair %d done\n' "$p"
+done
+
+python3 - "$tmp" "$pairs" "$runtime" "$disk_name" <<'PY'
+import json, os, statistics as st, sys
+tmp, pairs, runtime, disk = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
+
+def env(tag):
+    out = {}
+    for line in open(os.path.join(tmp, tag + ".env")):
+        k, _, v = line.strip().partition("=")
+        try:
+            out[k] = float(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+def prom(path):
+    out = {}
+    try:
+        for line in open(path):
+            if line.startswith("#") or not line.strip():
+                continue
+            key, _, val = line.strip().rpartition(" ")
+            out[key] = float(val)
+    except (OSError, ValueError):
+        pass
+    return out
+
+def psum(m, name):
+    return sum(v for k, v in m.items() if k == name or k.startswith(name + "{"))
+
+def fio(tag):
+    j = json.load(open(os.path.join(tmp, tag + ".json")))["jobs"][0]
+    return j["read"]["iops"], j["read"]["clat_ns"]["mean"] / 1000
+
+rows = []
+for p in range(1, pairs + 1):
+    off, off_lat = fio(f"off.{p}")
+    on, on_lat = fio(f"on.{p}")
+    e_off, e_on = env(f"off.{p}"), env(f"on.{p}")
+    secs = e_on["agent_interval_s"]
+    m0, m1 = prom(os.path.join(tmp, f"on.{p}.start.prom")), prom(os.path.join(tmp, f"on.{p}.end.prom"))
+    delta = lambda name: psum(m1, name) - psum(m0, name)
+    rep = json.load(open(os.path.join(tmp, f"on.{p}.agent.json")))
+    dev = (rep.get("devices") or [{}])[0]  # no device before the first window closes
+    skipped = {k.split('reason="')[1].split('"')[0]: v for k, v in m1.items()
+               if k.startswith("shadowtune_agent_windows_skipped_total{") and v}
+    rows.append(dict(
+        p=p, off=off, on=on, ratio=on / off, off_lat=off_lat, on_lat=on_lat,
+        cpu=100 * e_on["agent_cpu_ticks"] / e_on["clk_tck"] / secs,
+        eval_cpu=100 * delta("shadowtune_agent_evaluation_cpu_seconds_total") / secs if m1 else float("nan"),
+        evals=delta("shadowtune_agent_evaluation_duration_seconds_count"),
+        gcs=delta("go_gc_duration_seconds_count"), hwm=e_on["VmHWM_kib"] / 1024,
+        windows=rep.get("windows", 0), total=dev.get("totalRequests", 0), dropped=dev.get("eventsDropped", 0),
+        skipped=skipped,
+        tracer=rep.get("tracer", "?"), err=dev.get("error", ""),
+        busy_off=e_off["sys_busy_pct"], busy_on=e_on["sys_busy_pct"],
+        fio_off=int(e_off["foreign_fio"]), fio_on=int(e_on["foreign_fio"]),
+        fx_off=e_off["foreign_iops"], fx_on=e_on["foreign_iops"],
+        fc_off=e_off["foreign_cpu_pct"], fc_on=e_on["foreign_cpu_pct"]))
+    r = rows[-1]
+    # Quiet: in both runs others did at most 5 % of our I/O on the disk
+    # under the file and used at most 5 % of one core.
+    r["quiet"] = r["fx_off"] <= 0.05 * off and r["fx_on"] <= 0.05 * on and max(r["fc_off"], r["fc_on"]) <= 5
+
+print()
+print(f"{'pair':>4} {'IOPS off':>9} {'IOPS on':>9} {'on/off':>7} {'lat µs off/on':>13} {'agent CPU':>9} "
+      f"{'in evals':>8} {'evals':>5} {'GCs':>4} {'peak RSS':>9} {'traced':>9} {'dropped':>7} "
+      f"{'host busy off/on':>16} {'others: ' + disk + ' IOPS, CPU off/on':>30}")
+for r in rows:
+    lat = f"{r['off_lat']:.0f}/{r['on_lat']:.0f}"
+    busy = f"{r['busy_off']:.0f}%/{r['busy_on']:.0f}%"
+    fx = (f"{r['fx_off']:,.0f}, {r['fc_off']:.0f}% / {r['fx_on']:,.0f}, {r['fc_on']:.0f}%"
+          + ("  " if r["quiet"] else " *"))
+    print(f"{r['p']:>4} {r['off']:>9,.0f} {r['on']:>9,.0f} {r['ratio']:>7.4f} {lat:>13} "
+          f"{r['cpu']:>8.1f}% {r['eval_cpu']:>7.1f}% {r['evals']:>5.0f} {r['gcs']:>4.0f} {r['hwm']:>6.1f}MiB "
+          f"{r['total']:>9,} {r['dropped']:>7} {busy:>16} {fx:>30}")
+med = lambda k, rs=rows: st.median(r[k] for r in rs)
+offs, ons = [r["off"] for r in rows], [r["on"] for r in rows]
+ratio = med("ratio")
+print()
+print(f"IOPS without agent: median {med('off'):,.0f} (min {min(offs):,.0f}, max {max(offs):,.0f}, "
+      f"spread {100 * (max(offs) - min(offs)) / med('off'):.1f}% of the median)")
+print(f"IOPS with agent:    median {med('on'):,.0f} (min {min(ons):,.0f}, max {max(ons):,.0f}, "
+      f"spread {100 * (max(ons) - min(ons)) / med('on'):.1f}% of the median)")
+print("per-pair on/off:    " + " ".join(f"{r['ratio']:.4f}" for r in rows))
+def change(x):
+    return f"{100 * (1 - x):.1f}% lower" if x <= 1 else f"{100 * (x - 1):.1f}% higher"
+print(f"median on/off ratio {ratio:.4f}: with-agent IOPS {change(ratio)} "
+      f"(target at most 2% lower: {'met' if ratio >= 0.98 else 'MISSED'})")
+quiet = [r for r in rows if r["quiet"]]
+if quiet and len(quiet) < len(rows):
+    q = med("ratio", quiet)
+    print(f"  over the {len(quiet)} quiet pairs only (no run marked *): median ratio {q:.4f}, "
+          f"{change(q)}; per pair " + " ".join(f"{r['ratio']:.4f}" for r in quiet))
+elif not quiet:
+    print(f"  no quiet pair: other people's I/O on {disk} or CPU use (*) disturbed every pair")
+print(f"agent CPU over the measured {runtime:.0f} s: median {med('cpu'):.1f}% of one core "
+      f"(max {max(r['cpu'] for r in rows):.1f}%), of which evaluating windows {med('eval_cpu'):.1f}%; "
+      f"{med('evals'):.0f} evaluations and {med('gcs'):.0f} GC cycles per measured interval")
+hw = [r["hwm"] for r in rows]
+print(f"agent peak RSS (VmHWM): median {st.median(hw):.1f} MiB, max {max(hw):.1f} MiB "
+      f"(target at most 100 MiB: {'met' if max(hw) <= 100 else 'MISSED'})")
+sk = {}
+for r in rows:
+    for k, v in r["skipped"].items():
+        sk[k] = sk.get(k, 0) + v
+print(f"tracer {rows[0]['tracer']}; per agent run median {med('windows'):.0f} windows, "
+      f"{med('total'):,.0f} requests traced, {sum(r['dropped'] for r in rows)} dropped in all; "
+      f"windows skipped in all: {', '.join(f'{k} {v:.0f}' for k, v in sorted(sk.items())) or 'none'}")
+errs = {r["err"] for r in rows if r["err"]}
+if errs:
+    print("agent errors: " + "; ".join(sorted(errs)))
+print(f"noise: host CPU busy median {med('busy_off'):.0f}% (off) / {med('busy_on'):.0f}% (on); "
+      f"{len(rows) - len(quiet)} of {len(rows)} pairs disturbed (*: other I/O on {disk} above 5% of ours, "
+      f"or other processes above 5% of one core); other fio processes at run starts: "
+      f"{sorted({r['fio_off'] for r in rows} | {r['fio_on'] for r in rows})}")
+PY
