@@ -243,3 +243,26 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: %d %q", code, out)
 	}
 }
+
+func TestTraceConvertKeepsExistingOutputOnEmptyOrBadInput(t *testing.T) {
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.st")
+	if err := os.WriteFile(out, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	empty := writeFile(t, "empty.trace", "")
+	bad := writeFile(t, "bad.trace", "R Hit 10 8 100 100\nW Hit x 8 1 1\n")
+	for _, in := range []string{empty, bad} {
+		_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", in, "-o", out)
+		if code != ExitUsage {
+			t.Fatalf("%s: exit %d (%s)", in, code, e)
+		}
+		if b, err := os.ReadFile(out); err != nil || string(b) != "precious" {
+			t.Fatalf("%s: existing output changed: %q, %v", in, b, err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+}

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -92,7 +90,7 @@ name beside FILE and renamed into place when complete.`,
 			defer cancel()
 			fmt.Fprintf(stderr, "recording %s for %v with the %s tracer\n", strings.Join(names, ", "), duration, tr.Kind())
 			start := time.Now()
-			n, err := writeTraceAtomically(out, cmd.OutOrStdout(), func(w io.Writer) (int64, error) {
+			n, err := writeAtomically(out, cmd.OutOrStdout(), func(w io.Writer) (int64, error) {
 				tw, err := trace.NewNativeWriter(w, trace.WriterOptions{})
 				if err != nil {
 					return 0, err
@@ -137,55 +135,4 @@ name beside FILE and renamed into place when complete.`,
 	_ = cmd.MarkFlagRequired("output")
 	_ = cmd.MarkFlagRequired("device")
 	return cmd
-}
-
-// writeTraceAtomically runs write against path through a temporary file
-// that is renamed into place once write succeeded (even if it wrote no
-// request: an idle disk gives an empty trace), or against stdout for "-".
-func writeTraceAtomically(path string, stdout io.Writer, write func(io.Writer) (int64, error)) (int64, error) {
-	if path == "-" {
-		bw := bufio.NewWriterSize(stdout, 256<<10)
-		n, err := write(bw)
-		if err != nil {
-			return n, err
-		}
-		return n, bw.Flush()
-	}
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	tmp, err := os.CreateTemp(dir, "."+strings.TrimPrefix(base, ".")+".tmp-*")
-	if err != nil {
-		return 0, badInputf("create output: %w", err)
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	bw := bufio.NewWriterSize(tmp, 256<<10)
-	n, err := write(bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err == nil {
-		err = tmp.Close()
-	}
-	if err != nil {
-		return n, err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return n, fmt.Errorf("rename output: %w", err)
-	}
-	ok = true
-	return n, nil
 }

@@ -75,7 +75,13 @@ output behind.`,
 				if err != nil {
 					return 0, err
 				}
-				return trace.Convert(r, tw)
+				n, err := trace.Convert(r, tw)
+				if err == nil && n == 0 {
+					// Fail inside the write: the temporary file is
+					// discarded and an existing output stays as it was.
+					err = badInputf("%s: %v", in, trace.ErrEmpty)
+				}
+				return n, err
 			})
 			if err != nil {
 				var pe *trace.ParseError
@@ -83,9 +89,6 @@ output behind.`,
 					return badInput(err)
 				}
 				return err
-			}
-			if n == 0 {
-				return badInputf("%s: %v", in, trace.ErrEmpty)
 			}
 			if out != "-" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "converted %d requests from %s (%s) to %s (%s)\n", n, in, from, out, to)
@@ -104,8 +107,11 @@ output behind.`,
 	return cmd
 }
 
-// writeAtomically runs write against path through a temporary file renamed
-// into place on success, or against stdout when path is "-".
+// writeAtomically runs write against path through a temporary file that
+// is renamed into place (mode 0644, fsynced) once write succeeded, or
+// against stdout when path is "-". write returns the number of records it
+// wrote; callers that refuse an empty output check it themselves (and
+// then remove the file), so an idle recording still gives an empty trace.
 func writeAtomically(path string, stdout io.Writer, write func(io.Writer) (int64, error)) (int64, error) {
 	if path == "-" {
 		bw := bufio.NewWriterSize(stdout, 256<<10)
@@ -136,6 +142,9 @@ func writeAtomically(path string, stdout io.Writer, write func(io.Writer) (int64
 		err = bw.Flush()
 	}
 	if err == nil {
+		err = tmp.Chmod(0o644)
+	}
+	if err == nil {
 		err = tmp.Sync()
 	}
 	if err == nil {
@@ -143,9 +152,6 @@ func writeAtomically(path string, stdout io.Writer, write func(io.Writer) (int64
 	}
 	if err != nil {
 		return n, err
-	}
-	if n == 0 {
-		return 0, nil
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return n, fmt.Errorf("rename output: %w", err)
