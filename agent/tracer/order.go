@@ -1,8 +1,10 @@
 package tracer
 
 import (
-	"container/heap"
+	"cmp"
 	"math"
+	"slices"
+	"sort"
 
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -22,8 +24,8 @@ type raw struct {
 // collector converts completed requests to trace time and releases them in
 // non-decreasing Arrival order. It is not safe for concurrent use.
 type collector struct {
-	base     int64 // CLOCK_MONOTONIC ns of trace time 0
-	held     heldHeap
+	base     int64      // CLOCK_MONOTONIC ns of trace time 0
+	held     []heldItem // unordered until release sorts it
 	seq      uint64
 	last     int64 // Arrival of the last released request
 	released bool
@@ -36,24 +38,12 @@ type heldItem struct {
 	seq uint64
 }
 
-// heldHeap is a min-heap by (Arrival, input order) for container/heap.
-type heldHeap []heldItem
-
-func (h heldHeap) Len() int { return len(h) }
-func (h heldHeap) Less(i, j int) bool {
-	if h[i].q.Arrival != h[j].q.Arrival {
-		return h[i].q.Arrival < h[j].q.Arrival
+// cmpHeld orders held requests by (Arrival, input order).
+func cmpHeld(a, b heldItem) int {
+	if c := cmp.Compare(a.q.Arrival, b.q.Arrival); c != 0 {
+		return c
 	}
-	return h[i].seq < h[j].seq
-}
-func (h heldHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *heldHeap) Push(x any)   { *h = append(*h, x.(heldItem)) }
-func (h *heldHeap) Pop() any {
-	old := *h
-	n := len(old) - 1
-	it := old[n]
-	*h = old[:n]
-	return it
+	return cmp.Compare(a.seq, b.seq)
 }
 
 // add converts r and holds it until release. A request that arrived
@@ -91,7 +81,7 @@ func (c *collector) add(r raw) {
 		c.errors++
 	}
 	c.seq++
-	heap.Push(&c.held, heldItem{q, c.seq})
+	c.held = append(c.held, heldItem{q, c.seq})
 }
 
 // release returns, in Arrival order, the held requests that arrived at or
@@ -102,15 +92,24 @@ func (c *collector) release(frontier int64) []trace.Request {
 	if frontier != math.MaxInt64 {
 		limit = frontier - c.base
 	}
-	var out []trace.Request
-	for len(c.held) > 0 && c.held[0].q.Arrival <= limit {
-		it := heap.Pop(&c.held).(heldItem)
-		out = append(out, it.q)
+	if len(c.held) == 0 {
+		return nil
 	}
-	if len(out) > 0 {
-		c.last = out[len(out)-1].Arrival
-		c.released = true
-		c.events += uint64(len(out))
+	// One sort per release rather than a heap operation per request (a
+	// heap through container/heap boxes every record): what stays held is
+	// already sorted, so pdqsort is near-linear on it.
+	slices.SortFunc(c.held, cmpHeld)
+	n := sort.Search(len(c.held), func(i int) bool { return c.held[i].q.Arrival > limit })
+	if n == 0 {
+		return nil
 	}
+	out := make([]trace.Request, n)
+	for i := range out {
+		out[i] = c.held[i].q
+	}
+	c.held = append(c.held[:0], c.held[n:]...)
+	c.last = out[n-1].Arrival
+	c.released = true
+	c.events += uint64(n)
 	return out
 }
