@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -59,32 +58,7 @@ func needRootAndFio(t *testing.T) string {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates loop devices, loads BPF programs and changes queue settings (run go test as root)")
 	}
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		t.Skip("needs fio: run hack/ensure-test-deps.sh as root (make test does) to install it")
-	}
-	return fio
-}
-
-// lockHeavyIO serialises the tests that keep loop devices under fio load
-// for long (this one; internal/cli's), across the test processes go test
-// runs in parallel: on a two-core machine one's load would distort the
-// other's measurements. The lock is released when t ends.
-func lockHeavyIO(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "shadowtune-heavy-io-tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	if w := time.Since(t0); w > time.Second {
-		t.Logf("waited %.1f s for the other heavy I/O tests", w.Seconds())
-	}
-	t.Cleanup(func() { f.Close() })
+	return loopdev.NeedFio(t)
 }
 
 // integWorkload is one fio load; its flags come after the common ones
@@ -136,7 +110,7 @@ func TestAgentIntegration(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about a minute of fio: not with -short")
 	}
-	lockHeavyIO(t)
+	loopdev.LockHeavyIO(t)
 	start := time.Now()
 	bystander := loopdev.New(t, 64<<20)
 	byBefore := loopdev.SnapshotQueue(t, bystander)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,21 +19,13 @@ import (
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 )
 
-// needFio skips the test unless fio is installed.
-func needFio(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("needs fio (hack/ensure-test-deps.sh installs it)")
-	}
-}
-
 // loop attaches a loop device of size bytes (skipping unless root) and
 // fills its backing file with random data, so that reads reach allocated
 // blocks and any write changes the file's checksum. It returns the kernel
 // name and the backing file.
 func loop(t *testing.T, size int64) (name, backing string) {
 	t.Helper()
-	needFio(t)
+	loopdev.NeedFio(t)
 	name = loopdev.New(t, size)
 	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
 	if err != nil {

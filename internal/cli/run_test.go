@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,7 +174,7 @@ func TestRunRejectsBadPolicies(t *testing.T) {
 			if !strings.Contains(errOut, cfg) {
 				t.Errorf("stderr %q does not name the file %s", errOut, cfg)
 			}
-			if d := diffTrees(before, treeOf(t, host)); d != "" {
+			if d := loopdev.Diff(before, treeOf(t, host)); d != "" {
 				t.Errorf("host tree changed:\n%s", d)
 			}
 			if _, err := os.Stat(state); !errors.Is(err, fs.ErrNotExist) {
@@ -201,7 +200,7 @@ func TestRunSelectingNoDevice(t *testing.T) {
 			"--metrics-bind-address", "0", "--duration", "5s")
 		checkOneLineError(t, out, errOut, code, ExitUsage, cfg+": agent: the policy selects no device on this host")
 		if host != "" {
-			if d := diffTrees(before, treeOf(t, host)); d != "" {
+			if d := loopdev.Diff(before, treeOf(t, host)); d != "" {
 				t.Errorf("host tree changed:\n%s", d)
 			}
 		}
@@ -247,7 +246,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 			}
 		})
 	}
-	if d := diffTrees(before, treeOf(t, host)); d != "" {
+	if d := loopdev.Diff(before, treeOf(t, host)); d != "" {
 		t.Errorf("host tree changed:\n%s", d)
 	}
 }
@@ -270,13 +269,13 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 		out, errOut, code := run(t, "run", "--config", cfg, "--host-root", host, "--state-dir", state,
 			"--metrics-bind-address", "0", "--duration", "3s", "-o", "json")
 		checkOneLineError(t, out, errOut, code, ExitFailure, "start tracer: ")
-		if d := diffTrees(before, treeOf(t, host)); d != "" {
+		if d := loopdev.Diff(before, treeOf(t, host)); d != "" {
 			t.Errorf("host tree changed:\n%s", d)
 		}
 		return
 	}
-	fio := needFio(t)
-	lockHeavyIO(t)
+	fio := loopdev.NeedFio(t)
+	loopdev.LockHeavyIO(t)
 	name := loopdev.New(t, 64<<20) // the fake loop3 is 64 MiB too
 	realBefore := loopdev.SnapshotQueue(t, name)
 	dev, err := os.ReadFile(filepath.Join("/sys/block", name, "dev"))
@@ -335,7 +334,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 	if d.Changes != 0 || d.Current != "none" || d.ReadAheadKiB != 128 {
 		t.Errorf("report claims a change: %+v", d)
 	}
-	if diff := diffTrees(before, treeOf(t, host)); diff != "" {
+	if diff := loopdev.Diff(before, treeOf(t, host)); diff != "" {
 		t.Errorf("read-only host tree changed:\n%s", diff)
 	}
 	if diff := loopdev.Diff(realBefore, loopdev.SnapshotQueue(t, name)); diff != "" {
@@ -356,8 +355,8 @@ func TestRunKilledThenRevert(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates a loop device, traces it with eBPF and changes its settings (run go test as root)")
 	}
-	fio := needFio(t)
-	lockHeavyIO(t)
+	fio := loopdev.NeedFio(t)
+	loopdev.LockHeavyIO(t)
 	name := loopdev.New(t, 256<<20)
 	orig := loopdev.SnapshotQueue(t, name)
 	cfg := writeFile(t, "policy.yaml", policy(fmt.Sprintf(
@@ -476,37 +475,6 @@ func checkKilled(t *testing.T, name string, orig map[string]string, record strin
 	}
 }
 
-// lockHeavyIO serialises the tests that keep loop devices under fio load
-// (these; agent's integration test), across the test processes go test
-// runs in parallel: on a two-core machine one's load would distort the
-// other's measurements. The lock is released when t ends.
-func lockHeavyIO(t *testing.T) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "shadowtune-heavy-io-tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Now()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	if w := time.Since(t0); w > time.Second {
-		t.Logf("waited %.1f s for the other heavy I/O tests", w.Seconds())
-	}
-	t.Cleanup(func() { f.Close() })
-}
-
-// needFio returns fio's path, or skips t.
-func needFio(t *testing.T) string {
-	t.Helper()
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		t.Skip("needs fio: run hack/ensure-test-deps.sh as root (make test does) to install it")
-	}
-	return fio
-}
-
 // startFio runs fio on /dev/NAME (a device of the test) until the returned
 // function is called (at most a minute).
 func startFio(t *testing.T, fio, name string, args ...string) (stop func()) {
@@ -537,22 +505,4 @@ func startFio(t *testing.T, fio, name string, args ...string) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-// diffTrees lists the differences between two treeOf results.
-func diffTrees(want, got map[string]string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(want)) {
-		if g, ok := got[k]; !ok {
-			fmt.Fprintf(&b, "  %s: missing\n", k)
-		} else if g != want[k] {
-			fmt.Fprintf(&b, "  %s: %q, want %q\n", k, g, want[k])
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(got)) {
-		if _, ok := want[k]; !ok {
-			fmt.Fprintf(&b, "  %s: new\n", k)
-		}
-	}
-	return b.String()
 }

@@ -209,3 +209,35 @@ func (s Stat) Sub(o Stat) Stat {
 	return Stat{s.Reads - o.Reads, s.ReadSectors - o.ReadSectors, s.Writes - o.Writes,
 		s.WriteSectors - o.WriteSectors, s.Discards - o.Discards, s.Flushes - o.Flushes}
 }
+
+// NeedFio returns fio's path, or skips t (hack/ensure-test-deps.sh, run by
+// `make test` as root, installs it).
+func NeedFio(t testing.TB) string {
+	t.Helper()
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		t.Skip("needs fio: run hack/ensure-test-deps.sh as root (make test does) to install it")
+	}
+	return fio
+}
+
+// LockHeavyIO serialises the tests that keep loop devices under fio load
+// for long, across the test processes go test runs in parallel: on a
+// two-core machine one's load would distort the other's measurements. The
+// lock is released when t ends.
+func LockHeavyIO(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "shadowtune-heavy-io-tests.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	if w := time.Since(t0); w > time.Second {
+		t.Logf("waited %.1f s for the other heavy I/O tests", w.Seconds())
+	}
+	t.Cleanup(func() { f.Close() })
+}
