@@ -94,10 +94,10 @@ type BlkparseReader struct {
 	ls      *lineScanner
 	opt     BlkparseOptions
 	stats   BlkparseStats
-	start   map[bpKey]*bpReq // by (dev, op, current start sector)
-	end     map[bpKey]*bpReq // by (dev, op, end sector)
-	heap    bpHeap           // pending, min-heap by (arrival, seq)
-	out     []Request        // ready to return
+	start   bpIndex   // by (dev, op, current start sector)
+	end     bpIndex   // by (dev, op, end sector)
+	heap    bpHeap    // pending, min-heap by (arrival, seq)
+	out     []Request // ready to return
 	outPos  int
 	seq     uint64
 	first   int64 // absolute time of the first event, ns
@@ -139,10 +139,65 @@ type bpReq struct {
 	fromSplit bool
 	cur       uint64 // current start-index sector (moves on partial completion)
 	done      uint32 // sectors completed so far
-	inStart   bool
-	inEnd     bool
-	nextStart *bpReq
-	nextEnd   *bpReq
+	atStart   bpLink // place in BlkparseReader.start
+	atEnd     bpLink // place in BlkparseReader.end
+}
+
+// bpLink is a request's place in one bpIndex chain.
+type bpLink struct {
+	next *bpReq
+	in   bool
+}
+
+// bpIndex chains the requests at each key in insertion order (oldest
+// first); link selects which of a request's links the index uses.
+type bpIndex struct {
+	m    map[bpKey]*bpReq
+	link func(*bpReq) *bpLink
+}
+
+// first returns the oldest request at k, or nil; follow link(r).next.
+func (x *bpIndex) first(k bpKey) *bpReq { return x.m[k] }
+
+// add appends r to k's chain and returns the chain's length before.
+func (x *bpIndex) add(k bpKey, r *bpReq) int {
+	l := x.link(r)
+	l.next, l.in = nil, true
+	p := x.m[k]
+	if p == nil {
+		x.m[k] = r
+		return 0
+	}
+	n := 1
+	for ; x.link(p).next != nil; n++ {
+		p = x.link(p).next
+	}
+	x.link(p).next = r
+	return n
+}
+
+// remove takes r out of k's chain, if it is in it.
+func (x *bpIndex) remove(k bpKey, r *bpReq) {
+	l := x.link(r)
+	if !l.in {
+		return
+	}
+	l.in = false
+	if p := x.m[k]; p == r {
+		if l.next == nil {
+			delete(x.m, k)
+		} else {
+			x.m[k] = l.next
+		}
+	} else {
+		for p != nil && x.link(p).next != r {
+			p = x.link(p).next
+		}
+		if p != nil {
+			x.link(p).next = l.next
+		}
+	}
+	l.next = nil
 }
 
 // NewBlkparseReader returns a reader over blkparse text output. name is
@@ -158,8 +213,8 @@ func NewBlkparseReader(name string, r io.Reader, opt BlkparseOptions) (*Blkparse
 	return &BlkparseReader{
 		ls:    newLineScanner(name, r),
 		opt:   opt,
-		start: make(map[bpKey]*bpReq),
-		end:   make(map[bpKey]*bpReq),
+		start: bpIndex{m: map[bpKey]*bpReq{}, link: func(r *bpReq) *bpLink { return &r.atStart }},
+		end:   bpIndex{m: map[bpKey]*bpReq{}, link: func(r *bpReq) *bpLink { return &r.atEnd }},
 	}, nil
 }
 
@@ -648,7 +703,7 @@ func (b *BlkparseReader) oldest(k bpKey, lo, hi uint8) *bpReq {
 }
 
 func (b *BlkparseReader) oldestExcept(k bpKey, lo, hi uint8, not *bpReq) *bpReq {
-	for r := b.start[k]; r != nil; r = r.nextStart {
+	for r := b.start.first(k); r != nil; r = r.atStart.next {
 		if r.state >= lo && r.state <= hi && r != not {
 			return r
 		}
@@ -659,7 +714,7 @@ func (b *BlkparseReader) oldestExcept(k bpKey, lo, hi uint8, not *bpReq) *bpReq 
 // newest returns the last request at k whose state is within [lo, hi].
 func (b *BlkparseReader) newest(k bpKey, lo, hi uint8) *bpReq {
 	var found *bpReq
-	for r := b.start[k]; r != nil; r = r.nextStart {
+	for r := b.start.first(k); r != nil; r = r.atStart.next {
 		if r.state >= lo && r.state <= hi {
 			found = r
 		}
@@ -669,7 +724,7 @@ func (b *BlkparseReader) newest(k bpKey, lo, hi uint8) *bpReq {
 
 // oldestEnd returns the first not yet dispatched request ending at k.
 func (b *BlkparseReader) oldestEnd(k bpKey, not *bpReq) *bpReq {
-	for r := b.end[k]; r != nil; r = r.nextEnd {
+	for r := b.end.first(k); r != nil; r = r.atEnd.next {
 		if r.state <= bpInserted && r != not && r.done == 0 {
 			return r
 		}
@@ -678,88 +733,24 @@ func (b *BlkparseReader) oldestEnd(k bpKey, not *bpReq) *bpReq {
 }
 
 func (b *BlkparseReader) linkStart(r *bpReq) {
-	k := bpKey{r.q.Dev, r.q.Op, r.cur}
-	r.nextStart, r.inStart = nil, true
-	p := b.start[k]
-	if p == nil {
-		b.start[k] = r
-		return
-	}
-	n := 1
-	for ; p.nextStart != nil; n++ {
-		p = p.nextStart
-	}
-	p.nextStart = r
+	n := b.start.add(bpKey{r.q.Dev, r.q.Op, r.cur}, r)
 	b.crowded = b.crowded || n >= bpMaxSameKey
 }
 
 func (b *BlkparseReader) unlinkStart(r *bpReq) {
-	if !r.inStart {
-		return
-	}
-	r.inStart = false
-	k := bpKey{r.q.Dev, r.q.Op, r.cur}
-	p := b.start[k]
-	if p == r {
-		if r.nextStart == nil {
-			delete(b.start, k)
-		} else {
-			b.start[k] = r.nextStart
-		}
-		r.nextStart = nil
-		return
-	}
-	for p != nil && p.nextStart != r {
-		p = p.nextStart
-	}
-	if p != nil {
-		p.nextStart = r.nextStart
-	}
-	r.nextStart = nil
+	b.start.remove(bpKey{r.q.Dev, r.q.Op, r.cur}, r)
 }
 
 func (b *BlkparseReader) linkEnd(r *bpReq) {
 	if r.q.Op == Flush {
 		return
 	}
-	k := bpKey{r.q.Dev, r.q.Op, r.q.End()}
-	r.nextEnd, r.inEnd = nil, true
-	p := b.end[k]
-	if p == nil {
-		b.end[k] = r
-		return
-	}
-	n := 1
-	for ; p.nextEnd != nil; n++ {
-		p = p.nextEnd
-	}
-	p.nextEnd = r
+	n := b.end.add(bpKey{r.q.Dev, r.q.Op, r.q.End()}, r)
 	b.crowded = b.crowded || n >= bpMaxSameKey
 }
 
 func (b *BlkparseReader) unlinkEnd(r *bpReq) {
-	if !r.inEnd {
-		return
-	}
-	r.inEnd = false
-	k := bpKey{r.q.Dev, r.q.Op, r.q.End()}
-	p := b.end[k]
-	if p == r {
-		if r.nextEnd == nil {
-			delete(b.end, k)
-		} else {
-			b.end[k] = r.nextEnd
-		}
-		r.nextEnd = nil
-		return
-	}
-	for p != nil && p.nextEnd != r {
-		p = p.nextEnd
-	}
-	if p != nil {
-		p.nextEnd = r.nextEnd
-	}
-	r.nextEnd = nil
+	b.end.remove(bpKey{r.q.Dev, r.q.Op, r.q.End()}, r)
 }
 
 // drain moves finished requests from the head of the heap to the output,
