@@ -388,18 +388,14 @@ func deref[T any](p *T, def T) T {
 }
 
 // selectDevices discovers the host's block devices and applies the
-// policy's device selector (sysfs.Select: exclude wins; loop, zram and dm
-// devices only when an include pattern names them).
+// policy's device selector (sysfs.SelectFor: the API's rules, and loop,
+// zram and dm devices only when an include pattern names them).
 func selectDevices(hostRoot string, spec *v1alpha1.StorageTuningSpec) ([]sysfs.Device, error) {
 	all, err := sysfs.Discover(hostRoot)
 	if err != nil && len(all) == 0 {
 		return nil, fmt.Errorf("discover devices: %w", err)
 	}
-	var minSize uint64
-	if q := spec.Devices.MinSizeBytes; q != nil && q.Value() > 0 {
-		minSize = uint64(q.Value())
-	}
-	sel := sysfs.Select(all, spec.Devices.Include, spec.Devices.Exclude, spec.Devices.Rotational, minSize)
+	sel := sysfs.SelectFor(all, &spec.Devices)
 	var out []sysfs.Device
 	for _, d := range sel {
 		if len(d.Schedulers) == 0 {

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,7 +36,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // Device is one block device (a whole disk or a partition) as the kernel
@@ -551,36 +554,31 @@ func ParseScheduler(s string) (list []string, current string, err error) {
 // Selection does not check that the device can be tuned: a selected
 // device-mapper device has read-ahead but no scheduler (Device.Tunable).
 func Select(devs []Device, include, exclude []string, rotational *bool, minSizeBytes uint64) []Device {
-	var out []Device
-	for _, d := range devs {
-		if d.Partition || d.SizeBytes == 0 || d.SizeBytes < minSizeBytes {
-			continue
-		}
-		if rotational != nil && d.Rotational != *rotational {
-			continue
-		}
-		if matchAny(exclude, d.Name) {
-			continue
-		}
-		if len(include) == 0 {
-			if d.Virtual() {
-				continue
-			}
-		} else if !matchAny(include, d.Name) {
-			continue
-		}
-		out = append(out, d)
+	sel := v1alpha1.DeviceSelector{Include: include, Exclude: exclude, Rotational: rotational}
+	if minSizeBytes > 0 {
+		sel.MinSizeBytes = resource.NewQuantity(int64(min(minSizeBytes, math.MaxInt64)), resource.BinarySI)
 	}
-	return out
+	return SelectFor(devs, &sel)
 }
 
-func matchAny(patterns []string, name string) bool {
-	for _, p := range patterns {
-		if ok, err := path.Match(p, name); err == nil && ok {
-			return true
+// SelectFor is Select with a StorageTuning's device selector. The policy
+// rules (exclude wins, include globs, rotational, minimum size) are the
+// API's own, v1alpha1.DeviceSelector.Matches; SelectFor adds only what
+// depends on the kind of device: partitions and devices of size 0 are
+// never selected, and with no include pattern virtual devices are left
+// out.
+func SelectFor(devs []Device, sel *v1alpha1.DeviceSelector) []Device {
+	var out []Device
+	for _, d := range devs {
+		if d.Partition || d.SizeBytes == 0 || (len(sel.Include) == 0 && d.Virtual()) {
+			continue
+		}
+		info := v1alpha1.DeviceInfo{Name: d.Name, Rotational: d.Rotational, SizeBytes: int64(min(d.SizeBytes, math.MaxInt64))}
+		if sel.Matches(info) {
+			out = append(out, d)
 		}
 	}
-	return false
+	return out
 }
 
 // ValidatePatterns returns an error naming the first malformed glob.
