@@ -34,6 +34,7 @@ const stopTimeout = 5 * time.Second
 type tracefsTracer struct {
 	opts    Options
 	root    string // tracefs mount
+	mounted bool   // this tracer mounted root, and unmounts it in release
 	inst    string // the private instance directory
 	events  []string
 	pipe    *os.File
@@ -50,14 +51,18 @@ type tracefsTracer struct {
 }
 
 func newTracefs(opts Options, ebpfErr error) (*tracefsTracer, error) {
-	root, note, err := findTracefs(opts.TracefsRoot)
+	root, mounted, err := findTracefs(opts.TracefsRoot)
 	if err != nil {
 		return nil, err
+	}
+	note := ""
+	if mounted {
+		note = "tracefs was not mounted: mounted it at " + root + " until the tracer closes"
 	}
 	// trace_pipe prints microseconds: floor the base so that no event
 	// stamps before it.
 	opts.Base -= opts.Base % int64(time.Microsecond)
-	t := &tracefsTracer{opts: opts, root: root, ebpfErr: ebpfErr, col: collector{base: opts.Base}}
+	t := &tracefsTracer{opts: opts, root: root, mounted: mounted, ebpfErr: ebpfErr, col: collector{base: opts.Base}}
 	t.p = newPairer(t.col.add)
 	if note != "" {
 		t.notes = append(t.notes, note)
@@ -69,11 +74,13 @@ func newTracefs(opts Options, ebpfErr error) (*tracefsTracer, error) {
 		if _, err := os.Stat(filepath.Join(root, "events/block", name, "enable")); err == nil {
 			t.events = append(t.events, name)
 		} else if name != "block_io_start" && name != "block_bio_frontmerge" {
+			t.unmount()
 			return nil, fmt.Errorf("tracefs at %s has no block/%s event", root, name)
 		}
 	}
 	removeDeadInstances(root)
 	if err := t.makeInstance(); err != nil {
+		t.unmount()
 		return nil, err
 	}
 	if err := t.setup(); err != nil {
@@ -84,24 +91,34 @@ func newTracefs(opts Options, ebpfErr error) (*tracefsTracer, error) {
 }
 
 // findTracefs returns where tracefs is mounted, mounting it at
-// /sys/kernel/tracing if it is not (and saying so in note).
-func findTracefs(root string) (dir, note string, err error) {
+// /sys/kernel/tracing if it is not (mounted reports that it did, so that
+// the tracer can put the host back as it was).
+func findTracefs(root string) (dir string, mounted bool, err error) {
 	if root != "" {
 		if _, err := os.Stat(filepath.Join(root, "instances")); err != nil {
-			return "", "", fmt.Errorf("tracefs root %s: %w", root, err)
+			return "", false, fmt.Errorf("tracefs root %s: %w", root, err)
 		}
-		return root, "", nil
+		return root, false, nil
 	}
 	for _, d := range tracefsMounts {
 		if _, err := os.Stat(filepath.Join(d, "instances")); err == nil {
-			return d, "", nil
+			return d, false, nil
 		}
 	}
 	d := tracefsMounts[0]
 	if err := unix.Mount("nodev", d, "tracefs", 0, ""); err != nil {
-		return "", "", fmt.Errorf("tracefs is not mounted and mounting it at %s failed: %w", d, err)
+		return "", false, fmt.Errorf("tracefs is not mounted and mounting it at %s failed: %w", d, err)
 	}
-	return d, "tracefs was not mounted: mounted it at " + d + " (left mounted)", nil
+	return d, true, nil
+}
+
+// unmount undoes the mount findTracefs made, if any. A tracefs that
+// someone started using meanwhile (EBUSY) stays mounted.
+func (t *tracefsTracer) unmount() {
+	if t.mounted {
+		_ = unix.Unmount(t.root, 0)
+		t.mounted = false
+	}
 }
 
 // removeDeadInstances removes the instances of shadowtune processes that
@@ -354,5 +371,6 @@ func (t *tracefsTracer) release() error {
 		errs = append(errs, fmt.Errorf("remove trace instance: %w", err))
 	}
 	t.inst = ""
+	t.unmount()
 	return errors.Join(errs...)
 }
