@@ -1,8 +1,17 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
+
+// HeartbeatInterval is the longest time between two status writes of a
+// running agent (NodeStorageStateStatus.LastHeartbeatTime).
+const HeartbeatInterval = 60 * time.Second
+
+// NodeLabel is the label carrying the node name on a NodeStorageState.
+const NodeLabel = Group + "/node"
 
 // Limits of the NodeStorageState schema, sized to keep one object well
 // under etcd's 1.5 MiB.
@@ -52,6 +61,13 @@ type NodeStorageStateStatus struct {
 	// agent last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// LastHeartbeatTime is when the agent last wrote this status. The agent
+	// writes at most once per window when something changed and at least
+	// once per HeartbeatInterval; the operator treats an older heartbeat
+	// as a lost agent.
+	// +optional
+	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
 
 	// Conditions: Ready, TracingActive, ModelReady, Applied, Degraded.
 	// +listType=map
@@ -186,6 +202,17 @@ type DeviceState struct {
 	// Tracer records the device's I/O: ebpf, tracefs or none.
 	// +optional
 	Tracer TracerKind `json:"tracer,omitempty"`
+
+	// Reverts counts the changes the agent put back because verification
+	// measured a regression (DESIGN §6), since the agent started.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Reverts int32 `json:"reverts,omitempty"`
+	// LastRevertTime is when the last such revert happened. While it is
+	// within the regression back-off, the node reports Degraded and the
+	// operator halts the policy's roll-out.
+	// +optional
+	LastRevertTime *metav1.Time `json:"lastRevertTime,omitempty"`
 
 	// EventsDropped is the number of block I/O events the tracer lost
 	// since the agent started.

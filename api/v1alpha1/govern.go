@@ -1,0 +1,54 @@
+package v1alpha1
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ComparePrecedence orders policies for overlap resolution: higher
+// spec.priority first, then metadata.name ascending. It returns a negative
+// number when a takes precedence over b. Names are unique for a
+// cluster-scoped kind, so the order is total.
+func ComparePrecedence(a, b *StorageTuning) int {
+	if c := cmp.Compare(b.Spec.Priority, a.Spec.Priority); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// Active reports whether a policy governs anything: it exists and is not
+// being deleted. A paused policy is still active (it reports, and its
+// devices keep their settings); only its roll-out stops.
+func (st *StorageTuning) Active() bool { return st.DeletionTimestamp == nil }
+
+// SelectingPolicies returns the active policies that select device dev of a
+// node with the given labels, in precedence order (ComparePrecedence): the
+// first one governs the device, the others are in conflict with it. A policy
+// whose node selector is malformed (Validate and the CRD reject those)
+// selects nothing. The input slice is not modified.
+func SelectingPolicies(policies []*StorageTuning, nodeLabels map[string]string, dev DeviceInfo) []*StorageTuning {
+	var out []*StorageTuning
+	for _, p := range policies {
+		if !p.Active() {
+			continue
+		}
+		if ok, err := p.Spec.MatchesNode(nodeLabels); err != nil || !ok {
+			continue
+		}
+		if !p.Spec.Matches(dev) {
+			continue
+		}
+		out = append(out, p)
+	}
+	slices.SortFunc(out, ComparePrecedence)
+	return out
+}
+
+// Governing returns the policy that governs dev (the first of
+// SelectingPolicies), or nil when none selects it.
+func Governing(policies []*StorageTuning, nodeLabels map[string]string, dev DeviceInfo) *StorageTuning {
+	if sel := SelectingPolicies(policies, nodeLabels, dev); len(sel) > 0 {
+		return sel[0]
+	}
+	return nil
+}
