@@ -52,3 +52,29 @@ func Governing(policies []*StorageTuning, nodeLabels map[string]string, dev Devi
 	}
 	return nil
 }
+
+// Pending reports whether the device's last recommendation differs from
+// its current setting: another scheduler, a tunable with another value, or
+// a read-ahead depth (when recommended, non-zero) other than the current
+// one. A device without a recommendation is not pending. The agent counts
+// these in status.pendingDevices and the operator grants changes for them.
+func (d *DeviceState) Pending() bool {
+	r := d.Recommendation
+	if r == nil {
+		return false
+	}
+	if r.Scheduler != "" && r.Scheduler != d.Current.Scheduler {
+		return true
+	}
+	for k, v := range r.Tunables {
+		if d.Current.Tunables[k] != v {
+			return true
+		}
+	}
+	return r.ReadAheadKiB != 0 && r.ReadAheadKiB != d.Current.ReadAheadKiB
+}
+
+// Info returns what device selection needs to know about the device.
+func (d *DeviceState) Info() DeviceInfo {
+	return DeviceInfo{Name: d.Name, Rotational: d.Rotational, SizeBytes: d.SizeBytes}
+}

@@ -68,3 +68,28 @@ func TestSelectingPolicies(t *testing.T) {
 		})
 	}
 }
+
+func TestDeviceStatePending(t *testing.T) {
+	cur := DeviceSettings{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "16"}, ReadAheadKiB: 128}
+	cases := []struct {
+		name string
+		rec  *Recommendation
+		want bool
+	}{
+		{"no recommendation", nil, false},
+		{"same scheduler", &Recommendation{Scheduler: "mq-deadline"}, false},
+		{"other scheduler", &Recommendation{Scheduler: "bfq"}, true},
+		{"same tunable", &Recommendation{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "16"}}, false},
+		{"other tunable value", &Recommendation{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "8"}}, true},
+		{"tunable not set now", &Recommendation{Scheduler: "mq-deadline", Tunables: map[string]string{"writes_starved": "2"}}, true},
+		{"read-ahead not tuned", &Recommendation{Scheduler: "mq-deadline", ReadAheadKiB: 0}, false},
+		{"same read-ahead", &Recommendation{ReadAheadKiB: 128}, false},
+		{"other read-ahead", &Recommendation{ReadAheadKiB: 512}, true},
+	}
+	for _, c := range cases {
+		d := DeviceState{Name: "sda", Current: cur, Recommendation: c.rec}
+		if got := d.Pending(); got != c.want {
+			t.Errorf("%s: Pending = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -393,8 +393,8 @@ type StorageTuningStatus struct {
 	// changed and keeps.
 	// +optional
 	ChangedDevices int32 `json:"changedDevices"`
-	// RevertedDevices is the number of changes reverted after a measured
-	// regression, since the policy was created.
+	// RevertedDevices is the number of governed devices whose agent put a
+	// change back after measuring a regression (DeviceState.Reverts > 0).
 	// +optional
 	RevertedDevices int32 `json:"revertedDevices"`
 
@@ -415,9 +415,13 @@ type StorageTuningStatus struct {
 	// +optional
 	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
 
-	// LastChangeTime is when a device was last changed or reverted.
+	// LastChangeTime is when a governed device was last changed.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastRevertTime is when a governed device's change was last put back
+	// after a measured regression.
+	// +optional
+	LastRevertTime *metav1.Time `json:"lastRevertTime,omitempty"`
 }
 
 // SchedulerCount is the number of devices on one scheduler.
@@ -437,11 +441,13 @@ const (
 	ConditionReady = "Ready"
 	// ConditionProgressing: a roll-out is under way.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded: something needs attention (a node not reporting, a
-	// revert, a bad selector).
+	// ConditionDegraded: a governed device's change was put back after a
+	// measured regression (the roll-out halts until the node recovers), or
+	// the node selector is malformed. Nodes not reporting show in Ready.
 	ConditionDegraded = "Degraded"
-	// ConditionConflict: another policy of the same priority selects some
-	// of the same devices.
+	// ConditionConflict: another policy selects some of the same devices;
+	// the one of higher spec.priority, then the first by name, governs them
+	// (ComparePrecedence).
 	ConditionConflict = "Conflict"
 )
 
@@ -457,8 +463,11 @@ const (
 	ReasonRegressionReverted = "RegressionReverted"
 	ReasonInvalidSelector    = "InvalidSelector"
 	ReasonAsExpected         = "AsExpected"
-	ReasonOverlappingPolicy  = "OverlappingPolicy"
 	ReasonNoConflict         = "NoConflict"
+	ReasonOverridden         = "Overridden"
+	ReasonOverrides          = "Overrides"
+	ReasonNotApplying        = "NotApplying"
+	ReasonWaitingForDwell    = "WaitingForDwell"
 )
 
 // StorageTuning is a storage tuning policy: which devices of which nodes
