@@ -55,8 +55,10 @@ applies the setting predicted to be fastest.`,
 	root.AddCommand(
 		newSimulateCommand(),
 		newRunCommand(),
+		newAgentCommand(),
 		newModelCommand(),
 		newTraceCommand(),
+		newOperatorCommand(),
 		newVersionCommand(),
 	)
 	return root
