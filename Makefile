@@ -12,6 +12,9 @@ LDFLAGS   := -s -w -X github.com/shadowtune/shadowtune/internal/version.Version=
 GOLANGCI_LINT_VERSION ?= v2.15.0
 CONTROLLER_GEN        ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 GOLANGCI_LINT         := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+HELM_VERSION          ?= v3.22.0
+HELM                  := $(BIN)/helm-$(HELM_VERSION)
+CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`.
 BENCH_COUNT ?= 5
@@ -36,13 +39,17 @@ vet: ## Run go vet.
 	$(GO) vet ./...
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## Run golangci-lint (installs it into bin/ first).
+lint: $(GOLANGCI_LINT) chart-lint ## Run golangci-lint (installs it into bin/ first) and chart-lint.
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: test
-test: vet ## Run vet and all unit and integration tests (fuzz seed corpora included).
+test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpora included).
 	hack/ensure-test-deps.sh
-	$(GO) test -count=1 ./...
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir 2>/dev/null)}" $(GO) test -count=1 ./...
+
+.PHONY: envtest-assets
+envtest-assets: ## kube-apiserver + etcd for envtest in ~/.cache/shadowtune (hack/k8s-bins.sh; K8S_BINS="kubelet ..." adds more).
+	hack/k8s-bins.sh $(K8S_BINS)
 
 .PHONY: fuzz
 fuzz: ## Fuzz every trace reader for FUZZTIME each (default 30s).
@@ -65,10 +72,22 @@ generate: ## Regenerate deepcopy code from api/ (controller-gen).
 .PHONY: manifests
 manifests: ## Regenerate the CRDs in crds/ from api/ (controller-gen).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=crds
+	cp crds/*.yaml $(CHART)/crds/
 
 .PHONY: verify-generate
 verify-generate: generate manifests ## Fail if generated files differ from the committed ones.
-	@test -z "$$(git status --porcelain -- api crds)" || { git status --porcelain -- api crds; echo "run: make generate manifests"; exit 1; }
+	@test -z "$$(git status --porcelain -- api crds $(CHART)/crds)" || { git status --porcelain -- api crds $(CHART)/crds; echo "run: make generate manifests"; exit 1; }
+
+.PHONY: chart-lint
+chart-lint: $(HELM) ## helm lint --strict and helm template of the chart: default values and a local test cluster's (ci/local-cluster-values.yaml).
+	diff -r crds $(CHART)/crds || { echo "$(CHART)/crds differs from crds/: run make manifests"; exit 1; }
+	$(HELM) lint --strict $(CHART)
+	$(HELM) lint --strict $(CHART) --values $(CHART)/ci/local-cluster-values.yaml
+	$(HELM) template shadowtune $(CHART) --namespace shadowtune-system >/dev/null
+	$(HELM) template shadowtune $(CHART) --namespace shadowtune-system --values $(CHART)/ci/local-cluster-values.yaml >/dev/null
+
+.PHONY: helm
+helm: $(HELM) ## Install the pinned helm (HELM_VERSION) into bin/; bin/helm links to it.
 
 ##@ Build
 .PHONY: build
@@ -91,3 +110,10 @@ $(GOLANGCI_LINT):
 	@mkdir -p $(BIN)
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/golangci-lint $(GOLANGCI_LINT)
+
+$(HELM):
+	@mkdir -p $(BIN)
+	rm -f $(BIN)/helm
+	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(BIN)/helm $(HELM)
+	ln -s $(notdir $(HELM)) $(BIN)/helm

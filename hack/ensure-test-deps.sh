@@ -3,7 +3,11 @@
 #   - fio (the workloads of agent/integration_linux_test.go and
 #     internal/cli/run_test.go), from apt;
 #   - losetup (util-linux; loop devices), normally present;
-#   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer).
+#   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer);
+#   - kube-apiserver and etcd for the envtest tests
+#     (internal/testutil/envtest), through hack/k8s-bins.sh: built once
+#     into ~/.cache/shadowtune (several minutes the first time), where make
+#     test points KUBEBUILDER_ASSETS.
 # It is idempotent and prints nothing when everything is there. It never
 # fails the build: without root, or off Debian, it only says which tests
 # will skip.
@@ -17,6 +21,14 @@ missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v losetup >/dev/null 2>&1 || [[ -x /usr/sbin/losetup || -x /sbin/losetup ]] || missing+=(util-linux)
 tracefs_mounted() { grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; }
+
+k8s_bins="$(dirname "$0")/k8s-bins.sh"
+if ! "$k8s_bins" --print-dir >/dev/null 2>&1; then
+	note "getting kube-apiserver and etcd for the envtest tests (hack/k8s-bins.sh; the first build takes several minutes)"
+	if ! "$k8s_bins" kube-apiserver >/dev/null; then
+		note "hack/k8s-bins.sh failed: the envtest tests will skip (or fail with CI=true)"
+	fi
+fi
 
 if [[ $(id -u) -ne 0 ]]; then
 	note "not root: the tests that need root (loop devices, eBPF, fio) will skip${missing[*]:+; missing: ${missing[*]}}"

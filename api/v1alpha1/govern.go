@@ -27,6 +27,14 @@ func (st *StorageTuning) Active() bool { return st.DeletionTimestamp == nil }
 // whose node selector is malformed (Validate and the CRD reject those)
 // selects nothing. The input slice is not modified.
 func SelectingPolicies(policies []*StorageTuning, nodeLabels map[string]string, dev DeviceInfo) []*StorageTuning {
+	return DevicePolicies(NodePolicies(policies, nodeLabels), dev)
+}
+
+// NodePolicies returns the active policies whose node selector selects a
+// node with the given labels, in precedence order. With DevicePolicies it
+// splits SelectingPolicies for callers that look at many devices of one
+// node (selectors are parsed once per node).
+func NodePolicies(policies []*StorageTuning, nodeLabels map[string]string) []*StorageTuning {
 	var out []*StorageTuning
 	for _, p := range policies {
 		if !p.Active() {
@@ -35,12 +43,21 @@ func SelectingPolicies(policies []*StorageTuning, nodeLabels map[string]string, 
 		if ok, err := p.Spec.MatchesNode(nodeLabels); err != nil || !ok {
 			continue
 		}
-		if !p.Spec.Matches(dev) {
-			continue
-		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, ComparePrecedence)
+	return out
+}
+
+// DevicePolicies returns those of a node's policies (NodePolicies) that
+// select dev, in the same order.
+func DevicePolicies(nodePolicies []*StorageTuning, dev DeviceInfo) []*StorageTuning {
+	var out []*StorageTuning
+	for _, p := range nodePolicies {
+		if p.Spec.Matches(dev) {
+			out = append(out, p)
+		}
+	}
 	return out
 }
 

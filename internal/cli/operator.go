@@ -5,6 +5,8 @@ import (
 	goflag "flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -72,7 +74,9 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 			if err := errors.Join(mgr.AddHealthzCheck("ping", healthz.Ping), mgr.AddReadyzCheck("ping", healthz.Ping)); err != nil {
 				return err
 			}
-			return mgr.Start(cmd.Context())
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return mgr.Start(ctx)
 		},
 	}
 	f := cmd.Flags()
@@ -80,6 +84,7 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader among replicas (a Lease); only the leader reconciles")
 	f.StringVar(&leNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default $POD_NAMESPACE)")
+	addKubeconfigFlag(f)
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	zapOpts.BindFlags(gf)
 	f.AddGoFlagSet(gf)

@@ -16,11 +16,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -63,6 +65,7 @@ func (r *StorageTuningReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("storagetuning").
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&v1alpha1.StorageTuning{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.StorageTuning{}, all, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1alpha1.NodeStorageState{}, all).
@@ -134,12 +137,24 @@ func (r *StorageTuningReconciler) Reconcile(ctx context.Context, req reconcile.R
 		if e.Warning {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(st, nil, typ, e.Reason, e.Reason, "%s", e.Message)
+		var related runtime.Object
+		if e.Node != "" {
+			related = nodeStateRef(e.Node)
+		}
+		r.Recorder.Eventf(st, related, typ, e.Reason, e.Reason, "%s", e.Message)
 	}
 	if grantErr != nil {
 		return reconcile.Result{}, grantErr
 	}
 	return reconcile.Result{RequeueAfter: plan.RequeueAfter}, nil
+}
+
+// nodeStateRef is a reference to a node's NodeStorageState, for an
+// event's related object.
+func nodeStateRef(node string) *v1alpha1.NodeStorageState {
+	nss := &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	nss.SetGroupVersionKind(v1alpha1.GroupVersion.WithKind(v1alpha1.KindNodeStorageState))
+	return nss
 }
 
 // inputs is what Evaluate needs, read from the manager's cache.
@@ -152,7 +167,10 @@ type inputs struct {
 func (r *StorageTuningReconciler) inputs(ctx context.Context) (inputs, error) {
 	var in inputs
 	var pl v1alpha1.StorageTuningList
-	if err := r.Client.List(ctx, &pl); err != nil {
+	// The cache's objects are read without copies (Evaluate does not modify
+	// its inputs; writeGrants copies what it changes): with a thousand
+	// NodeStorageStates, copying them was most of a reconcile's time.
+	if err := r.Client.List(ctx, &pl, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list StorageTunings: %w", err)
 	}
 	in.policies = make([]*v1alpha1.StorageTuning, len(pl.Items))
@@ -160,7 +178,7 @@ func (r *StorageTuningReconciler) inputs(ctx context.Context) (inputs, error) {
 		in.policies[i] = &pl.Items[i]
 	}
 	var sl v1alpha1.NodeStorageStateList
-	if err := r.Client.List(ctx, &sl); err != nil {
+	if err := r.Client.List(ctx, &sl, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list NodeStorageStates: %w", err)
 	}
 	in.states = make(map[string]*v1alpha1.NodeStorageState, len(sl.Items))
@@ -169,7 +187,7 @@ func (r *StorageTuningReconciler) inputs(ctx context.Context) (inputs, error) {
 	}
 	nl := &metav1.PartialObjectMetadataList{}
 	nl.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := r.Client.List(ctx, nl); err != nil {
+	if err := r.Client.List(ctx, nl, client.UnsafeDisableDeepCopy); err != nil {
 		return in, fmt.Errorf("list Nodes: %w", err)
 	}
 	in.nodes = make([]rollout.Node, len(nl.Items))

@@ -10,6 +10,7 @@ package rollout
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -44,8 +45,15 @@ type Node struct {
 	State *v1alpha1.NodeStorageState
 }
 
-// Event is a Kubernetes event to record on the policy.
+// Event is a Kubernetes event to record on the policy. Events about one
+// node name its NodeStorageState as the related object: the events API
+// merges events with the same regarding and related objects, reason and
+// action into one series whatever their notes, so per-node events must
+// differ in the related object, and an Evaluate emits at most one event
+// per node and reason.
 type Event struct {
+	// Node is the node the event is about, "" for the policy as a whole.
+	Node string
 	// Warning selects type Warning instead of Normal.
 	Warning bool
 	// Reason is the event's CamelCase reason.
@@ -159,9 +167,10 @@ func (e *evaluation) match(nodes []Node) {
 		if n.State == nil {
 			continue
 		}
+		np := v1alpha1.NodePolicies(e.all, n.Labels)
 		for j := range n.State.Status.Devices {
 			d := &n.State.Status.Devices[j]
-			sel := v1alpha1.SelectingPolicies(e.all, n.Labels, d.Info())
+			sel := v1alpha1.DevicePolicies(np, d.Info())
 			at := slices.IndexFunc(sel, func(q *v1alpha1.StorageTuning) bool { return q.Name == e.p.Name })
 			switch {
 			case at < 0:
@@ -209,6 +218,7 @@ func (e *evaluation) aggregate() {
 	s.RecommendedChanges, s.ChangedDevices, s.RevertedDevices = 0, 0, 0
 	bySched := map[string]int32{}
 	var saved, base float64
+	changes, reverts := perNode{}, perNode{}
 	for _, r := range e.governed {
 		d := r.dev
 		if d.Pending() {
@@ -228,22 +238,22 @@ func (e *evaluation) aggregate() {
 			base += cur
 		}
 		if d.Applied != nil && after(d.Applied.At, prevChange) {
-			e.plan.Events = append(e.plan.Events, Event{Reason: EventChanged,
-				Message: fmt.Sprintf("%s/%s: applied %s", r.node.Name, d.Name, describeApplied(d.Applied))})
+			changes.add(r.node.Name, fmt.Sprintf("%s/%s: applied %s", r.node.Name, d.Name, describeApplied(d.Applied)))
 		}
 		if d.Applied != nil && (s.LastChangeTime == nil || s.LastChangeTime.Before(&d.Applied.At)) {
 			s.LastChangeTime = d.Applied.At.DeepCopy()
 		}
 		if d.LastRevertTime != nil {
 			if after(*d.LastRevertTime, prevRevert) {
-				e.plan.Events = append(e.plan.Events, Event{Warning: true, Reason: EventReverted,
-					Message: fmt.Sprintf("%s/%s: change put back after a measured regression", r.node.Name, d.Name)})
+				reverts.add(r.node.Name, fmt.Sprintf("%s/%s: change put back after a measured regression", r.node.Name, d.Name))
 			}
 			if s.LastRevertTime == nil || s.LastRevertTime.Before(d.LastRevertTime) {
 				s.LastRevertTime = d.LastRevertTime.DeepCopy()
 			}
 		}
 	}
+	e.plan.Events = append(e.plan.Events, changes.events(EventChanged, false)...)
+	e.plan.Events = append(e.plan.Events, reverts.events(EventReverted, true)...)
 	s.Settings = settings(bySched)
 	s.PredictedGainPercent = ""
 	if base > 0 {
@@ -265,6 +275,20 @@ func (e *evaluation) aggregate() {
 			}
 		}
 	}
+}
+
+// perNode collects event messages by node.
+type perNode map[string][]string
+
+func (p perNode) add(node, msg string) { p[node] = append(p[node], msg) }
+
+// events returns one event per node, in node order, its messages joined.
+func (p perNode) events(reason string, warning bool) []Event {
+	var out []Event
+	for _, n := range slices.Sorted(maps.Keys(p)) {
+		out = append(out, Event{Node: n, Warning: warning, Reason: reason, Message: strings.Join(p[n], "; ")})
+	}
+	return out
 }
 
 // after reports whether t is later than prev (any t when prev is nil).
@@ -397,7 +421,7 @@ func (e *evaluation) grant() {
 		default:
 			e.plan.Revoke = append(e.plan.Revoke, n.Name)
 			if validGrant(g, e.p, e.now) {
-				e.plan.Events = append(e.plan.Events, Event{Reason: EventGrantRevoked,
+				e.plan.Events = append(e.plan.Events, Event{Node: n.Name, Reason: EventGrantRevoked,
 					Message: fmt.Sprintf("%s: grant revoked (%s)", n.Name, e.stopReason())})
 			}
 		}
@@ -432,7 +456,7 @@ func (e *evaluation) grant() {
 		e.plan.Grants[n.Name] = g
 		e.granted++
 		e.after(g.Until.Sub(e.now))
-		e.plan.Events = append(e.plan.Events, Event{Reason: EventGranted,
+		e.plan.Events = append(e.plan.Events, Event{Node: n.Name, Reason: EventGranted,
 			Message: fmt.Sprintf("%s: may change %s until %s", n.Name, strings.Join(devs, ", "), g.Until.UTC().Format(time.RFC3339))})
 	}
 }

@@ -1,0 +1,134 @@
+package charts
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	kubeenv "github.com/shadowtune/shadowtune/internal/testutil/envtest"
+)
+
+// TestAdmissionOnAPIServer installs the chart's agent RBAC and admission
+// policy in a real kube-apiserver and writes NodeStorageStates as the
+// agent of one node (impersonating its service account with the node name
+// a bound token carries): its own object's status may change; another
+// node's object, its own spec (the grant) and other kinds may not.
+func TestAdmissionOnAPIServer(t *testing.T) {
+	env := kubeenv.StartEnv(t)
+	admin := env.Client
+	ctx := context.Background()
+	for _, o := range render(t, testRelease, testNS, "--show-only", policyFile, "--show-only", "templates/agent-rbac.yaml") {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(o.Raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, u); err != nil {
+			t.Fatalf("create %s %s: %v", o.Kind, o.Name, err)
+		}
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if err := admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	agent := func(node string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + testNS + ":" + agentName,
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + testNS, "system:authenticated"},
+		}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+		}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	agentA := agent("node-a")
+	status := func(c client.Client, name string) error {
+		nss := &v1alpha1.NodeStorageState{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, nss); err != nil {
+			return err
+		}
+		nss.Status.LastHeartbeatTime = ptr.To(metav1.Now())
+		return c.Status().Update(ctx, nss)
+	}
+	grant := func(c client.Client, name string) error {
+		nss := &v1alpha1.NodeStorageState{}
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, nss); err != nil {
+			return err
+		}
+		nss.Spec.Grant = &v1alpha1.RolloutGrant{Policy: "p", Generation: 1, Until: metav1.Now(), Devices: []string{"sda"}}
+		return c.Update(ctx, nss)
+	}
+
+	// The policy takes effect once the API server has loaded it.
+	deadline := time.Now().Add(30 * time.Second)
+	for err := status(agentA, "node-b"); err == nil; err = status(agentA, "node-b") {
+		if time.Now().After(deadline) {
+			t.Fatal("the admission policy does not stop the agent of node-a from writing node-b's status")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	forbidden := func(what string, err error, want string) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+			t.Errorf("%s: want a refusal, got %v", what, err)
+			return
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: refusal %q does not say %q", what, err, want)
+		}
+	}
+	allowed := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Errorf("%s: refused: %v", what, err)
+		}
+	}
+
+	allowed("agent writes its own node's status", status(agentA, "node-a"))
+	forbidden("agent writes another node's status", status(agentA, "node-b"),
+		"the shadowtune agent on node 'node-a' may only update the NodeStorageState named 'node-a', not 'node-b'")
+	forbidden("agent grants itself", grant(agentA, "node-a"), "may not change spec of NodeStorageState 'node-a'")
+	forbidden("agent creates another node's object",
+		agentA.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}),
+		"may only create the NodeStorageState named 'node-a', not 'node-c'")
+	forbidden("agent deletes another node's object",
+		agentA.Delete(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}),
+		"may only delete the NodeStorageState named 'node-a', not 'node-b'")
+	forbidden("a token without a node", status(agent(""), "node-a"), "names no node")
+	forbidden("agent changes a policy (RBAC)",
+		agentA.Create(ctx, &v1alpha1.StorageTuning{ObjectMeta: metav1.ObjectMeta{Name: "mine"}}), "cannot create resource")
+	allowed("the operator (admin) grants", grant(admin, "node-b"))
+	allowed("agent deletes its own object",
+		agentA.Delete(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}))
+	err := agentA.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+	allowed("agent creates its own object", err)
+	withGrant := &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	if err == nil {
+		if err := admin.Delete(ctx, withGrant.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	withGrant.Spec.Grant = &v1alpha1.RolloutGrant{Policy: "p", Generation: 1, Until: metav1.Now()}
+	forbidden("agent creates its own object with a grant", agentA.Create(ctx, withGrant),
+		"may not create NodeStorageState 'node-a' with spec.grant")
+}
