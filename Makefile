@@ -47,6 +47,10 @@ test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpo
 	hack/ensure-test-deps.sh
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir 2>/dev/null)}" $(GO) test -count=1 ./...
 
+.PHONY: scale
+scale: ## Operator scale test on a real API server: 1,000 simulated agents (SHADOWTUNE_SCALE_NODES, _PERIOD, _DURATION), figures printed.
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir)}" $(GO) test -count=1 -run '^TestScale$$' -v ./operator/controller/ | grep -v '^{'
+
 .PHONY: envtest-assets
 envtest-assets: ## kube-apiserver + etcd for envtest in ~/.cache/shadowtune (hack/k8s-bins.sh; K8S_BINS="kubelet ..." adds more).
 	hack/k8s-bins.sh $(K8S_BINS)

@@ -20,12 +20,8 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
-	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
-	"github.com/shadowtune/shadowtune/internal/readahead"
-	"github.com/shadowtune/shadowtune/internal/redcap"
-	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -41,8 +37,39 @@ type Options struct {
 	// StateDir holds the actuator's records of original values and the
 	// learned models (default DefaultStateDir).
 	StateDir string
-	// Spec is the defaulted, validated policy.
+	// Spec is the defaulted, validated policy of `shadowtune run`: it
+	// governs every device it selects, whatever its node selector says.
+	// Ignored when Policies is non-nil.
 	Spec v1alpha1.StorageTuningSpec
+	// Policies, when non-nil (even empty), replace Spec: each device is
+	// governed by v1alpha1.Governing(Policies, NodeLabels, device), as the
+	// operator computes it, unless that policy's device-kind rules
+	// (sysfs.SelectFor: partitions and empty devices never, virtual
+	// devices only when an include glob names them) leave it out; it then
+	// uses that policy's candidates, margin, thrash guard, read-ahead
+	// bounds and mode. A device no policy selects
+	// is neither traced nor changed; selecting no device is then not an
+	// error (Run keeps reporting windows with no device). The policies
+	// must be defaulted (StorageTuning.Default; the API server does it)
+	// and are not modified.
+	Policies []*v1alpha1.StorageTuning
+	// NodeLabels are this node's labels, for the policies' node selectors
+	// (Policies only).
+	NodeLabels map[string]string
+	// MayChange, when non-nil, is asked before every change Apply mode
+	// would make to a device (not before putting a setting back: a
+	// regression revert, a restore at start for Observe or an ungoverned
+	// device, or at shutdown); false leaves the device as it is and
+	// reports it as awaiting a grant. nil allows every change. It may be
+	// called from the window loop and must be quick.
+	MayChange func(device string, policy *v1alpha1.StorageTuning) bool
+	// KeepIf, when non-nil, is asked at shutdown instead of Keep: the
+	// cluster agent keeps the settings when it restarts Run for a policy
+	// change, and restores them when it stops.
+	KeepIf func() bool
+	// Resume, when non-nil, carries per-device state from one Run to the
+	// next (see Resume).
+	Resume *Resume
 	// Tracer is tracer.KindAuto, KindEBPF or KindTracefs.
 	Tracer string
 	// Metrics, when non-nil, receives every window's figures.
@@ -59,11 +86,18 @@ type Options struct {
 
 // Status is the agent's view of its devices after a window.
 type Status struct {
+	// Mode is the policy's mode; with several policies (Options.Policies),
+	// Apply when any device is governed in Apply mode, else Observe.
 	Mode    string         `json:"mode"`
 	Tracer  string         `json:"tracer"`
 	Notes   []string       `json:"notes,omitempty"`
 	Windows int            `json:"windows"`
 	Devices []DeviceStatus `json:"devices"`
+	// Ungoverned are the host's other tunable disks, which no policy
+	// selects: not traced, never changed, reported with their identity and
+	// current setting only (Options.Policies only; virtual devices such as
+	// loop devices are left out unless a policy governs them).
+	Ungoverned []DeviceStatus `json:"ungoverned,omitempty"`
 }
 
 // DeviceStatus is one device's line of the live table and JSON report.
@@ -90,6 +124,106 @@ type DeviceStatus struct {
 	// LastError is the latest Error of any window; unlike Error it is not
 	// cleared by the next window, so the final report keeps it.
 	LastError string `json:"lastError,omitempty"`
+
+	// Policy is the name of the StorageTuning that governs the device
+	// (empty for an unnamed `shadowtune run` policy and for ungoverned
+	// devices); Mode is its mode.
+	Policy string `json:"policy,omitempty"`
+	Mode   string `json:"mode,omitempty"`
+	// Identity, from sysfs when the device was selected.
+	MajorMinor string `json:"majorMinor,omitempty"`
+	Model      string `json:"model,omitempty"`
+	Serial     string `json:"serial,omitempty"`
+	WWN        string `json:"wwn,omitempty"`
+	SizeBytes  uint64 `json:"sizeBytes,omitempty"`
+	Rotational bool   `json:"rotational,omitempty"`
+	// Settings is the device's setting as read from sysfs after the
+	// window: the scheduler, its tunables (raw text) and read-ahead.
+	Settings *Settings `json:"settings,omitempty"`
+	// Original is the setting recorded before shadowtune's first change
+	// (the actuator's record, put back on revert); nil while the device
+	// has its original setting.
+	Original *Settings `json:"original,omitempty"`
+	// Candidates are the fastest candidates of the last evaluated window,
+	// fastest first, at most v1alpha1.MaxDeviceCandidates, the current
+	// setting always included.
+	Candidates []CandidateStatus `json:"candidates,omitempty"`
+	// Recommendation is the last evaluated window's decision.
+	Recommendation *Recommendation `json:"recommendation,omitempty"`
+	// Pending: the recommendation differs from the setting in effect.
+	Pending bool `json:"pending,omitempty"`
+	// AwaitingGrant: Apply mode, pending, and Options.MayChange does not
+	// allow the change.
+	AwaitingGrant bool `json:"awaitingGrant,omitempty"`
+	// Paused: the governing policy is paused (no new change is made).
+	Paused bool `json:"paused,omitempty"`
+	// Applied is the last setting the agent wrote (a change or a
+	// regression revert); nil once the device has its original setting
+	// again.
+	Applied *AppliedSetting `json:"applied,omitempty"`
+	// ApplyError is this window's failure to change the device.
+	ApplyError string `json:"applyError,omitempty"`
+	// Verifying is the number of windows left to verify the last change
+	// (0: none under verification).
+	Verifying int `json:"verifying,omitempty"`
+	// LastRevert is when verification last reverted a regression.
+	LastRevert time.Time `json:"lastRevert,omitzero"`
+	// ThrashGuard is the thrash guard's state.
+	ThrashGuard GuardStatus `json:"thrashGuard"`
+	// ModelCalibrated: the disk model was trained (loaded from the state
+	// directory) or calibrated on a loaded window of this device; before,
+	// decisions use the class default.
+	ModelCalibrated bool `json:"modelCalibrated"`
+}
+
+// Settings is a device's block-stack setting as sysfs shows it.
+type Settings struct {
+	Scheduler    string            `json:"scheduler"`
+	Tunables     map[string]string `json:"tunables,omitempty"`
+	ReadAheadKiB int               `json:"readAheadKiB"`
+}
+
+// CandidateStatus is one simulated candidate of a window.
+type CandidateStatus struct {
+	// Name is the candidate in the CLI's syntax (engine.ParseCandidate):
+	// "bfq:slice_idle=0", "mq-deadline+redcap".
+	Name string `json:"name"`
+	// ServiceTimeUs is the window's total simulated service time, µs.
+	ServiceTimeUs int64 `json:"predictedServiceTimeUs"`
+	// GainPct is 100·(T_current − T)/T_current (switch cost not counted).
+	GainPct float64 `json:"predictedGainPct"`
+}
+
+// Recommendation is the setting a window recommends.
+type Recommendation struct {
+	Scheduler string            `json:"scheduler"`
+	Tunables  map[string]string `json:"tunables,omitempty"`
+	// ReadAheadKiB is the recommended read_ahead_kb; 0 when the policy
+	// does not tune read-ahead.
+	ReadAheadKiB int `json:"readAheadKiB,omitempty"`
+	// Redcap: ADA would keep the simulated REDCAP cache on.
+	Redcap bool `json:"redcap,omitempty"`
+	// GainPct is decide's predicted improvement of the switch, switch cost
+	// included (0 when not switching).
+	GainPct float64 `json:"predictedGainPct"`
+	// Reason is decide's reason (e.g. "Better", "BelowMargin") or
+	// ReasonRegressionReverted / ReasonRegressionBackoff.
+	Reason string `json:"reason,omitempty"`
+}
+
+// AppliedSetting is a setting the agent wrote.
+type AppliedSetting struct {
+	Scheduler    string            `json:"scheduler"`
+	Tunables     map[string]string `json:"tunables,omitempty"`
+	ReadAheadKiB int               `json:"readAheadKiB,omitempty"`
+	At           time.Time         `json:"at"`
+}
+
+// GuardStatus is the thrash guard's state (decide.State).
+type GuardStatus struct {
+	Changes     int  `json:"changes"`
+	QuietChecks int  `json:"quietChecks"`
+	Pinned      bool `json:"pinned"`
 }
 
 // device is the agent's state for one selected device.
@@ -97,7 +231,12 @@ type device struct {
 	sys    sysfs.Device
 	ctrl   *deviceController
 	status DeviceStatus
-	reqs   []trace.Request // collected in the current window
+	reqs   *collect // the current window's requests (collect.go); nil before Run
+
+	policy *v1alpha1.StorageTuning // the governing policy
+	key    string                  // policyKey(policy)
+	apply  bool                    // policy in Apply mode
+	target *Setting                // the last evaluated window's recommendation
 }
 
 // ErrNoDevice is returned when the policy selects no device on the host.
@@ -115,34 +254,51 @@ func Revert(hostRoot, stateDir string) ([]string, error) {
 }
 
 // Run traces, learns, simulates, decides and (in Apply mode) applies until
-// ctx is done; then, in Apply mode and unless Keep, it restores every
-// device it changed. It returns the last status.
+// ctx is done; then, in Apply mode and unless Keep (KeepIf), it restores
+// every device it changed. It returns the last status.
+//
+// At start it restores, exactly as recorded (actuate's per-device
+// Revert), every device an earlier run changed that no policy now governs
+// in Apply mode (Observe mode, or no policy).
 func Run(ctx context.Context, opt Options) (Status, error) {
 	if opt.StateDir == "" {
 		opt.StateDir = DefaultStateDir
 	}
-	spec := opt.Spec
-	apply := spec.Mode == v1alpha1.ModeApply
-	st := Status{Mode: string(spec.Mode)}
+	policies, cluster := opt.policies()
+	st := Status{}
 	act, err := actuate.New(opt.HostRoot, opt.StateDir)
 	if err != nil {
 		return st, err
 	}
 	defer act.Close()
-	if !apply {
-		// Observe mode restores anything an earlier Apply run left changed.
-		if done, err := act.RevertAll(); err != nil {
-			return st, fmt.Errorf("restore devices changed by an earlier run: %w", err)
-		} else if len(done) > 0 {
-			opt.Log.Info("observe mode: restored devices changed by an earlier run", "devices", done)
-		}
-	}
 
-	devs, err := selectDevices(opt.HostRoot, &spec)
+	sel, others, err := selectDevices(opt.HostRoot, policies, opt.NodeLabels)
 	if err != nil {
 		return st, err
 	}
-	window := spec.Evaluation.Window.Duration
+	st.Mode = runMode(policies, sel, cluster)
+	apply := st.Mode == string(v1alpha1.ModeApply)
+	if err := restoreUngoverned(act, sel, opt); err != nil {
+		if !cluster {
+			return st, fmt.Errorf("restore devices changed by an earlier run: %w", err)
+		}
+		st.Notes = append(st.Notes, "restore at start: "+err.Error())
+	}
+	if len(sel) == 0 && !cluster {
+		return st, ErrNoDevice
+	}
+	devs := make([]sysfs.Device, len(sel))
+	for i := range sel {
+		devs[i] = sel[i].sys
+	}
+	window := minWindow(sel)
+	if !cluster {
+		others = nil
+	}
+	deco := newDecorator(opt.HostRoot, others, opt.Resume)
+	if cb := opt.OnWindow; cb != nil {
+		opt.OnWindow = func(s Status) { cb(deco.decorate(s)) }
+	}
 	tr, err := tracer.New(tracer.Options{Devices: devNumbers(devs), Kind: opt.Tracer})
 	if err != nil {
 		return st, fmt.Errorf("start tracer: %w", err)
@@ -155,38 +311,66 @@ func Run(ctx context.Context, opt Options) (Status, error) {
 		st.Notes = append(st.Notes, "eBPF not used: "+info.EBPFError.Error())
 	}
 
-	ds, err := newDevices(devs, &spec, opt.StateDir, apply)
+	ds, err := newDevices(sel, opt.StateDir, opt.Resume)
 	if err != nil {
 		return st, err
+	}
+	if opt.Metrics != nil {
+		for _, name := range opt.Resume.droppedDevices(ds) {
+			opt.Metrics.ForgetDevice(name) // no longer governed: its series go
+		}
 	}
 	byDev := map[uint32]*device{}
 	for _, d := range ds {
 		byDev[d.sys.Dev] = d
 	}
 
+	// The tracer's callback only copies each device's requests into its
+	// pending buffer and signals arrived; Run's goroutine ingests them
+	// (learning online, keeping the newest MaxSimulated: collect.go).
 	var mu sync.Mutex
+	arrived := make(chan struct{}, 1)
+	for _, d := range ds {
+		d.reqs = newCollect(d.ctrl)
+	}
+	ingest := func() {
+		for _, d := range ds {
+			d.reqs.ingest(d.ctrl, &mu)
+		}
+	}
 	runErr := make(chan error, 1)
 	trCtx, stopTrace := context.WithCancel(context.Background())
 	go func() {
 		runErr <- tr.Run(trCtx, func(batch []trace.Request) {
 			mu.Lock()
-			defer mu.Unlock()
-			for _, q := range batch {
-				if d := byDev[q.Dev]; d != nil {
-					d.reqs = append(d.reqs, q)
+			for i := range batch {
+				if d := byDev[batch[i].Dev]; d != nil {
+					d.reqs.pending = append(d.reqs.pending, batch[i])
 				}
+			}
+			mu.Unlock()
+			select {
+			case arrived <- struct{}{}:
+			default:
 			}
 		})
 	}()
 	if opt.Ready != nil {
 		opt.Ready(nil)
 	}
-	opt.Log.Info("tracing", "tracer", st.Tracer, "devices", names(ds), "mode", spec.Mode, "window", window)
+	opt.Log.Info("tracing", "tracer", st.Tracer, "devices", names(ds), "mode", st.Mode, "window", window)
 
-	budget := newCPUBudget(window, int(deref(spec.Evaluation.CPUBudgetPercent, v1alpha1.DefaultCPUBudgetPercent)))
+	budget := newCPUBudget(window, cpuBudgetPct(sel))
 	ticker := time.NewTicker(window)
 	defer ticker.Stop()
 	var lastStats tracer.Stats
+	// cpuMark is the process CPU time at the end of the last window's
+	// evaluations: what the process uses between windows (the tracer's
+	// reading and ordering, online learning, GC) is charged to the CPU
+	// budget at the next window, before its evaluations, which charge
+	// their own. (The BPF programs run in the I/O's own context and are
+	// not counted.)
+	cpuMark := processCPU()
 	loop := true
 	for loop {
 		select {
@@ -195,24 +379,25 @@ func Run(ctx context.Context, opt Options) (Status, error) {
 		case err := <-runErr:
 			stopTrace()
 			return st, fmt.Errorf("tracer stopped: %w", err)
+		case <-arrived:
+			ingest()
 		case now := <-ticker.C:
-			mu.Lock()
-			batches := make([][]trace.Request, len(ds))
-			for i, d := range ds {
-				batches[i], d.reqs = d.reqs, nil
-			}
-			mu.Unlock()
+			ingest()
 			stats := tr.Stats()
 			dropped := stats.Dropped - lastStats.Dropped
 			lastStats = stats
 			budget.refill()
-			for i, d := range ds {
-				d.window(batches[i], now, budget, act, apply, opt)
+			budget.spend(processCPU() - cpuMark)
+			for _, d := range ds {
+				n := d.reqs.total
+				d.window(now, budget, act, opt)
+				d.reqs.next(d.ctrl)
 				d.status.EventsDropped, d.status.EventsLost = stats.Dropped, stats.Lost
 				if opt.Metrics != nil {
-					opt.Metrics.AddTraceEvents(d.sys.Name, st.Tracer, uint64(len(batches[i])), 0)
+					opt.Metrics.AddTraceEvents(d.sys.Name, st.Tracer, uint64(n), 0)
 				}
 			}
+			cpuMark = processCPU()
 			if opt.Metrics != nil && dropped > 0 {
 				opt.Metrics.AddTraceEvents("", st.Tracer, 0, dropped)
 			}
@@ -232,34 +417,57 @@ func Run(ctx context.Context, opt Options) (Status, error) {
 			opt.Log.Error(err, "save model", "device", d.sys.Name)
 		}
 	}
-	if apply && !opt.Keep {
-		done, err := act.RevertAll()
-		for _, d := range ds {
-			if slices.Contains(done, d.sys.Name) && opt.Metrics != nil {
-				opt.Metrics.IncRevert(d.sys.Name, metrics.RevertShutdown)
-			}
-		}
-		if err != nil {
-			return st, fmt.Errorf("restore devices at shutdown: %w", err)
-		}
-		opt.Log.Info("restored original settings", "devices", done)
-		for _, d := range ds {
-			if dev, err := sysfs.Read(opt.HostRoot, d.sys.Name); err == nil {
-				d.status.Current, d.status.ReadAheadKiB = dev.Scheduler, dev.ReadAheadKiB
-			}
-		}
-		st.Devices = statuses(ds)
+	keep := opt.Keep
+	if opt.KeepIf != nil {
+		keep = opt.KeepIf()
 	}
-	return st, nil
+	final := tr.Stats()
+	if !apply || keep {
+		opt.Resume.put(ds, true, final)
+		return deco.decorate(st), nil
+	}
+	done, err := act.RevertAll()
+	opt.Resume.put(ds, false, final)
+	for _, d := range ds {
+		if slices.Contains(done, d.sys.Name) && opt.Metrics != nil {
+			opt.Metrics.IncRevert(d.sys.Name, metrics.RevertShutdown)
+		}
+	}
+	if err != nil {
+		return deco.decorate(st), fmt.Errorf("restore devices at shutdown: %w", err)
+	}
+	opt.Log.Info("restored original settings", "devices", done)
+	for _, d := range ds {
+		if dev, err := sysfs.Read(opt.HostRoot, d.sys.Name); err == nil {
+			d.status.Current, d.status.ReadAheadKiB = dev.Scheduler, dev.ReadAheadKiB
+		}
+		d.refresh(act, opt)
+	}
+	st.Devices = statuses(ds)
+	return deco.decorate(st), nil
 }
 
-// window runs one window of one device.
-func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *actuate.Actuator, apply bool, opt Options) {
-	d.status.Requests = len(reqs)
-	d.status.TotalRequests += uint64(len(reqs))
-	d.status.Skipped, d.status.Error = "", ""
+// window runs one window of one device, then refreshes its status from
+// sysfs and the actuator's record.
+func (d *device) window(now time.Time, b *cpuBudget, act *actuate.Actuator, opt Options) {
+	d.step(now, b, act, opt)
+	d.refresh(act, opt)
+}
+
+// allowed reports whether the device may be changed now: its policy is not
+// paused and Options.MayChange allows it.
+func (d *device) allowed(opt Options) bool {
+	return !d.policy.Spec.Paused && (opt.MayChange == nil || opt.MayChange(d.sys.Name, d.policy))
+}
+
+// step evaluates one window of the device (d.reqs) and, in Apply mode,
+// acts.
+func (d *device) step(now time.Time, b *cpuBudget, act *actuate.Actuator, opt Options) {
+	d.status.Requests = d.reqs.total
+	d.status.TotalRequests += uint64(d.reqs.total)
+	d.status.Skipped, d.status.Error, d.status.ApplyError = "", "", ""
 	if !b.allow() {
-		d.ctrl.learn(reqs)
+		d.reqs.skip(d.ctrl)
 		d.status.Skipped = "over the CPU budget"
 		if opt.Metrics != nil {
 			opt.Metrics.SkipWindow(d.sys.Name, metrics.SkipCPUBudget)
@@ -267,9 +475,10 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 		return
 	}
 	prev := d.setting()
+	saved := d.ctrl.save()
 	cpu0 := processCPU()
 	t0 := time.Now()
-	rep, err := d.ctrl.step(reqs, now)
+	rep, err := d.reqs.step(d.ctrl, now)
 	wall, cpu := time.Since(t0), processCPU()-cpu0
 	b.spend(cpu)
 	d.status.ModelErrorPct = rep.ModelErrorPct
@@ -297,6 +506,11 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 	d.status.Best = r.Decision.Best
 	d.status.GainPct = r.Decision.BestImprovementPct
 	d.status.ReadAheadAdvice = r.ReadAhead.KiB
+	d.status.Candidates = topCandidates(r, v1alpha1.MaxDeviceCandidates)
+	if rep.Target != nil {
+		d.target = rep.Target
+		d.status.Recommendation = recommendationOf(rep, d.ctrl.policy.ReadAhead)
+	}
 	if opt.Metrics != nil {
 		sim := map[string]time.Duration{}
 		for _, o := range r.Outcomes {
@@ -308,7 +522,13 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 		})
 		opt.Metrics.SetThrashGuard(d.sys.Name, r.Guard.ConsecutiveChanges, r.Guard.QuietChecks, r.Guard.Pinned)
 	}
-	if !apply || rep.Action.Kind == ActionNone {
+	if !d.apply || rep.Action.Kind == ActionNone {
+		return
+	}
+	if rep.Action.Kind == ActionApply && !d.allowed(opt) {
+		// No grant (or paused): the device stays as it is, and the
+		// controller forgets the change it asked for.
+		d.ctrl.denied(saved)
 		return
 	}
 	s := rep.Action.Setting
@@ -317,10 +537,12 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 	})
 	if err != nil {
 		d.ctrl.rejected(prev)
-		d.status.Error, d.status.LastError = err.Error(), err.Error()
+		d.status.Error, d.status.LastError, d.status.ApplyError = err.Error(), err.Error(), err.Error()
 		opt.Log.Error(err, "apply", "device", d.sys.Name, "setting", s.Candidate.Name())
 		return
 	}
+	d.status.Applied = &AppliedSetting{Scheduler: s.Candidate.Scheduler, Tunables: tunablesText(s.Candidate.Tunables),
+		ReadAheadKiB: s.ReadAheadKiB, At: now}
 	var parts []string
 	if s.Candidate.Name() != prev.Candidate.Name() {
 		parts = append(parts, fmt.Sprintf("%s -> %s", prev.Candidate.Name(), s.Candidate.Name()))
@@ -336,6 +558,7 @@ func (d *device) window(reqs []trace.Request, now time.Time, b *cpuBudget, act *
 	d.status.LastChange, d.status.LastChangeWhat = now, what
 	if rep.Action.Kind == ActionRevert {
 		d.status.Reverts++
+		d.status.LastRevert = now
 		d.status.LastChangeWhat = "reverted " + what + ": " + rep.Action.Reason
 		if opt.Metrics != nil {
 			opt.Metrics.IncRevert(d.sys.Name, metrics.RevertRegression)
@@ -385,110 +608,6 @@ func deref[T any](p *T, def T) T {
 		return def
 	}
 	return *p
-}
-
-// selectDevices discovers the host's block devices and applies the
-// policy's device selector (sysfs.SelectFor: the API's rules, and loop,
-// zram and dm devices only when an include pattern names them).
-func selectDevices(hostRoot string, spec *v1alpha1.StorageTuningSpec) ([]sysfs.Device, error) {
-	all, err := sysfs.Discover(hostRoot)
-	if err != nil && len(all) == 0 {
-		return nil, fmt.Errorf("discover devices: %w", err)
-	}
-	sel := sysfs.SelectFor(all, &spec.Devices)
-	var out []sysfs.Device
-	for _, d := range sel {
-		if len(d.Schedulers) == 0 {
-			continue // no queue/scheduler (zram, most dm): nothing to tune
-		}
-		out = append(out, d)
-	}
-	if len(out) == 0 {
-		return nil, ErrNoDevice
-	}
-	return out, nil
-}
-
-// newDevices builds a controller per device: its model (loaded from the
-// state directory when one was saved for the same device, else the class
-// default) and its candidates.
-func newDevices(devs []sysfs.Device, spec *v1alpha1.StorageTuningSpec, stateDir string, apply bool) ([]*device, error) {
-	var out []*device
-	for _, sd := range devs {
-		m, loaded := loadModel(stateDir, sd)
-		cands := candidates(spec, sd)
-		def := engine.Candidate{Scheduler: string(spec.Schedulers.Default)}
-		if !slices.Contains(sd.Schedulers, def.Scheduler) {
-			def = engine.Candidate{Scheduler: sd.Scheduler}
-		}
-		if !containsCandidate(cands, def) {
-			cands = append(cands, def)
-		}
-		dcfg := decide.DefaultConfig(def.Name())
-		dcfg.MarginPct = float64(deref(spec.Evaluation.MarginPercent, v1alpha1.DefaultMarginPercent))
-		dcfg.GuardChanges = int(deref(spec.Evaluation.ThrashGuard.Changes, v1alpha1.DefaultThrashGuardChanges))
-		dcfg.QuietChecks = int(deref(spec.Evaluation.ThrashGuard.QuietChecks, v1alpha1.DefaultThrashGuardQuietChecks))
-		ra := readahead.Bounds{
-			MinKiB: int(deref(spec.ReadAhead.MinKiB, v1alpha1.DefaultReadAheadMinKiB)),
-			MaxKiB: int(deref(spec.ReadAhead.MaxKiB, v1alpha1.DefaultReadAheadMaxKiB)),
-		}
-		rot := sd.Rotational
-		eopt := engine.Options{MaxSectors: uint32(sd.MaxSectorsKB * 2), ReadAhead: ra, Rotational: &rot}
-		if spec.Cache.Enabled {
-			budget := int64(64 << 20)
-			if q := spec.Cache.MemoryBudget; q != nil {
-				budget = q.Value()
-			}
-			eopt.Cache = redcap.Config{Segments: int(max(budget/(128<<10), 1)), SegmentSectors: 256}
-			for _, c := range slices.Clone(cands) {
-				c.Cache = true
-				cands = append(cands, c)
-			}
-		}
-		p := Policy{
-			Apply:                  apply,
-			Candidates:             cands,
-			Decide:                 dcfg,
-			Engine:                 eopt,
-			ReadAhead:              deref(spec.ReadAhead.Enabled, v1alpha1.DefaultReadAheadEnabled),
-			ToleratedRegressionPct: float64(deref(spec.Rollout.ToleratedRegressionPercent, v1alpha1.DefaultToleratedRegressionPercent)),
-		}
-		cur := Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
-		ctrl, err := newDeviceController(sd.Name, m, cur, p)
-		if err != nil {
-			return nil, err
-		}
-		ctrl.calibrated = loaded // a saved model was calibrated when it was learned
-		out = append(out, &device{sys: sd, ctrl: ctrl, status: DeviceStatus{
-			Name: sd.Name, Class: sd.Class().String(), Current: sd.Scheduler, ReadAheadKiB: sd.ReadAheadKiB,
-		}})
-	}
-	return out, nil
-}
-
-// candidates lists the settings allowed by the policy that the device
-// offers: each allowed scheduler it lists in queue/scheduler, with each
-// combination of the policy's tunable values.
-func candidates(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) []engine.Candidate {
-	var out []engine.Candidate
-	for _, name := range spec.Schedulers.Candidates {
-		if !slices.Contains(sd.Schedulers, string(name)) {
-			continue
-		}
-		for _, tun := range spec.TunableCandidates(name) {
-			c := engine.Candidate{Scheduler: string(name)}
-			if len(tun) > 0 {
-				c.Tunables = sched.Tunables(tun)
-			}
-			if _, err := sched.New(c.Scheduler, c.Tunables, sched.DefaultDevice); err != nil {
-				continue // a value the model rejects (validated by the API already)
-			}
-			if !containsCandidate(out, c) {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
 }
 
 func containsCandidate(cs []engine.Candidate, c engine.Candidate) bool {

@@ -46,7 +46,7 @@ type Policy struct {
 	VerifyWindows          int
 	ToleratedRegressionPct float64
 	// Backoff is how long a switch that regressed is not retried
-	// (default 30 min).
+	// (default RegressionBackoff).
 	Backoff time.Duration
 	// MinRequests is the fewest completed requests a window needs to be
 	// evaluated (default 100): a nearly idle window says nothing.
@@ -59,6 +59,19 @@ type Policy struct {
 	MaxSimulated int
 }
 
+// RegressionBackoff is how long, by default, a switch whose verification
+// measured a regression is not retried (Policy.Backoff); while it lasts
+// the node reports Degraded (NodeStorageState lastRevertTime).
+const RegressionBackoff = 30 * time.Minute
+
+// Recommendation reasons that are not decide's: the window's verification
+// reverted the last change, or the decided switch regressed before and is
+// in its back-off.
+const (
+	ReasonRegressionReverted = "RegressionReverted"
+	ReasonRegressionBackoff  = "RegressionBackoff"
+)
+
 func (p *Policy) withDefaults() Policy {
 	q := *p
 	if q.VerifyWindows <= 0 {
@@ -68,7 +81,7 @@ func (p *Policy) withDefaults() Policy {
 		q.ToleratedRegressionPct = 5
 	}
 	if q.Backoff <= 0 {
-		q.Backoff = 30 * time.Minute
+		q.Backoff = RegressionBackoff
 	}
 	if q.MinRequests <= 0 {
 		q.MinRequests = 100
@@ -128,6 +141,13 @@ type WindowReport struct {
 	Action Action
 	// Verifying is the number of windows left to verify the last change.
 	Verifying int
+	// Target is the setting the controller recommends after this window,
+	// in Observe mode too (the current setting when it recommends no
+	// change); nil when the window was not evaluated. Reason is the rule
+	// that settled it: decide's reason, ReasonRegressionReverted or
+	// ReasonRegressionBackoff.
+	Target *Setting
+	Reason string
 }
 
 // deviceController is the per-device state carried between windows.
@@ -183,42 +203,13 @@ func newDeviceController(name string, m *model.Model, current Setting, p Policy)
 
 // learn predicts then learns every measured request of the window in
 // dispatch order and returns the real and predicted totals and the model
-// error.
+// error. The agent learns a window online instead, as its requests arrive
+// (collect.go: windowLearner, the same computation).
 func (c *deviceController) learn(reqs []trace.Request) (realNs, predNs int64, errPct float64) {
-	order := make([]int, 0, len(reqs))
-	for i := range reqs {
-		if reqs[i].HasService() {
-			order = append(order, i)
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		return cmpInt64(reqs[a].Dispatch, reqs[b].Dispatch)
-	})
-	var groupErrs []float64
-	var gReal, gPred int64
-	n := 0
-	for _, i := range order {
-		q := &reqs[i]
-		svc := q.ServiceTime()
-		p := c.disk.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
-		realNs += svc
-		predNs += p
-		gReal += svc
-		gPred += p
-		n++
-		if n == 1000 {
-			groupErrs = append(groupErrs, pctErr(gPred, gReal))
-			gReal, gPred, n = 0, 0, 0
-		}
-	}
-	if n > 0 && (len(groupErrs) == 0 || n >= 500) {
-		groupErrs = append(groupErrs, pctErr(gPred, gReal))
-	}
-	if len(groupErrs) > 0 {
-		slices.Sort(groupErrs)
-		errPct = groupErrs[len(groupErrs)/2]
-	}
-	return realNs, predNs, errPct
+	var l windowLearner
+	l.observe(c.disk, reqs)
+	r := l.result()
+	return r.realNs, r.predNs, r.errPct
 }
 
 func pctErr(pred, real int64) float64 {
@@ -328,15 +319,26 @@ func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast i
 	return misses, fast
 }
 
-// step processes one window recorded on the device at time now.
+// step processes one window recorded on the device at time now: it
+// calibrates (until done), learns every request, then evaluates.
 func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowReport, error) {
-	rep := WindowReport{Device: c.name, Start: now, Requests: len(reqs)}
 	if !c.calibrated {
 		c.calibrate(reqs)
 	}
-	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = c.learn(reqs)
-	if len(reqs) < c.policy.MinRequests {
-		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", len(reqs), c.policy.MinRequests)
+	l := learned{requests: len(reqs)}
+	l.realNs, l.predNs, l.errPct = c.learn(reqs)
+	return c.evaluate(reqs, l, now)
+}
+
+// evaluate processes a window whose requests were learned already (l, and
+// l.requests of them in all): reqs are its newest requests, at least the
+// newest MaxSimulated, in arrival order (the agent keeps no more:
+// collect.go).
+func (c *deviceController) evaluate(reqs []trace.Request, l learned, now time.Time) (WindowReport, error) {
+	rep := WindowReport{Device: c.name, Start: now, Requests: l.requests}
+	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
+	if l.requests < c.policy.MinRequests {
+		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil
 	}
 	simReqs := reqs
@@ -354,6 +356,12 @@ func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowRepo
 		return rep, fmt.Errorf("%s: window: %w", c.name, err)
 	}
 	opt := c.policy.Engine
+	if opt.Parallel == 0 {
+		// The agent stays in the background: one candidate at a time, so
+		// an evaluation never takes more than one core (and allocates one
+		// candidate's per-request state at a time).
+		opt.Parallel = 1
+	}
 	opt.Model = c.model.Clone()
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide
@@ -383,6 +391,8 @@ func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowRepo
 					100*(float64(v.realNs)/v.prevNs-1), c.policy.ToleratedRegressionPct)}
 				c.current = v.previous
 				c.guard = er.Guard
+				prev := v.previous
+				rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 				return rep, nil
 			}
 		}
@@ -392,12 +402,20 @@ func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowRepo
 		c.bias = 0.7*c.bias + 0.3*r
 	}
 
-	c.guard = er.Guard
+	// In Observe mode a predicted switch is not made, so it does not count
+	// towards the thrash guard (DADS §4.2 counts changes): the
+	// recommendation stays the best candidate instead of the pinned
+	// default after a few windows.
+	if c.policy.Apply || !er.Decision.Switch {
+		c.guard = er.Guard
+	}
 	target := c.current
 	d := er.Decision
+	rep.Reason = string(d.Reason)
 	if d.Switch {
 		if until, ok := c.backoff[d.Target]; ok && now.Before(until) {
 			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
+			rep.Reason = ReasonRegressionBackoff
 		} else {
 			target.Candidate = candidateByName(er, d.Target)
 		}
@@ -408,6 +426,7 @@ func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowRepo
 		}
 		c.raAdvice = er.ReadAhead.KiB
 	}
+	rep.Target = &target
 	if !c.policy.Apply || sameSetting(target, c.current) {
 		return rep, nil
 	}
@@ -418,6 +437,31 @@ func (c *deviceController) step(reqs []trace.Request, now time.Time) (WindowRepo
 	}
 	c.current = target
 	return rep, nil
+}
+
+// ctrlState is the part of a controller's state a window may change when
+// it asks for a change: what denied puts back.
+type ctrlState struct {
+	current Setting
+	guard   decide.State
+	verify  *verification
+}
+
+func (c *deviceController) save() ctrlState {
+	return ctrlState{current: c.current, guard: c.guard, verify: c.verify}
+}
+
+// denied tells the controller that its last ActionApply was not allowed
+// (no grant, or the policy is paused): the device did not change, so the
+// setting, the verification in progress and the thrash guard are as
+// before the window (a change not made does not count towards the guard;
+// the verification keeps this window's measurements, accumulated in
+// place).
+func (c *deviceController) denied(s ctrlState) {
+	c.current, c.guard, c.verify = s.current, s.guard, nil
+	if s.verify != nil && s.verify.left > 0 {
+		c.verify = s.verify // still verifying (step counted this window)
+	}
 }
 
 // rejected tells the controller that the agent could not apply its last

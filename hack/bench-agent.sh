@@ -3,7 +3,9 @@
 # real loop device (as root).
 #
 # It creates its own 2 GiB file (filled with data, so reads reach the disk)
-# and a loop device over it with direct I/O, and touches no other device.
+# and a loop device over it with direct I/O, and touches no other device;
+# it sets that device's scheduler to BENCH_SCHEDULER (a detached loop
+# device keeps the settings its last user left) and puts it back at exit.
 # fio runs 4 KiB random reads on the loop device (O_DIRECT, libaio,
 # BENCH_NUMJOBS jobs × BENCH_IODEPTH); each run ramps for 4 s (not
 # measured) and then measures IOPS for BENCH_RUNTIME seconds. Runs
@@ -17,13 +19,24 @@
 # CPU (utime+stime from /proc/PID/stat, in % of one core) and the part of it
 # spent evaluating windows (shadowtune_agent_evaluation_cpu_seconds_total,
 # scraped from its /metrics), and, just before stopping it, its peak RSS
-# (VmHWM). It prints every pair, the medians, the per-pair and median
+# (VmHWM, with the anonymous and file-backed parts of RSS then: the file
+# part is mostly the binary's own pages and the BPF ring buffer, which is
+# mapped twice). It prints every pair, the medians, the per-pair and median
 # with/without IOPS ratio, and the targets: IOPS at most 2 % lower, peak RSS
 # at most 100 MiB. Per run it also records how busy the machine was: its
 # total CPU use, the I/O on the disk under the file that was not ours, and
 # the CPU used by other people's processes; a pair where others did more
 # than 5 % of our I/O or used more than 5 % of a core is marked (*) and the
 # median ratio is also given over the unmarked ("quiet") pairs.
+#
+# The BPF programs run in the context of the I/O itself (fio, the loop
+# worker, interrupts), so their cost is not in the agent's CPU. Unless
+# BENCH_BPF_STATS=0, one more run with the agent (not in the ratios)
+# measures it: with the kernel's BPF run-time statistics on for that run
+# only (BPF_ENABLE_STATS, held by a helper process; they cost every BPF
+# program on the host two clock reads per run while on), it reads
+# run_time_ns of the agent's programs from /proc/PID/fdinfo and reports it
+# per traced request and in % of one core, with the agent's CPU added.
 #
 # It exits non-zero only when the set-up fails (not root, no fio, no loop
 # device, the agent does not start); a missed target is reported, not fatal.
@@ -36,6 +49,8 @@
 #   "nice -n 19", "chrt --idle 0", "taskset -c 1"; GOMAXPROCS etc. pass
 #   through the environment)
 #   BENCH_DIR=/var/tmp (where the 2 GiB file goes; must be a real disk)
+#   BENCH_SCHEDULER=none (the loop device's scheduler during the runs)
+#   BENCH_BPF_STATS=1 (0: no run measuring the BPF programs' cost)
 #   BENCH_KEEP=DIR (copy every fio/agent output and log there)
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [PAIRS]}
@@ -46,6 +61,8 @@ numjobs=${BENCH_NUMJOBS:-2}
 budget=${BENCH_CPU_BUDGET:-10}
 tracer=${BENCH_TRACER:-ebpf}
 window=${BENCH_WINDOW:-5} # s, the policy's evaluation window
+scheduler=${BENCH_SCHEDULER:-none}
+bpf_stats=${BENCH_BPF_STATS:-1}
 # fio's ramp (s, not measured). fio starts about 0.2 s after the agent
 # starts tracing, so with 5 s windows the measured interval runs from about
 # 4.2 s to 14.2 s of the agent's life: it holds the evaluations of its first
@@ -72,10 +89,14 @@ tmp=$(mktemp -d "${BENCH_DIR:-/var/tmp}/shadowtune-bench-agent.XXXXXX")
 loop=""
 agent_pid=""
 fio_pid=""
+stats_pid=""
+sched0=""
 cleanup() {
 	set +e
 	[[ -n $fio_pid ]] && kill "$fio_pid" 2>/dev/null && wait "$fio_pid" 2>/dev/null
 	[[ -n $agent_pid ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
+	[[ -n $stats_pid ]] && kill "$stats_pid" 2>/dev/null && wait "$stats_pid" 2>/dev/null
+	[[ -n $sched0 ]] && echo "$sched0" >"/sys/block/$name/queue/scheduler"
 	[[ -n $loop ]] && losetup -d "$loop"
 	[[ -n ${BENCH_KEEP:-} ]] && mkdir -p "$BENCH_KEEP" && cp "$tmp"/*.json "$tmp"/*.log "$tmp"/*.prom "$tmp"/*.env "$BENCH_KEEP"/ 2>/dev/null
 	rm -rf "$tmp"
@@ -93,6 +114,11 @@ name=$(basename "$loop")
 	die "$loop is not backed by $img; refusing to touch it"
 dio=$(cat "/sys/block/$name/loop/dio" 2>/dev/null || echo "?")
 [[ $dio == 1 ]] || echo "bench-agent: warning: $loop has direct I/O off (dio=$dio): reads may hit the page cache" >&2
+cur_sched=$(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler")
+if [[ $cur_sched != "$scheduler" ]]; then
+	sched0=$cur_sched
+	echo "$scheduler" >"/sys/block/$name/queue/scheduler" || die "cannot set $name's scheduler to $scheduler"
+fi
 
 # The disk under the file, whose I/O count shows other people's load on it.
 disk_dev=$(stat -c '%Hd:%Ld' "$img")
@@ -155,6 +181,50 @@ except Exception as e:
 PY
 }
 
+# prog_stats PID: "run_time_ns run_cnt" summed over the BPF programs PID
+# holds (their fdinfo; the counts grow only while statistics are on).
+prog_stats() {
+	local f n c ns=0 runs=0
+	for f in /proc/"$1"/fd/*; do
+		[[ $(readlink "$f" 2>/dev/null) == anon_inode:bpf-prog ]] || continue
+		read -r n c < <(awk '/^run_time_ns:/{t=$2} /^run_cnt:/{c=$2} END{print t+0, c+0}' "/proc/$1/fdinfo/${f##*/}")
+		ns=$((ns + n)) runs=$((runs + c))
+	done
+	echo "$ns $runs"
+}
+# stats_on: BPF run-time statistics on until stats_off (a helper holds the
+# BPF_ENABLE_STATS file descriptor; closing it turns them off).
+stats_on() {
+	python3 -c '
+import ctypes, os, platform, signal
+nr = {"x86_64": 321, "aarch64": 280, "ppc64le": 361, "s390x": 351}.get(platform.machine())
+libc = ctypes.CDLL(None, use_errno=True)
+attr = ctypes.create_string_buffer(8)  # union bpf_attr: enable_stats.type = BPF_STATS_RUN_TIME (0)
+fd = libc.syscall(nr, 32, attr, 4) if nr else -1  # BPF_ENABLE_STATS
+print("on" if fd >= 0 else "error: " + os.strerror(ctypes.get_errno()) if nr else "error: unknown syscall number", flush=True)
+while fd >= 0:
+    signal.pause()  # until killed
+' >"$tmp/stats.out" 2>&1 &
+	stats_pid=$!
+	local i
+	for ((i = 0; i < 50; i++)); do
+		[[ -s $tmp/stats.out ]] && break
+		sleep 0.1
+	done
+	if [[ $(cat "$tmp/stats.out") != on ]]; then
+		echo "bench-agent: no BPF statistics: $(cat "$tmp/stats.out")" >&2
+		stats_off
+		return 1
+	fi
+}
+stats_off() {
+	if [[ -n $stats_pid ]]; then
+		kill "$stats_pid" 2>/dev/null
+		wait "$stats_pid" 2>/dev/null || true # killed
+	fi
+	stats_pid=""
+}
+
 # run_fio TAG: one fio run; writes TAG.json (fio) and TAG.env (context).
 run_fio() {
 	local tag=$1
@@ -171,6 +241,7 @@ run_fio() {
 		local c0 t0 c1 t1
 		c0=$(cpu_ticks "$agent_pid")
 		t0=$(date +%s.%N)
+		[[ -n $stats_pid ]] && prog_stats "$agent_pid" >"$tmp/$tag.bpf0"
 		scrape "$addr" "$tmp/$tag.start.prom"
 	fi
 	wait "$fio_pid" || die "fio failed ($tag)"
@@ -178,6 +249,7 @@ run_fio() {
 	if [[ -n $agent_pid ]]; then
 		c1=$(cpu_ticks "$agent_pid")
 		t1=$(date +%s.%N)
+		[[ -n $stats_pid ]] && prog_stats "$agent_pid" >"$tmp/$tag.bpf1"
 		scrape "$addr" "$tmp/$tag.end.prom"
 		{
 			echo "agent_cpu_ticks=$((c1 - c0))"
@@ -216,13 +288,13 @@ start_agent() {
 
 stop_agent() {
 	local tag=$1
-	awk '/^VmHWM|^VmRSS/{gsub(":", ""); print $1 "_kib=" $2}' "/proc/$agent_pid/status" >>"$tmp/$tag.env"
+	awk '/^VmHWM|^VmRSS|^RssAnon|^RssFile/{gsub(":", ""); print $1 "_kib=" $2}' "/proc/$agent_pid/status" >>"$tmp/$tag.env"
 	kill -TERM "$agent_pid"
 	wait "$agent_pid" || echo "bench-agent: warning: the agent exited with status $? (see its log)" >&2
 	agent_pid=""
 }
 
-echo "== $loop over $img (2 GiB, dio=$dio, scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler"))"
+echo "== $loop over $img (2 GiB, dio=$dio, scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler")${sched0:+, was $sched0})"
 echo "== fio randread 4 KiB, direct, libaio, ${numjobs} jobs × iodepth ${iodepth}; ramp ${ramp} s + ${runtime} s measured; $pairs pairs (off, on)"
 echo "== agent: ${wrap[*]}${wrap[*]:+ }$bin run (Observe, only $name, window ${window}s, cpuBudgetPercent $budget, tracer $tracer)${GOMAXPROCS:+ GOMAXPROCS=$GOMAXPROCS}${GOGC:+ GOGC=$GOGC}${GOMEMLIMIT:+ GOMEMLIMIT=$GOMEMLIMIT}"
 run_fio warmup >/dev/null # brings the file into whatever caches lie below the guest; not counted
@@ -233,8 +305,15 @@ for ((p = 1; p <= pairs; p++)); do
 	stop_agent "on.$p"
 	printf '   pair %d done\n' "$p"
 done
+if [[ $bpf_stats != 0 ]] && stats_on; then
+	start_agent bpf
+	run_fio bpf
+	stop_agent bpf
+	stats_off
+	echo "   BPF statistics run done"
+fi
 
-python3 - "$tmp" "$pairs" "$runtime" "$disk_name" <<'PY'
+BENCH_BIN=$bin python3 - "$tmp" "$pairs" "$runtime" "$disk_name" <<'PY'
 import json, os, statistics as st, sys
 tmp, pairs, runtime, disk = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 
@@ -285,6 +364,7 @@ for p in range(1, pairs + 1):
         eval_cpu=100 * delta("shadowtune_agent_evaluation_cpu_seconds_total") / secs if m1 else float("nan"),
         evals=delta("shadowtune_agent_evaluation_duration_seconds_count"),
         gcs=delta("go_gc_duration_seconds_count"), hwm=e_on["VmHWM_kib"] / 1024,
+        anon=e_on.get("RssAnon_kib", float("nan")) / 1024, file=e_on.get("RssFile_kib", float("nan")) / 1024,
         windows=rep.get("windows", 0), total=dev.get("totalRequests", 0), dropped=dev.get("eventsDropped", 0),
         skipped=skipped,
         tracer=rep.get("tracer", "?"), err=dev.get("error", ""),
@@ -334,7 +414,9 @@ print(f"agent CPU over the measured {runtime:.0f} s: median {med('cpu'):.1f}% of
       f"{med('evals'):.0f} evaluations and {med('gcs'):.0f} GC cycles per measured interval")
 hw = [r["hwm"] for r in rows]
 print(f"agent peak RSS (VmHWM): median {st.median(hw):.1f} MiB, max {max(hw):.1f} MiB "
-      f"(target at most 100 MiB: {'met' if max(hw) <= 100 else 'MISSED'})")
+      f"(target at most 100 MiB: {'met' if max(hw) <= 100 else 'MISSED'}); RSS at the end: "
+      f"{med('anon'):.1f} MiB anonymous + {med('file'):.1f} MiB file-backed (binary, BPF ring buffer) "
+      f"(binary {os.path.getsize(os.environ['BENCH_BIN']) / 2**20:.0f} MiB)")
 sk = {}
 for r in rows:
     for k, v in r["skipped"].items():
@@ -349,4 +431,15 @@ print(f"noise: host CPU busy median {med('busy_off'):.0f}% (off) / {med('busy_on
       f"{len(rows) - len(quiet)} of {len(rows)} pairs disturbed (*: other I/O on {disk} above 5% of ours, "
       f"or other processes above 5% of one core); other fio processes at run starts: "
       f"{sorted({r['fio_off'] for r in rows} | {r['fio_on'] for r in rows})}")
+bpf0, bpf1 = os.path.join(tmp, "bpf.bpf0"), os.path.join(tmp, "bpf.bpf1")
+if os.path.exists(bpf1):
+    (ns0, runs0), (ns1, runs1) = (map(int, open(f).read().split()) for f in (bpf0, bpf1))
+    e = env("bpf")
+    iops, _ = fio("bpf")
+    n = iops * runtime
+    cpu = 100 * e["agent_cpu_ticks"] / e["clk_tck"] / e["agent_interval_s"]
+    bpf = 100 * (ns1 - ns0) / 1e9 / e["agent_interval_s"]
+    print(f"BPF programs (one more run, statistics on, {iops:,.0f} IOPS): {(ns1 - ns0) / n:.0f} ns per traced request "
+          f"({(runs1 - runs0) / n:.1f} program runs each, every disk's events included), {bpf:.1f}% of one core; "
+          f"with the agent's {cpu:.1f}%: {bpf + cpu:.1f}% of one core")
 PY

@@ -280,6 +280,31 @@ func (a *Actuator) Originals() map[string]Original {
 	return out
 }
 
+// Original returns a copy of the record of dev (its state before
+// shadowtune's first change) and true, or false when dev has no record
+// (it has its original settings).
+func (a *Actuator) Original(dev string) (Original, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	o, ok := a.records[dev]
+	if !ok {
+		return Original{}, false
+	}
+	return o.clone(), true
+}
+
+// Read returns dev's current State as Revert would compare it: the
+// scheduler, its writable tunables, the queue attributes a switch resets
+// and read-ahead. It writes nothing.
+func (a *Actuator) Read(dev string) (State, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !validAttrName(dev) {
+		return State{}, fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)
+	}
+	return a.readState(dev)
+}
+
 // Interrupted returns, sorted, the devices with a change that did not
 // finish (a crash during Apply, or a failed rollback). Revert them, or
 // Apply again: Apply first puts such a device back as it was before the

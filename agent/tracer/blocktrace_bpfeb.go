@@ -16,17 +16,16 @@ import (
 type blocktraceCounter uint32
 
 const (
-	blocktraceCounterCNT_EMITTED  blocktraceCounter = 0
-	blocktraceCounterCNT_DROPPED  blocktraceCounter = 1
-	blocktraceCounterCNT_ORPHAN   blocktraceCounter = 2
-	blocktraceCounterCNT_SKIPPED  blocktraceCounter = 3
-	blocktraceCounterCNT_REQUEUE  blocktraceCounter = 4
-	blocktraceCounterCNT_PARTIAL  blocktraceCounter = 5
-	blocktraceCounterCNT_MAPFULL  blocktraceCounter = 6
-	blocktraceCounterCNT_ERROR    blocktraceCounter = 7
-	blocktraceCounterCNT_UNISSUED blocktraceCounter = 8
-	blocktraceCounterCNT_MISSED   blocktraceCounter = 9
-	blocktraceCounterCNT_MAX      blocktraceCounter = 10
+	blocktraceCounterCNT_DROPPED  blocktraceCounter = 0
+	blocktraceCounterCNT_ORPHAN   blocktraceCounter = 1
+	blocktraceCounterCNT_SKIPPED  blocktraceCounter = 2
+	blocktraceCounterCNT_REQUEUE  blocktraceCounter = 3
+	blocktraceCounterCNT_PARTIAL  blocktraceCounter = 4
+	blocktraceCounterCNT_MAPFULL  blocktraceCounter = 5
+	blocktraceCounterCNT_ERROR    blocktraceCounter = 6
+	blocktraceCounterCNT_UNISSUED blocktraceCounter = 7
+	blocktraceCounterCNT_MISSED   blocktraceCounter = 8
+	blocktraceCounterCNT_MAX      blocktraceCounter = 9
 )
 
 type blocktraceEvent struct {
@@ -73,24 +72,25 @@ type blocktraceInflightReq struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	blocktraceMapCounters          = "counters"
-	blocktraceMapDevices           = "devices"
-	blocktraceMapEvents            = "events"
-	blocktraceMapFlushwait         = "flushwait"
-	blocktraceMapInflight          = "inflight"
-	blocktraceProgBlockIoStart     = "block_io_start"
-	blocktraceProgBlockRqComplete  = "block_rq_complete"
-	blocktraceProgBlockRqComplete2 = "block_rq_complete2"
-	blocktraceProgBlockRqInsert    = "block_rq_insert"
-	blocktraceProgBlockRqIssue     = "block_rq_issue"
-	blocktraceProgBlockRqMerge     = "block_rq_merge"
-	blocktraceProgBlockRqRequeue   = "block_rq_requeue"
-	blocktraceProgReap             = "reap"
-	blocktraceVarReapAfterNs       = "reap_after_ns"
-	blocktraceVarUnusedCounter     = "unused_counter"
-	blocktraceVarUnusedEvent       = "unused_event"
-	blocktraceVarUnusedInflight    = "unused_inflight"
-	blocktraceVarWakeupBytes       = "wakeup_bytes"
+	blocktraceMapCounters         = "counters"
+	blocktraceMapDevices          = "devices"
+	blocktraceMapEvents           = "events"
+	blocktraceMapFlushwait        = "flushwait"
+	blocktraceMapInflight         = "inflight"
+	blocktraceProgBlockIoStart    = "block_io_start"
+	blocktraceProgBlockRqComplete = "block_rq_complete"
+	blocktraceProgBlockRqInsert   = "block_rq_insert"
+	blocktraceProgBlockRqIssue    = "block_rq_issue"
+	blocktraceProgBlockRqMerge    = "block_rq_merge"
+	blocktraceProgBlockRqRequeue  = "block_rq_requeue"
+	blocktraceProgReap            = "reap"
+	blocktraceVarFastDevs         = "fast_devs"
+	blocktraceVarFastMany         = "fast_many"
+	blocktraceVarReapAfterNs      = "reap_after_ns"
+	blocktraceVarUnusedCounter    = "unused_counter"
+	blocktraceVarUnusedEvent      = "unused_event"
+	blocktraceVarUnusedInflight   = "unused_inflight"
+	blocktraceVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadBlocktrace returns the embedded CollectionSpec for blocktrace.
@@ -135,14 +135,13 @@ type blocktraceSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type blocktraceProgramSpecs struct {
-	BlockIoStart     *ebpf.ProgramSpec `ebpf:"block_io_start"`
-	BlockRqComplete  *ebpf.ProgramSpec `ebpf:"block_rq_complete"`
-	BlockRqComplete2 *ebpf.ProgramSpec `ebpf:"block_rq_complete2"`
-	BlockRqInsert    *ebpf.ProgramSpec `ebpf:"block_rq_insert"`
-	BlockRqIssue     *ebpf.ProgramSpec `ebpf:"block_rq_issue"`
-	BlockRqMerge     *ebpf.ProgramSpec `ebpf:"block_rq_merge"`
-	BlockRqRequeue   *ebpf.ProgramSpec `ebpf:"block_rq_requeue"`
-	Reap             *ebpf.ProgramSpec `ebpf:"reap"`
+	BlockIoStart    *ebpf.ProgramSpec `ebpf:"block_io_start"`
+	BlockRqComplete *ebpf.ProgramSpec `ebpf:"block_rq_complete"`
+	BlockRqInsert   *ebpf.ProgramSpec `ebpf:"block_rq_insert"`
+	BlockRqIssue    *ebpf.ProgramSpec `ebpf:"block_rq_issue"`
+	BlockRqMerge    *ebpf.ProgramSpec `ebpf:"block_rq_merge"`
+	BlockRqRequeue  *ebpf.ProgramSpec `ebpf:"block_rq_requeue"`
+	Reap            *ebpf.ProgramSpec `ebpf:"reap"`
 }
 
 // blocktraceMapSpecs contains maps before they are loaded into the kernel.
@@ -160,6 +159,8 @@ type blocktraceMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type blocktraceVariableSpecs struct {
+	FastDevs       *ebpf.VariableSpec `ebpf:"fast_devs"`
+	FastMany       *ebpf.VariableSpec `ebpf:"fast_many"`
 	ReapAfterNs    *ebpf.VariableSpec `ebpf:"reap_after_ns"`
 	UnusedCounter  *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -208,6 +209,8 @@ func (m *blocktraceMaps) Close() error {
 //
 // It can be passed to loadBlocktraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type blocktraceVariables struct {
+	FastDevs       *ebpf.Variable `ebpf:"fast_devs"`
+	FastMany       *ebpf.Variable `ebpf:"fast_many"`
 	ReapAfterNs    *ebpf.Variable `ebpf:"reap_after_ns"`
 	UnusedCounter  *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
@@ -219,21 +222,19 @@ type blocktraceVariables struct {
 //
 // It can be passed to loadBlocktraceObjects or ebpf.CollectionSpec.LoadAndAssign.
 type blocktracePrograms struct {
-	BlockIoStart     *ebpf.Program `ebpf:"block_io_start"`
-	BlockRqComplete  *ebpf.Program `ebpf:"block_rq_complete"`
-	BlockRqComplete2 *ebpf.Program `ebpf:"block_rq_complete2"`
-	BlockRqInsert    *ebpf.Program `ebpf:"block_rq_insert"`
-	BlockRqIssue     *ebpf.Program `ebpf:"block_rq_issue"`
-	BlockRqMerge     *ebpf.Program `ebpf:"block_rq_merge"`
-	BlockRqRequeue   *ebpf.Program `ebpf:"block_rq_requeue"`
-	Reap             *ebpf.Program `ebpf:"reap"`
+	BlockIoStart    *ebpf.Program `ebpf:"block_io_start"`
+	BlockRqComplete *ebpf.Program `ebpf:"block_rq_complete"`
+	BlockRqInsert   *ebpf.Program `ebpf:"block_rq_insert"`
+	BlockRqIssue    *ebpf.Program `ebpf:"block_rq_issue"`
+	BlockRqMerge    *ebpf.Program `ebpf:"block_rq_merge"`
+	BlockRqRequeue  *ebpf.Program `ebpf:"block_rq_requeue"`
+	Reap            *ebpf.Program `ebpf:"reap"`
 }
 
 func (p *blocktracePrograms) Close() error {
 	return _BlocktraceClose(
 		p.BlockIoStart,
 		p.BlockRqComplete,
-		p.BlockRqComplete2,
 		p.BlockRqInsert,
 		p.BlockRqIssue,
 		p.BlockRqMerge,

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -47,10 +48,15 @@ type ebpfTracer struct {
 	reap  *ebpf.Program // nil if the kernel cannot run it
 	notes []string
 
-	mu      sync.Mutex // guards col, curDevs, lostGC
-	col     collector
+	// fastDevs and fastMany are the programs' device filter (fast_devs,
+	// fast_many in bpf/blocktrace.c).
+	fastDevs, fastMany *ebpf.Variable
+
+	col    collector     // used by Run's goroutine only (its counters are atomic)
+	lostGC atomic.Uint64 // abandoned after StaleAfter
+
+	mu      sync.Mutex // guards curDevs
 	curDevs map[uint32]bool
-	lostGC  uint64
 
 	run runState
 }
@@ -155,6 +161,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	t.infl = coll.Maps[blocktraceMapInflight]
 	t.cnts = coll.Maps[blocktraceMapCounters]
 	t.reap = coll.Programs[blocktraceProgReap]
+	t.fastDevs, t.fastMany = coll.Variables[blocktraceVarFastDevs], coll.Variables[blocktraceVarFastMany]
 	fail := func(err error) (*ebpfTracer, error) {
 		_ = t.release()
 		return nil, err
@@ -169,11 +176,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	// Attach the completion side first, so that no request is seen
 	// starting without its completion being watched.
 	for _, name := range []string{
-		// block_rq_complete before block_rq_complete2: tracepoint probes
-		// run in the order they were attached, and only the first counts
-		// orphans.
-		blocktraceProgBlockRqComplete, blocktraceProgBlockRqComplete2,
-		blocktraceProgBlockRqMerge, blocktraceProgBlockRqRequeue,
+		blocktraceProgBlockRqComplete, blocktraceProgBlockRqMerge, blocktraceProgBlockRqRequeue,
 		blocktraceProgBlockRqIssue, blocktraceProgBlockRqInsert, blocktraceProgBlockIoStart,
 	} {
 		prog := coll.Programs[name]
@@ -222,8 +225,26 @@ func (t *ebpfTracer) SetDevices(devs []uint32) error {
 			delete(t.curDevs, d)
 		}
 	}
-	return nil
+	// The programs compare up to fastDevs disks in a global array and look
+	// the others up in the map (kept complete above), once fast_many says
+	// so.
+	if len(want) > fastDevs {
+		return t.fastMany.Set(uint32(1))
+	}
+	var fast [fastDevs]uint32
+	i := 0
+	for d := range want {
+		fast[i] = d
+		i++
+	}
+	if err := t.fastDevs.Set(fast); err != nil {
+		return fmt.Errorf("select devices: %w", err)
+	}
+	return t.fastMany.Set(uint32(0))
 }
+
+// fastDevs is FAST_DEVS in bpf/blocktrace.c.
+const fastDevs = 8
 
 func (t *ebpfTracer) Stats() Stats {
 	var s Stats
@@ -247,11 +268,9 @@ func (t *ebpfTracer) Stats() Stats {
 		s.Lost = get(blocktraceCounterCNT_MAPFULL) + get(blocktraceCounterCNT_MISSED)
 		s.Unissued = get(blocktraceCounterCNT_UNISSUED)
 	}
-	t.mu.Lock()
-	s.Events = t.col.events
-	s.Lost += t.col.lost + t.lostGC
-	s.Errors = t.col.errors
-	t.mu.Unlock()
+	s.Events = t.col.events.Load()
+	s.Lost += t.col.lost.Load() + t.lostGC.Load()
+	s.Errors = t.col.errors.Load()
 	return s
 }
 
@@ -320,9 +339,7 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 
 // deliver releases the requests arrived by frontier to out.
 func (t *ebpfTracer) deliver(out func([]trace.Request), frontier int64) {
-	t.mu.Lock()
 	batch := t.col.release(frontier)
-	t.mu.Unlock()
 	if len(batch) > 0 {
 		out(batch)
 	}
@@ -346,9 +363,7 @@ func (t *ebpfTracer) handle(b []byte) {
 		flags:    trace.Flags(b[47]),
 		failed:   ne.Uint32(b[48:]) != 0,
 	}
-	t.mu.Lock()
 	t.col.add(r)
-	t.mu.Unlock()
 }
 
 // scan walks the in-flight map: it abandons requests older than StaleAfter
@@ -386,9 +401,7 @@ func (t *ebpfTracer) scan(now int64) int64 {
 	}
 	for _, k := range drop {
 		if t.infl.Delete(k) == nil {
-			t.mu.Lock()
-			t.lostGC++
-			t.mu.Unlock()
+			t.lostGC.Add(1)
 		}
 	}
 	return oldest

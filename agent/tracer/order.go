@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
 
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -22,15 +23,17 @@ type raw struct {
 }
 
 // collector converts completed requests to trace time and releases them in
-// non-decreasing Arrival order. It is not safe for concurrent use.
+// non-decreasing Arrival order. It is not safe for concurrent use, except
+// that its counters may be read at any time.
 type collector struct {
 	base     int64      // CLOCK_MONOTONIC ns of trace time 0
 	held     []heldItem // unordered until release sorts it
+	out      []trace.Request
 	seq      uint64
 	last     int64 // Arrival of the last released request
 	released bool
 
-	events, lost, errors uint64
+	events, lost, errors atomic.Uint64
 }
 
 type heldItem struct {
@@ -74,11 +77,11 @@ func (c *collector) add(r raw) {
 		q.Complete = q.Dispatch
 	}
 	if q.Arrival < 0 || (c.released && q.Arrival < c.last) || q.Validate() != nil {
-		c.lost++
+		c.lost.Add(1)
 		return
 	}
 	if r.failed {
-		c.errors++
+		c.errors.Add(1)
 	}
 	c.seq++
 	c.held = append(c.held, heldItem{q, c.seq})
@@ -86,7 +89,8 @@ func (c *collector) add(r raw) {
 
 // release returns, in Arrival order, the held requests that arrived at or
 // before frontier (absolute CLOCK_MONOTONIC ns); math.MaxInt64 releases
-// all. It returns nil if there is none.
+// all. It returns nil if there is none. The slice is reused by the next
+// call.
 func (c *collector) release(frontier int64) []trace.Request {
 	limit := int64(math.MaxInt64)
 	if frontier != math.MaxInt64 {
@@ -103,13 +107,14 @@ func (c *collector) release(frontier int64) []trace.Request {
 	if n == 0 {
 		return nil
 	}
-	out := make([]trace.Request, n)
+	out := slices.Grow(c.out[:0], n)[:n]
 	for i := range out {
 		out[i] = c.held[i].q
 	}
+	c.out = out
 	c.held = append(c.held[:0], c.held[n:]...)
 	c.last = out[n-1].Arrival
 	c.released = true
-	c.events += uint64(n)
+	c.events.Add(uint64(n))
 	return out
 }

@@ -239,14 +239,14 @@ func (t *tracefsTracer) Stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return Stats{
-		Events:   t.col.events,
+		Events:   t.col.events.Load(),
 		Dropped:  t.p.dropped,
-		Lost:     t.col.lost + t.p.stale,
+		Lost:     t.col.lost.Load() + t.p.stale,
 		Orphans:  t.p.orphans,
 		Skipped:  t.p.skipped,
 		Requeues: t.p.requeues,
 		Partial:  t.p.partial,
-		Errors:   t.col.errors,
+		Errors:   t.col.errors.Load(),
 		Unissued: t.p.unissued,
 	}
 }

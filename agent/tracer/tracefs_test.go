@@ -244,8 +244,8 @@ func TestCollectorOrder(t *testing.T) {
 	if len(got) != 2 || got[0].Arrival != 300 || got[1].Dispatch != 400 || got[1].Complete != 400 || got[1].Sector != 0 || got[1].Sectors != 0 {
 		t.Fatalf("release(all) = %+v", got)
 	}
-	if c.lost != 2 || c.events != 4 || c.release(math.MaxInt64) != nil {
-		t.Errorf("lost %d events %d", c.lost, c.events)
+	if c.lost.Load() != 2 || c.events.Load() != 4 || c.release(math.MaxInt64) != nil {
+		t.Errorf("lost %d events %d", c.lost.Load(), c.events.Load())
 	}
 }
 

@@ -20,10 +20,11 @@ const (
 type Tracer interface {
 	// Run traces until ctx is done (or Close is called) and calls out with
 	// batches of completed requests, in non-decreasing Arrival order within
-	// and across batches. out is called from Run's goroutine and owns the
-	// slice. When ctx is done, Run delivers every request that has
-	// completed and returns nil; it returns an error only if tracing
-	// failed. Run may be called once.
+	// and across batches. out is called from Run's goroutine; the slice is
+	// valid only until out returns (the tracer reuses it for the next
+	// batch), so out copies what it keeps. When ctx is done, Run delivers
+	// every request that has completed and returns nil; it returns an
+	// error only if tracing failed. Run may be called once.
 	Run(ctx context.Context, out func([]trace.Request)) error
 	// SetDevices replaces the set of traced disks (dev_t, major<<20 |
 	// minor; see [ResolveDevice]). It may be called while Run is running.

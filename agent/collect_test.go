@@ -1,0 +1,106 @@
+package agent
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// feed delivers reqs to w in chunks of size n, as the tracer's batches.
+func feed(w *collect, c *deviceController, reqs []trace.Request, n int) {
+	var mu sync.Mutex
+	for len(reqs) > 0 {
+		k := min(n, len(reqs))
+		w.pending = append(w.pending, reqs[:k]...)
+		reqs = reqs[k:]
+		w.ingest(c, &mu)
+	}
+}
+
+// The window kept by collect is the newest MaxSimulated requests, whatever
+// the chunking, and its buffers stop growing.
+func TestCollectKeepsNewest(t *testing.T) {
+	c := newTestController(t, false)
+	c.policy.MaxSimulated = 1000
+	reqs := fifoWindow(1, 5500, 4, 4, 0, 1)
+	for _, n := range []int{1, 7, 999, 1000, 1001, 2500, 6000} {
+		w := newCollect(c)
+		feed(w, c, reqs, n)
+		if w.total != len(reqs) {
+			t.Fatalf("chunks of %d: total %d, want %d", n, w.total, len(reqs))
+		}
+		if got, want := w.simulated(), reqs[len(reqs)-1000:]; !slices.Equal(got, want) {
+			t.Fatalf("chunks of %d: kept %d requests, not the newest 1000", n, len(got))
+		}
+		if cap(w.keep) > 2*c.policy.MaxSimulated {
+			t.Errorf("chunks of %d: keep grew to %d", n, cap(w.keep))
+		}
+		w.next(c)
+		feed(w, c, reqs[:10], 3)
+		if got := w.simulated(); !slices.Equal(got, reqs[:10]) || w.total != 10 {
+			t.Errorf("chunks of %d: next window holds %d (total %d), want the 10 fed", n, len(got), w.total)
+		}
+	}
+}
+
+// Online learning in chunks gives what learning the whole window at its
+// end gives when the chunks follow dispatch order (fifoWindow: one disk
+// served in order), and the same model.
+func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
+	reqs := fifoWindow(3, 20000, 4, 4, 0, 1)
+	whole := newTestController(t, false)
+	whole.calibrated = true
+	want := whole.learnedOf(reqs)
+
+	c := newTestController(t, false)
+	c.calibrated = true
+	w := newCollect(c)
+	feed(w, c, reqs, 1234)
+	got := w.figures(c)
+	if got != want {
+		t.Errorf("online %+v, whole window %+v", got, want)
+	}
+	if a, b := c.disk.Service(trace.Read, 12345, 8), whole.disk.Service(trace.Read, 12345, 8); a != b {
+		t.Errorf("models differ after learning: %d vs %d ns", a, b)
+	}
+}
+
+// A window that starts before calibration is calibrated and learned at its
+// end, over the kept requests: for a window within MaxSimulated, exactly
+// what step does.
+func TestCollectCalibratesAtWindowEnd(t *testing.T) {
+	ssdLike := fifoWindow(4, 3000, 4, 4, 0, 0.01) // far faster than an HDD
+	a := newTestController(t, false)
+	w := newCollect(a)
+	feed(w, a, ssdLike, 500)
+	repA, err := w.step(a, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTestController(t, false)
+	repB, err := b.step(ssdLike, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.calibrated || a.model.Class() != model.SSD || a.note != b.note {
+		t.Errorf("calibrated %v class %v note %q; step: %q", a.calibrated, a.model.Class(), a.note, b.note)
+	}
+	if repA.ModelErrorPct != repB.ModelErrorPct || repA.RealServiceNs != repB.RealServiceNs || repA.Requests != repB.Requests {
+		t.Errorf("collect: %d reqs err %.3f%% real %d; step: %d reqs err %.3f%% real %d",
+			repA.Requests, repA.ModelErrorPct, repA.RealServiceNs, repB.Requests, repB.ModelErrorPct, repB.RealServiceNs)
+	}
+	w.next(a)
+	if !w.online {
+		t.Error("the window after calibration is not learned online")
+	}
+}
+
+func (c *deviceController) learnedOf(reqs []trace.Request) learned {
+	l := learned{requests: len(reqs)}
+	l.realNs, l.predNs, l.errPct = c.learn(reqs)
+	return l
+}

@@ -1,0 +1,511 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/sim"
+)
+
+// fakeHost copies the fake sysfs tree of package sysfs (sda, nvme0n1, vda,
+// loop3, loop7, zram0, dm-0) into a temporary directory and returns it.
+func fakeHost(t *testing.T) string {
+	t.Helper()
+	dst := t.TempDir()
+	if err := os.CopyFS(dst, os.DirFS("sysfs/testdata")); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// testTuning returns a defaulted policy.
+func testTuning(name string, gen int64, mode v1alpha1.TuningMode, mutate func(*v1alpha1.StorageTuningSpec)) *v1alpha1.StorageTuning {
+	st := &v1alpha1.StorageTuning{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: gen, UID: types.UID("uid-" + name)}}
+	st.Spec.Mode = mode
+	if mutate != nil {
+		mutate(&st.Spec)
+	}
+	st.Default()
+	return st
+}
+
+func TestSelectDevicesPerPolicy(t *testing.T) {
+	root := fakeHost(t)
+	sdOnly := testTuning("sd-apply", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+		s.Devices.Include = []string{"sd*"}
+		s.Priority = 10
+	})
+	all := testTuning("all-observe", 1, v1alpha1.ModeObserve, nil)
+	loops := testTuning("loops", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) {
+		s.Devices.Include = []string{"loop3"}
+		s.Priority = 5
+	})
+	zoned := testTuning("zone-a", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+		s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"zone": "a"}}
+		s.Priority = 100
+	})
+	// Same priority as all-observe, earlier name: wins the tie.
+	aFirst := testTuning("a-first", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) {
+		s.Devices.Include = []string{"vda"}
+	})
+	deleting := testTuning("deleting", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) { s.Priority = 1000 })
+	deleting.DeletionTimestamp = ptr.To(metav1.Now())
+
+	cases := []struct {
+		name     string
+		policies []*v1alpha1.StorageTuning
+		labels   map[string]string
+		want     map[string]string // device → governing policy
+		others   []string
+	}{
+		{"none", nil, nil, map[string]string{}, []string{"nvme0n1", "sda", "vda"}},
+		{"priority then name", []*v1alpha1.StorageTuning{all, sdOnly, loops, aFirst, zoned, deleting}, map[string]string{"zone": "b"},
+			map[string]string{"sda": "sd-apply", "nvme0n1": "all-observe", "vda": "a-first", "loop3": "loops"}, nil},
+		{"node selector", []*v1alpha1.StorageTuning{all, sdOnly, loops, zoned}, map[string]string{"zone": "a"},
+			// zone-a governs every device (priority 100), but with no
+			// include glob it never selects a loop device: loop3 is
+			// left ungoverned, as the operator's rule says zone-a
+			// governs it.
+			map[string]string{"sda": "zone-a", "nvme0n1": "zone-a", "vda": "zone-a"}, nil},
+		{"only sd", []*v1alpha1.StorageTuning{sdOnly}, nil, map[string]string{"sda": "sd-apply"}, []string{"nvme0n1", "vda"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sel, others, err := selectDevices(root, c.policies, c.labels)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, s := range sel {
+				got[s.sys.Name] = s.policy.Name
+			}
+			if !mapsEqual(got, c.want) {
+				t.Errorf("governing %v, want %v", got, c.want)
+			}
+			var on []string
+			for _, o := range others {
+				on = append(on, o.Name)
+			}
+			if !slices.Equal(on, c.others) {
+				t.Errorf("others %v, want %v", on, c.others)
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestSpecPolicyIgnoresNodeSelector(t *testing.T) {
+	spec := testTuning("x", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) {
+		s.NodeSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"no": "such"}}
+		s.Devices.Include = []string{"sda"}
+	}).Spec
+	opt := Options{Spec: spec}
+	ps, cluster := opt.policies()
+	if cluster || len(ps) != 1 || ps[0].Spec.NodeSelector != nil {
+		t.Fatalf("policies() = %+v, %v", ps, cluster)
+	}
+	if opt.Spec.NodeSelector == nil {
+		t.Fatal("policies() modified Options.Spec")
+	}
+	sel, _, err := selectDevices(fakeHost(t), ps, nil)
+	if err != nil || len(sel) != 1 || sel[0].sys.Name != "sda" {
+		t.Fatalf("selected %+v, %v", sel, err)
+	}
+	if w := minWindow(sel); w != 5*time.Second {
+		t.Errorf("window %s", w)
+	}
+	if w := minWindow(nil); w != 5*time.Second {
+		t.Errorf("window with no device %s", w)
+	}
+}
+
+func TestMinWindowAndBudget(t *testing.T) {
+	a := testTuning("a", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) {
+		s.Evaluation.Window = &metav1.Duration{Duration: 3 * time.Second}
+		s.Evaluation.CPUBudgetPercent = ptr.To[int32](20)
+	})
+	b := testTuning("b", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) {
+		s.Evaluation.Window = &metav1.Duration{Duration: time.Second}
+	})
+	sel := []selected{{policy: a}, {policy: b}}
+	if w := minWindow(sel); w != time.Second {
+		t.Errorf("window %s, want 1s", w)
+	}
+	if p := cpuBudgetPct(sel); p != 20 {
+		t.Errorf("budget %d%%, want 20", p)
+	}
+}
+
+// gateEnv is one device of the fake host with a fake kernel behind the
+// actuator.
+type gateEnv struct {
+	root string
+	fake *actuatetest.Store
+	act  *actuate.Actuator
+	d    *device
+	opt  Options
+	// asked records MayChange's calls.
+	asked []string
+	allow bool
+	seq   int
+}
+
+func newGateEnv(t *testing.T, dev string, p *v1alpha1.StorageTuning) *gateEnv {
+	t.Helper()
+	e := &gateEnv{root: fakeHost(t)}
+	e.fake = actuatetest.New(e.root)
+	var err error
+	// Start from none (the fake sda has mq-deadline), so that the deep
+	// random queue of gateEnv.window predicts a switch.
+	if err := e.fake.Write(dev, actuate.AttrScheduler, "none"); err != nil {
+		t.Fatal(err)
+	}
+	e.fake = actuatetest.New(e.root) // forget that write
+	if e.act, err = actuate.NewWithStore(e.fake, filepath.Join(t.TempDir(), "state2")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.act.Close() })
+	sd, err := sysfs.Read(e.root, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.d, err = newDevice(selected{sys: sd, policy: p}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.opt = Options{HostRoot: e.root, Log: testr.New(t), MayChange: func(name string, pol *v1alpha1.StorageTuning) bool {
+		e.asked = append(e.asked, name+"/"+pol.Name)
+		return e.allow
+	}}
+	return e
+}
+
+// window feeds one window of a deep random read queue (fifoWindow:
+// mq-deadline or bfq predicted well ahead of none) to the device, scale
+// times slower than the model when scale > 1.
+func (e *gateEnv) window(t *testing.T, scale float64) DeviceStatus {
+	t.Helper()
+	e.seq++
+	reqs := fifoWindow(uint64(e.seq), 2000, 4, 4, int64(e.seq)*10e9, scale)
+	var mu sync.Mutex
+	e.d.reqs = newCollect(e.d.ctrl)
+	e.d.reqs.pending = append(e.d.reqs.pending, reqs...)
+	e.d.reqs.ingest(e.d.ctrl, &mu)
+	e.d.window(time.Unix(1000, 0).Add(time.Duration(e.seq)*5*time.Second), newCPUBudget(time.Hour, 100), e.act, e.opt)
+	e.d.reqs.next(e.d.ctrl)
+	if e.d.status.Error != "" {
+		t.Fatalf("window %d: %s", e.seq, e.d.status.Error)
+	}
+	return e.d.status
+}
+
+func (e *gateEnv) schedulerWrites() []string {
+	var out []string
+	for _, w := range e.fake.Writes() {
+		if strings.Contains(w, "scheduler=") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func TestGrantGate(t *testing.T) {
+	p := testTuning("fleet", 3, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+
+	// No grant: the recommendation is reported, nothing is written, and
+	// the change the controller asked for is forgotten (also by the
+	// thrash guard) so it is asked for again every window.
+	for i := 0; i < 7; i++ {
+		st := e.window(t, 1)
+		if len(e.fake.Writes()) != 0 {
+			t.Fatalf("window %d: wrote %v without a grant", i, e.fake.Writes())
+		}
+		if st.Recommendation == nil || st.Recommendation.Scheduler == "none" || !st.Pending || !st.AwaitingGrant {
+			t.Fatalf("window %d: recommendation %+v pending %v awaiting %v; want a switch away from none, awaiting a grant",
+				i, st.Recommendation, st.Pending, st.AwaitingGrant)
+		}
+		if st.Current != "none" || st.Settings == nil || st.Settings.Scheduler != "none" || st.Applied != nil || st.Original != nil {
+			t.Fatalf("window %d: current %s settings %+v applied %+v original %+v", i, st.Current, st.Settings, st.Applied, st.Original)
+		}
+		if st.ThrashGuard.Pinned || st.ThrashGuard.Changes != 0 {
+			t.Fatalf("window %d: a change that was not made counted towards the thrash guard: %+v", i, st.ThrashGuard)
+		}
+	}
+	if len(e.asked) == 0 || e.asked[0] != "sda/fleet" {
+		t.Fatalf("MayChange calls %v, want sda/fleet", e.asked)
+	}
+
+	// The grant arrives: the next window applies.
+	e.allow = true
+	st := e.window(t, 1)
+	w := e.schedulerWrites()
+	if len(w) != 1 {
+		t.Fatalf("writes %v, want one scheduler switch", e.fake.Writes())
+	}
+	if st.Applied == nil || st.Settings == nil || st.Applied.Scheduler != st.Settings.Scheduler || st.Settings.Scheduler == "none" {
+		t.Fatalf("applied %+v, settings %+v", st.Applied, st.Settings)
+	}
+	if st.Original == nil || st.Original.Scheduler != "none" {
+		t.Fatalf("original %+v, want none", st.Original)
+	}
+	if st.Pending || st.AwaitingGrant || st.Verifying != 2 || st.Changes != 1 {
+		t.Fatalf("pending %v awaiting %v verifying %d changes %d", st.Pending, st.AwaitingGrant, st.Verifying, st.Changes)
+	}
+	if len(st.Candidates) == 0 || len(st.Candidates) > v1alpha1.MaxDeviceCandidates {
+		t.Fatalf("candidates %+v", st.Candidates)
+	}
+
+	// The grant is withdrawn, and the device turns out much slower than
+	// expected of the previous setting (the verification's expectation is
+	// scaled down to make it so): the regression revert needs no grant.
+	e.allow = false
+	if e.d.ctrl.verify == nil {
+		t.Fatal("no verification after the change")
+	}
+	e.d.ctrl.verify.bias = 0.01
+	for i := 0; i < 2; i++ {
+		st = e.window(t, 1)
+	}
+	if got := e.schedulerWrites(); len(got) != 2 || !strings.HasSuffix(got[1], "scheduler=none") {
+		t.Fatalf("scheduler writes %v, want the switch then its revert to none", got)
+	}
+	if st.Reverts != 1 || st.LastRevert.IsZero() || st.Settings.Scheduler != "none" || st.Recommendation.Reason != ReasonRegressionReverted {
+		t.Fatalf("reverts %d at %v, settings %+v, recommendation %+v", st.Reverts, st.LastRevert, st.Settings, st.Recommendation)
+	}
+}
+
+func TestObserveAndPausedNeverChange(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		p    *v1alpha1.StorageTuning
+	}{
+		{"observe", testTuning("obs", 1, v1alpha1.ModeObserve, nil)},
+		{"paused", testTuning("paused", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) { s.Paused = true })},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newGateEnv(t, "sda", c.p)
+			e.allow = true
+			var st DeviceStatus
+			for i := 0; i < 7; i++ {
+				st = e.window(t, 1)
+			}
+			if len(e.fake.Writes()) != 0 {
+				t.Fatalf("wrote %v", e.fake.Writes())
+			}
+			if !st.Pending || st.AwaitingGrant || st.Recommendation == nil || st.Recommendation.Scheduler == "none" {
+				t.Fatalf("pending %v awaiting %v recommendation %+v", st.Pending, st.AwaitingGrant, st.Recommendation)
+			}
+			if st.ThrashGuard.Pinned {
+				t.Fatalf("thrash guard pinned by changes never made: %+v (recommendation %+v)", st.ThrashGuard, st.Recommendation)
+			}
+			if st.Paused != (c.name == "paused") || st.Mode != string(c.p.Spec.Mode) || st.Policy != c.p.Name {
+				t.Fatalf("paused %v mode %s policy %s", st.Paused, st.Mode, st.Policy)
+			}
+			if c.name == "observe" && len(e.asked) != 0 {
+				t.Fatalf("observe mode asked MayChange: %v", e.asked)
+			}
+		})
+	}
+}
+
+func TestRestoreUngoverned(t *testing.T) {
+	root := fakeHost(t)
+	fake := actuatetest.New(root)
+	act, err := actuate.NewWithStore(fake, filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer act.Close()
+	before := map[string]map[string]string{}
+	for _, dev := range []string{"sda", "nvme0n1", "vda"} {
+		if before[dev], err = fake.Snapshot(dev); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := act.Apply(dev, actuate.Setting{Scheduler: "bfq", Tunables: sched.Tunables{"slice_idle": 0}, ReadAheadKiB: 64}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := testTuning("apply", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda"} })
+	observe := testTuning("observe", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"nvme0n1"} })
+	sel, _, err := selectDevices(root, []*v1alpha1.StorageTuning{apply, observe}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := restoreUngoverned(act, sel, Options{Log: testr.New(t)}); err != nil {
+		t.Fatal(err)
+	}
+	// sda stays as applied (still governed in Apply mode); nvme0n1
+	// (Observe) and vda (no policy) are back exactly as they were.
+	recs := act.Originals()
+	if _, ok := recs["sda"]; !ok || len(recs) != 1 {
+		t.Fatalf("records %v, want only sda", recs)
+	}
+	for _, dev := range []string{"nvme0n1", "vda"} {
+		now, err := fake.Snapshot(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !mapsEqual(now, before[dev]) {
+			t.Errorf("%s not restored exactly: %v, want %v", dev, now, before[dev])
+		}
+	}
+	if s, _ := act.Read("sda"); s.Scheduler != "bfq" {
+		t.Errorf("sda scheduler %q, want bfq kept", s.Scheduler)
+	}
+}
+
+func TestResumeAcrossRuns(t *testing.T) {
+	root := fakeHost(t)
+	sd, err := sysfs.Read(root, "sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := testTuning("p", 1, v1alpha1.ModeApply, nil)
+	r := NewResume()
+	ds, err := newDevices([]selected{{sys: sd, policy: p1}}, t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	d.ctrl.backoff["bfq"] = time.Unix(5000, 0)
+	d.ctrl.calibrated = true
+	d.status.Reverts, d.status.Changes = 2, 3
+	r.put(ds, true, trackerStats(7, 1))
+
+	// Same policy generation, device unchanged: the same controller.
+	ds2, err := newDevices([]selected{{sys: sd, policy: p1.DeepCopy()}}, t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds2[0] != d {
+		t.Fatal("same policy: the controller was not reused")
+	}
+	r.put(ds2, true, trackerStats(1, 0))
+	if r.dropped != 8 || r.lost != 1 {
+		t.Errorf("carried tracer counters %d/%d, want 8/1", r.dropped, r.lost)
+	}
+
+	// A new generation: a new controller with the model, back-off and
+	// counters carried.
+	p2 := p1.DeepCopy()
+	p2.Generation = 2
+	ds3, err := newDevices([]selected{{sys: sd, policy: p2}}, t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := ds3[0]
+	if n == d || n.ctrl == d.ctrl {
+		t.Fatal("new generation: the controller was reused")
+	}
+	if n.ctrl.model != d.ctrl.model || !n.ctrl.calibrated || !n.ctrl.backoff["bfq"].Equal(time.Unix(5000, 0)) {
+		t.Errorf("model/calibration/back-off not carried: %v %v", n.ctrl.calibrated, n.ctrl.backoff)
+	}
+	if n.status.Reverts != 2 || n.status.Changes != 3 {
+		t.Errorf("counters not carried: %+v", n.status)
+	}
+
+	// Restored at shutdown (or at start): same policy, but the controller
+	// no longer knows the setting.
+	r.put(ds3, false, trackerStats(0, 0))
+	ds4, err := newDevices([]selected{{sys: sd, policy: p2}}, t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds4[0] == n {
+		t.Fatal("reused a controller whose device was restored")
+	}
+
+	if got := r.droppedDevices(nil); len(got) != 1 || got[0] != "sda" {
+		t.Errorf("droppedDevices(none) = %v, want [sda]", got)
+	}
+	if got := r.droppedDevices(ds4); len(got) != 0 {
+		t.Errorf("droppedDevices(sda) = %v, want none", got)
+	}
+
+	// A different disk under the same name: nothing carried.
+	r.put(ds4, true, trackerStats(0, 0))
+	other := sd
+	other.DiskSeq++
+	ds5, err := newDevices([]selected{{sys: other, policy: p2}}, t.TempDir(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds5[0].status.Reverts != 0 || len(ds5[0].ctrl.backoff) != 0 {
+		t.Errorf("carried state to another disk: %+v", ds5[0].status)
+	}
+}
+
+func TestTopCandidates(t *testing.T) {
+	var outs []engine.Outcome
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "cur"}
+	for i, n := range names {
+		outs = append(outs, engine.Outcome{Candidate: engine.Candidate{Scheduler: n}, Result: sim.Result{TotalServiceNs: int64(i+1) * 1000}})
+	}
+	r := &engine.Report{Current: "cur", Outcomes: outs}
+	got := topCandidates(r, 8)
+	if len(got) != 8 || got[0].Name != "a" || got[6].Name != "g" || got[7].Name != "cur" {
+		t.Fatalf("top %+v", got)
+	}
+	if got[0].ServiceTimeUs != 1 || got[0].GainPct != 90 || got[7].GainPct != 0 {
+		t.Errorf("figures %+v", got)
+	}
+	// Current among the fastest: the first n.
+	r.Current = "b"
+	got = topCandidates(r, 3)
+	if len(got) != 3 || got[2].Name != "c" || got[1].GainPct != 0 || got[2].GainPct != -50 {
+		t.Errorf("top with current among them %+v", got)
+	}
+}
+
+func TestCandidateSpec(t *testing.T) {
+	for _, c := range []engine.Candidate{
+		{Scheduler: "bfq"},
+		{Scheduler: "bfq", Tunables: sched.Tunables{"slice_idle": 0}},
+		{Scheduler: "mq-deadline", Tunables: sched.Tunables{"fifo_batch": 8, "read_expire": 100}, Cache: true},
+		{Scheduler: "none", Cache: true},
+	} {
+		s := CandidateSpec(c)
+		back, err := engine.ParseCandidate(s)
+		if err != nil || back.Name() != c.Name() {
+			t.Errorf("CandidateSpec(%s) = %q, parsed back as %s, %v", c.Name(), s, back.Name(), err)
+		}
+	}
+	if s := CandidateSpec(engine.Candidate{Scheduler: "bfq", Tunables: sched.Tunables{"slice_idle": 0}}); s != "bfq:slice_idle=0" {
+		t.Errorf("got %q", s)
+	}
+}
+
+// trackerStats is a tracer's final counters.
+func trackerStats(dropped, lost uint64) (s tracer.Stats) {
+	s.Dropped, s.Lost = dropped, lost
+	return s
+}
