@@ -78,9 +78,12 @@ type StorageTuningSpec struct {
 	Mode TuningMode `json:"mode,omitempty"`
 
 	// NodeSelector selects the nodes this policy governs; unset or empty
-	// selects every node. The API server checks only its shape; label
-	// syntax is checked by Validate and by the operator, which reports a
-	// bad selector in the Degraded condition.
+	// selects every node. The API server checks its shape, the operators
+	// and the values' presence; label syntax is checked by Validate and by
+	// the operator, which reports a bad selector in the Degraded condition.
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions[].values must not be empty for In and NotIn",fieldPath=".matchExpressions"
+	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 

@@ -67,7 +67,11 @@ var invalidCases = []invalidCase{
 	{name: "bad selector label key", spec: "nodeSelector: {matchLabels: {'bad key!': x}}",
 		path: "spec.nodeSelector.matchLabels", detail: "Invalid value", goOnly: true},
 	{name: "bad selector operator", spec: "nodeSelector: {matchExpressions: [{key: a, operator: Like, values: [x]}]}",
-		path: "spec.nodeSelector.matchExpressions[0].operator", detail: "not a valid selector operator", goOnly: true},
+		path: "spec.nodeSelector.matchExpressions[0].operator", detail: "not a valid selector operator", crdPath: "spec.nodeSelector.matchExpressions"},
+	{name: "selector In without values", spec: "nodeSelector: {matchExpressions: [{key: a, operator: In}]}",
+		path: "spec.nodeSelector.matchExpressions[0].values", detail: "must be specified when `operator` is 'In' or 'NotIn'", crdPath: "spec.nodeSelector.matchExpressions"},
+	{name: "selector Exists with values", spec: "nodeSelector: {matchExpressions: [{key: a, operator: Exists, values: [x]}]}",
+		path: "spec.nodeSelector.matchExpressions[0].values", detail: "may not be specified when `operator` is 'Exists' or 'DoesNotExist'", crdPath: "spec.nodeSelector.matchExpressions"},
 
 	{name: "empty glob", spec: `devices: {include: [""]}`, path: "spec.devices.include[0]", detail: "Required value"},
 	{name: "unclosed class", spec: `devices: {include: ["sd[a"]}`, path: "spec.devices.include[0]", detail: "must be a path.Match glob"},
