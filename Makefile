@@ -51,6 +51,11 @@ test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpo
 scale: ## Operator scale test on a real API server: 1,000 simulated agents (SHADOWTUNE_SCALE_NODES, _PERIOD, _DURATION), figures printed.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir)}" $(GO) test -count=1 -run '^TestScale$$' -v ./operator/controller/ | grep -v '^{'
 
+.PHONY: e2e
+e2e: $(HELM) ## End to end on a real single-node cluster (root): e2e/cluster up, load the image, go test -tags e2e ./e2e/, e2e/cluster down.
+	e2e/cluster up && e2e/cluster load || { e2e/cluster down; exit 1; }
+	HELM=$(HELM) $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ 2>&1 | grep -v '^{'; rc=$${PIPESTATUS[0]}; e2e/cluster down; exit $$rc
+
 .PHONY: envtest-assets
 envtest-assets: ## kube-apiserver + etcd for envtest in ~/.cache/shadowtune (hack/k8s-bins.sh; K8S_BINS="kubelet ..." adds more).
 	hack/k8s-bins.sh $(K8S_BINS)
@@ -97,6 +102,28 @@ helm: $(HELM) ## Install the pinned helm (HELM_VERSION) into bin/; bin/helm link
 .PHONY: build
 build: ## Build bin/shadowtune.
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/shadowtune ./cmd/shadowtune
+
+# The image without a container daemon (hack/imagebuild): bin/shadowtune as
+# the Dockerfile's final stage has it, written as a docker-archive tarball.
+IMAGE     ?= localhost/shadowtune:dev
+IMAGE_TAR ?= $(BIN)/shadowtune-image.tar
+
+.PHONY: image-tar
+image-tar: build ## Image tarball of bin/shadowtune (docker-archive, IMAGE=localhost/shadowtune:dev) in IMAGE_TAR, no daemon needed.
+	$(GO) run ./hack/imagebuild -binary $(BIN)/shadowtune -path /usr/local/bin/shadowtune -user 65532:65532 \
+		-tag $(IMAGE) -o $(IMAGE_TAR) \
+		-label org.opencontainers.image.title=shadowtune \
+		-label "org.opencontainers.image.description=Tunes each node's block-storage stack by shadow simulation" \
+		-label org.opencontainers.image.source=https://github.com/shadowtune/shadowtune \
+		-label org.opencontainers.image.version=$(VERSION)
+
+.PHONY: e2e-cluster-up
+e2e-cluster-up: ## Start the local single-node Kubernetes cluster for e2e tests (root; e2e/cluster up).
+	e2e/cluster up
+
+.PHONY: e2e-cluster-down
+e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state, keeping the logs (e2e/cluster down).
+	e2e/cluster down
 
 .PHONY: run
 run: build ## The main job: a what-if simulation of a shipped real trace.

@@ -15,6 +15,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -172,6 +173,8 @@ func typed(kind string) any {
 		return &appsv1.Deployment{}
 	case "DaemonSet":
 		return &appsv1.DaemonSet{}
+	case "Job":
+		return &batchv1.Job{}
 	case "ValidatingAdmissionPolicy":
 		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	case "ValidatingAdmissionPolicyBinding":
@@ -186,19 +189,21 @@ func TestRenderedObjects(t *testing.T) {
 		args []string
 		want map[string]int
 	}{
+		// The uninstall-cleanup hook adds a ServiceAccount, a ClusterRole
+		// and binding, a Role and binding, and a Job.
 		{"defaults", nil, map[string]int{
-			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
-			"Deployment": 1, "DaemonSet": 1, "Service": 2,
+			"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"Deployment": 1, "DaemonSet": 1, "Service": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"local cluster", []string{"--values", localValues}, map[string]int{
-			"ServiceAccount": 2, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
-			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2,
+			"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"minimal", []string{"--set", "admissionPolicy.enabled=false", "--set", "operator.service.enabled=false",
 			"--set", "agent.service.enabled=false", "--set", "operator.serviceAccount.create=false",
-			"--set", "operator.serviceAccount.name=existing"}, map[string]int{
+			"--set", "operator.serviceAccount.name=existing", "--set", "uninstallCleanup.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
 			"Deployment": 1, "DaemonSet": 1,
 		}},
@@ -807,5 +812,30 @@ func TestExamples(t *testing.T) {
 		if st.Spec.Mode != mode {
 			t.Errorf("%s: mode %s, want %s", file, st.Spec.Mode, mode)
 		}
+	}
+}
+
+// TestUninstallCleanupHook checks the pre-delete hook: a Job of the
+// operator's image, unprivileged, that stops the chart's own agent
+// DaemonSet, with its objects deleted once it succeeds.
+func TestUninstallCleanupHook(t *testing.T) {
+	objs := renderDefault(t)
+	var job batchv1.Job
+	get(t, objs, "Job", "shadowtune-uninstall-cleanup", &job)
+	if job.Annotations["helm.sh/hook"] != "pre-delete" || !strings.Contains(job.Annotations["helm.sh/hook-delete-policy"], "hook-succeeded") {
+		t.Errorf("hook annotations %v", job.Annotations)
+	}
+	pod := job.Spec.Template.Spec
+	c := pod.Containers[0]
+	if c.SecurityContext == nil || c.SecurityContext.Privileged == nil || *c.SecurityContext.Privileged || pod.SecurityContext.RunAsNonRoot == nil || !*pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("cleanup pod security: pod %+v, container %+v", pod.SecurityContext, c.SecurityContext)
+	}
+	var ds appsv1.DaemonSet
+	get(t, objs, "DaemonSet", agentName, &ds)
+	if !slices.Contains(c.Args, "--agent-daemonset="+ds.Name) || !slices.Contains(c.Args, "--namespace="+testNS) {
+		t.Errorf("cleanup args %v do not name DaemonSet %s/%s", c.Args, testNS, ds.Name)
+	}
+	if pod.ServiceAccountName != "shadowtune-uninstall-cleanup" {
+		t.Errorf("service account %q", pod.ServiceAccountName)
 	}
 }

@@ -59,6 +59,7 @@ applies the setting predicted to be fastest.`,
 		newModelCommand(),
 		newTraceCommand(),
 		newOperatorCommand(),
+		newCleanupCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -1,0 +1,334 @@
+// Command imagebuild writes a container image holding one static binary as a
+// docker-archive tarball (the format of `docker save`, which `docker load`,
+// `ctr images import`, `podman load` and `skopeo copy docker-archive:` read),
+// without a container daemon or a registry.
+//
+// The image is equivalent to the Dockerfile's final stage on
+// gcr.io/distroless/static-debian12:nonroot: the binary at -path as the
+// entrypoint, the user -user, and distroless' few files (/etc/passwd and
+// /etc/group naming root, nobody and nonroot, /home/nonroot, /tmp, and the
+// host's CA bundle at /etc/ssl/certs/ca-certificates.crt when it has one).
+// No shell. The output is reproducible: every timestamp is -created.
+//
+//	go run ./hack/imagebuild -binary bin/shadowtune -tag localhost/shadowtune:dev -o bin/shadowtune-image.tar
+//	go run ./hack/imagebuild -binary bin/pause -path /pause -user 65535:65535 -tag localhost/pause:3.10 -o pause.tar
+//
+// Why not go-containerregistry or buildah/umoci: a one-layer image is a few
+// JSON documents and a tar file, which the standard library writes; no new
+// module in go.mod and no Debian package is needed.
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// stringList is a repeatable flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+type options struct {
+	binary   string
+	path     string
+	user     string
+	tag      string
+	out      string
+	caBundle string
+	workdir  string
+	created  time.Time
+	arch     string
+	labels   map[string]string
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "imagebuild: error: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("imagebuild", flag.ContinueOnError)
+	var o options
+	var labels stringList
+	created := fs.String("created", "1970-01-01T00:00:00Z", "image creation time and every file's mtime (RFC 3339); SOURCE_DATE_EPOCH overrides the default")
+	fs.StringVar(&o.binary, "binary", "", "the static binary to put in the image (required)")
+	fs.StringVar(&o.path, "path", "/usr/local/bin/shadowtune", "its path in the image, also the entrypoint")
+	fs.StringVar(&o.user, "user", "65532:65532", "the image's USER (uid:gid)")
+	fs.StringVar(&o.tag, "tag", "", "image name and tag, e.g. localhost/shadowtune:dev (required)")
+	fs.StringVar(&o.out, "o", "", "output tarball (required)")
+	fs.StringVar(&o.caBundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA bundle copied to /etc/ssl/certs/ca-certificates.crt; skipped when absent or empty")
+	fs.StringVar(&o.workdir, "workdir", "/home/nonroot", "the image's working directory")
+	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "image architecture (the binary's)")
+	fs.Var(&labels, "label", "KEY=VALUE image label (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if o.binary == "" || o.tag == "" || o.out == "" {
+		return errors.New("-binary, -tag and -o are required")
+	}
+	if !path.IsAbs(o.path) {
+		return fmt.Errorf("-path %q: want an absolute path", o.path)
+	}
+	if !strings.Contains(o.tag, ":") || strings.HasSuffix(o.tag, ":") {
+		return fmt.Errorf("-tag %q: want NAME:TAG", o.tag)
+	}
+	if _, _, err := parseUser(o.user); err != nil {
+		return err
+	}
+	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" && !flagSet(fs, "created") {
+		sec, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("SOURCE_DATE_EPOCH=%q: %w", s, err)
+		}
+		o.created = time.Unix(sec, 0).UTC()
+	} else {
+		t, err := time.Parse(time.RFC3339, *created)
+		if err != nil {
+			return fmt.Errorf("-created: %w", err)
+		}
+		o.created = t.UTC()
+	}
+	o.labels = map[string]string{}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-label %q: want KEY=VALUE", l)
+		}
+		o.labels[k] = v
+	}
+	return build(&o)
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func parseUser(u string) (uid, gid int, err error) {
+	us, gs, ok := strings.Cut(u, ":")
+	if !ok {
+		gs = us
+	}
+	uid, err1 := strconv.Atoi(us)
+	gid, err2 := strconv.Atoi(gs)
+	if err1 != nil || err2 != nil || uid < 0 || gid < 0 {
+		return 0, 0, fmt.Errorf("-user %q: want numeric UID:GID", u)
+	}
+	return uid, gid, nil
+}
+
+// entry is one file or directory of the layer.
+type entry struct {
+	name     string // relative, no leading slash
+	mode     int64
+	uid, gid int
+	dir      bool
+	data     []byte
+}
+
+func build(o *options) error {
+	bin, err := os.ReadFile(o.binary)
+	if err != nil {
+		return err
+	}
+	if !bytes.HasPrefix(bin, []byte("\x7fELF")) {
+		return fmt.Errorf("%s is not an ELF binary", o.binary)
+	}
+	entries := baseFiles(o)
+	entries = append(entries, entry{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin})
+	entries = withParents(entries)
+
+	layer, err := layerTar(entries, o.created)
+	if err != nil {
+		return err
+	}
+	layerSum := sha256.Sum256(layer)
+	layerDigest := "sha256:" + hex.EncodeToString(layerSum[:])
+
+	config, err := imageConfig(o, layerDigest)
+	if err != nil {
+		return err
+	}
+	configSum := sha256.Sum256(config)
+	configHex := hex.EncodeToString(configSum[:])
+
+	layerName := hex.EncodeToString(layerSum[:]) + "/layer.tar"
+	manifest, err := json.Marshal([]map[string]any{{
+		"Config":   configHex + ".json",
+		"RepoTags": []string{o.tag},
+		"Layers":   []string{layerName},
+	}})
+	if err != nil {
+		return err
+	}
+	repo, tag := splitTag(o.tag)
+	repositories, err := json.Marshal(map[string]map[string]string{repo: {tag: hex.EncodeToString(layerSum[:])}})
+	if err != nil {
+		return err
+	}
+
+	var archive bytes.Buffer
+	tw := tar.NewWriter(&archive)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{
+		{configHex + ".json", config},
+		{layerName, layer},
+		{"manifest.json", manifest},
+		{"repositories", repositories},
+	} {
+		if dir := path.Dir(f.name); dir != "." {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: o.created, Format: tar.FormatPAX}); err != nil {
+				return err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: o.created, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	return writeAtomic(o.out, archive.Bytes())
+}
+
+// baseFiles are distroless static nonroot's own files.
+func baseFiles(o *options) []entry {
+	e := []entry{
+		{name: "etc/passwd", mode: 0o644, data: []byte("root:x:0:0:root:/root:/sbin/nologin\n" +
+			"nobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+			"nonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n")},
+		{name: "etc/group", mode: 0o644, data: []byte("root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n")},
+		{name: "root", mode: 0o700, dir: true},
+		{name: "home/nonroot", mode: 0o700, dir: true, uid: 65532, gid: 65532},
+		{name: "tmp", mode: 0o1777, dir: true},
+	}
+	if wd := strings.TrimPrefix(path.Clean(o.workdir), "/"); wd != "" && wd != "home/nonroot" && wd != "." {
+		e = append(e, entry{name: wd, mode: 0o755, dir: true})
+	}
+	if ca, err := os.ReadFile(o.caBundle); err == nil && len(ca) > 0 {
+		e = append(e, entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: ca})
+	}
+	return e
+}
+
+// withParents adds the missing parent directories (0755, root) and sorts the
+// entries so that every directory precedes its contents.
+func withParents(entries []entry) []entry {
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.name] = true
+	}
+	for _, e := range entries {
+		for d := path.Dir(e.name); d != "." && !have[d]; d = path.Dir(d) {
+			have[d] = true
+			entries = append(entries, entry{name: d, mode: 0o755, dir: true})
+		}
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	return entries
+}
+
+func layerTar(entries []entry, mtime time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Mode: e.mode, Uid: e.uid, Gid: e.gid, ModTime: mtime, Format: tar.FormatPAX}
+		if e.dir {
+			h.Typeflag, h.Name = tar.TypeDir, e.name+"/"
+		} else {
+			h.Typeflag, h.Size = tar.TypeReg, int64(len(e.data))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(e.data); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func imageConfig(o *options, layerDigest string) ([]byte, error) {
+	cfg := map[string]any{
+		"User":       o.user,
+		"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
+		"Entrypoint": []string{o.path},
+		"WorkingDir": o.workdir,
+	}
+	if len(o.labels) > 0 {
+		cfg["Labels"] = o.labels
+	}
+	return json.Marshal(map[string]any{
+		"architecture": o.arch,
+		"os":           "linux",
+		"created":      o.created.Format(time.RFC3339),
+		"config":       cfg,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
+		"history": []map[string]any{{
+			"created":    o.created.Format(time.RFC3339),
+			"created_by": "hack/imagebuild " + o.path,
+		}},
+	})
+}
+
+// splitTag splits NAME:TAG at the last colon after the last slash.
+func splitTag(ref string) (repo, tag string) {
+	i := strings.LastIndex(ref, ":")
+	if i < strings.LastIndex(ref, "/") {
+		return ref, "latest"
+	}
+	return ref[:i], ref[i+1:]
+}
+
+func writeAtomic(name string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := io.Copy(f, bytes.NewReader(data)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
