@@ -79,6 +79,7 @@ func newCluster(t *testing.T) *cluster {
 	if err := os.MkdirAll(art, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	_ = os.Remove(filepath.Join(art, "kubectl.txt")) // this run's views only
 	helm := os.Getenv("HELM")
 	if helm == "" {
 		helm = filepath.Join(root, "bin", "helm")

@@ -99,7 +99,7 @@ func (r *StorageTuningReconciler) now() time.Time {
 	return time.Now()
 }
 
-// Reconcile fetches the policy, defers one status patch, then evaluates the
+// Reconcile fetches the policy, defers one status write, then evaluates the
 // fleet and applies the plan's grants and events.
 func (r *StorageTuningReconciler) Reconcile(ctx context.Context, req reconcile.Request) (_ reconcile.Result, retErr error) {
 	st := &v1alpha1.StorageTuning{}
@@ -115,8 +115,10 @@ func (r *StorageTuningReconciler) Reconcile(ctx context.Context, req reconcile.R
 		if !st.DeletionTimestamp.IsZero() || equality.Semantic.DeepEqual(before.Status, st.Status) {
 			return // no no-op writes
 		}
-		if err := r.Client.Status().Patch(ctx, st, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = errors.Join(retErr, fmt.Errorf("patch status: %w", err))
+		// An update, not a merge patch: a patch leaves out counts that are
+		// zero before and after, and kubectl would print them blank.
+		if err := r.Client.Status().Update(ctx, st); err != nil && !apierrors.IsNotFound(err) {
+			retErr = errors.Join(retErr, fmt.Errorf("update status: %w", err))
 		}
 	}()
 
