@@ -52,7 +52,8 @@ scale: ## Operator scale test on a real API server: 1,000 simulated agents (SHAD
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir)}" $(GO) test -count=1 -run '^TestScale$$' -v ./operator/controller/ | grep -v '^{'
 
 .PHONY: e2e
-e2e: $(HELM) ## End to end on a real single-node cluster (root): e2e/cluster up, load the image, go test -tags e2e ./e2e/, e2e/cluster down.
+e2e: $(HELM) ## End to end on a real single-node cluster (root): a new e2e/cluster, the image loaded, go test -tags e2e ./e2e/, then down (logs kept).
+	e2e/cluster down --purge # every run on a new cluster: no objects or events of an earlier run
 	e2e/cluster up && e2e/cluster load || { e2e/cluster down; exit 1; }
 	HELM=$(HELM) $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ 2>&1 | grep -v '^{'; rc=$${PIPESTATUS[0]}; e2e/cluster down; exit $$rc
 

@@ -455,9 +455,21 @@ func (d *device) window(now time.Time, b *cpuBudget, act *actuate.Actuator, opt 
 }
 
 // allowed reports whether the device may be changed now: its policy is not
-// paused and Options.MayChange allows it.
-func (d *device) allowed(opt Options) bool {
-	return !d.policy.Spec.Paused && (opt.MayChange == nil || opt.MayChange(d.sys.Name, d.policy))
+// paused, spec.rollout.minDwell has passed since the device's last change
+// (a setting is kept at least that long, whatever the grant; reverts are
+// not changes and never wait), and Options.MayChange allows it.
+func (d *device) allowed(now time.Time, opt Options) bool {
+	if d.policy.Spec.Paused || d.dwelling(now) {
+		return false
+	}
+	return opt.MayChange == nil || opt.MayChange(d.sys.Name, d.policy)
+}
+
+// dwelling reports whether the device's last change is more recent than
+// its policy's spec.rollout.minDwell.
+func (d *device) dwelling(now time.Time) bool {
+	dw := d.policy.Spec.Rollout.MinDwell
+	return dw != nil && !d.status.LastChange.IsZero() && now.Sub(d.status.LastChange) < dw.Duration
 }
 
 // step evaluates one window of the device (d.reqs) and, in Apply mode,
@@ -525,9 +537,13 @@ func (d *device) step(now time.Time, b *cpuBudget, act *actuate.Actuator, opt Op
 	if !d.apply || rep.Action.Kind == ActionNone {
 		return
 	}
-	if rep.Action.Kind == ActionApply && !d.allowed(opt) {
-		// No grant (or paused): the device stays as it is, and the
-		// controller forgets the change it asked for.
+	if rep.Action.Kind == ActionApply && !d.allowed(now, opt) {
+		// No grant, paused, or within the dwell time: the device stays as
+		// it is, and the controller forgets the change it asked for.
+		if d.dwelling(now) {
+			d.status.Note = "keeping the setting for spec.rollout.minDwell, until " +
+				d.status.LastChange.Add(d.policy.Spec.Rollout.MinDwell.Duration).UTC().Format(time.RFC3339)
+		}
 		d.ctrl.denied(saved)
 		return
 	}

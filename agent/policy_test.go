@@ -509,3 +509,37 @@ func trackerStats(dropped, lost uint64) (s tracer.Stats) {
 	s.Dropped, s.Lost = dropped, lost
 	return s
 }
+
+// TestMinDwell checks that a device keeps a setting for the policy's
+// spec.rollout.minDwell after a change before another change is allowed,
+// grant or not.
+func TestMinDwell(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+		s.Rollout.MinDwell = &metav1.Duration{Duration: time.Minute}
+	})
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	t0 := time.Unix(5000, 0)
+	cases := []struct {
+		name       string
+		lastChange time.Time
+		now        time.Time
+		want       bool
+	}{
+		{"never changed", time.Time{}, t0, true},
+		{"just changed", t0, t0.Add(time.Second), false},
+		{"within the dwell", t0, t0.Add(59 * time.Second), false},
+		{"dwell over", t0, t0.Add(time.Minute), true},
+	}
+	for _, c := range cases {
+		e.d.status.LastChange = c.lastChange
+		if got := e.d.allowed(c.now, e.opt); got != c.want {
+			t.Errorf("%s: allowed = %v, want %v", c.name, got, c.want)
+		}
+	}
+	e.allow = false
+	e.d.status.LastChange = time.Time{}
+	if e.d.allowed(t0, e.opt) {
+		t.Error("allowed without a grant")
+	}
+}

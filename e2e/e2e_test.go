@@ -288,7 +288,7 @@ spec:
     include: [%s]
   readAhead: {minKiB: 64, maxKiB: 512}
   evaluation: {window: 2s, cpuBudgetPercent: 50}
-  rollout: {maxUnavailable: 1, minDwell: 0s}
+  rollout: {maxUnavailable: 1, minDwell: 1m}
 `, strings.Join(selected, ", "))
 	if out, err := k.apply(fmt.Sprintf(policy, "Observe")); err != nil {
 		t.Fatalf("kubectl apply: %v\n%s", err, out)
