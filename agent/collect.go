@@ -14,8 +14,9 @@ package agent
 //     order;
 //   - the status and metrics: how many requests the window had.
 //
-// So a window keeps only its newest MaxSimulated requests (in a buffer of
-// twice that, reused window after window and compacted when full), and
+// So a window keeps only its newest MaxSimulated requests (in a ring of
+// that many, reused window after window and put in order in place at the
+// window's end), and
 // every request is learned online as it arrives, keeping only running
 // totals and the per-group errors. Memory is then bounded by MaxSimulated
 // instead of growing with the device's IOPS, and the work left for the
@@ -55,9 +56,10 @@ type collect struct {
 	// pending is filled by the tracer's callback, under Run's mutex;
 	// ingest swaps it with chunk, so both buffers are reused.
 	pending, chunk []trace.Request
-	// keep holds the window's newest requests in arrival order: the last
-	// max of them are simulated.
+	// keep holds the window's newest requests, at most max: in arrival
+	// order, or once full a ring whose oldest is at head.
 	keep []trace.Request
+	head int
 	max  int
 	// total counts the window's requests.
 	total int
@@ -88,31 +90,39 @@ func (w *collect) ingest(c *deviceController, mu *sync.Mutex) {
 	w.retain(chunk)
 }
 
-// retain appends chunk to keep, dropping the oldest requests beyond the
-// newest max when keep is full.
+// retain adds chunk to keep, overwriting the oldest requests once keep
+// holds max.
 func (w *collect) retain(chunk []trace.Request) {
 	if len(chunk) >= w.max {
-		w.keep = append(w.keep[:0], chunk[len(chunk)-w.max:]...)
-		return
+		chunk = chunk[len(chunk)-w.max:]
 	}
-	if n := len(w.keep) + len(chunk); n > cap(w.keep) {
-		if n > 2*w.max {
-			// Keep the newest max−len(chunk), so that keep holds max
-			// requests after the append: a copy of at most max requests
-			// after at least max were appended.
-			w.keep = w.keep[:copy(w.keep, w.keep[len(w.keep)-(w.max-len(chunk)):])]
-		} else {
-			grown := make([]trace.Request, len(w.keep), min(2*w.max, max(2*cap(w.keep), n, 1024)))
+	if room := w.max - len(w.keep); room > 0 {
+		k := min(room, len(chunk))
+		if len(w.keep)+k > cap(w.keep) {
+			grown := make([]trace.Request, len(w.keep), min(w.max, max(2*cap(w.keep), len(w.keep)+k, 1024)))
 			copy(grown, w.keep)
 			w.keep = grown
 		}
+		w.keep = append(w.keep, chunk[:k]...)
+		chunk = chunk[k:]
 	}
-	w.keep = append(w.keep, chunk...)
+	for len(chunk) > 0 { // full: overwrite from the oldest on
+		n := copy(w.keep[w.head:], chunk)
+		chunk = chunk[n:]
+		w.head = (w.head + n) % w.max
+	}
 }
 
-// simulated returns the window's newest requests, at most max.
+// simulated returns the window's newest requests, at most max, in arrival
+// order (putting the ring in order, in place).
 func (w *collect) simulated() []trace.Request {
-	return w.keep[len(w.keep)-min(len(w.keep), w.max):]
+	if w.head != 0 {
+		slices.Reverse(w.keep[:w.head])
+		slices.Reverse(w.keep[w.head:])
+		slices.Reverse(w.keep)
+		w.head = 0
+	}
+	return w.keep
 }
 
 // figures returns what learning the whole window gave; a window that was
@@ -148,7 +158,7 @@ func (w *collect) skip(c *deviceController) {
 
 // next starts the next window; the buffers are kept for it.
 func (w *collect) next(c *deviceController) {
-	w.keep, w.total = w.keep[:0], 0
+	w.keep, w.head, w.total = w.keep[:0], 0, 0
 	w.learn.result() // resets it
 	w.max, w.online = c.policy.MaxSimulated, c.calibrated
 }

@@ -27,7 +27,7 @@ func TestCollectKeepsNewest(t *testing.T) {
 	c := newTestController(t, false)
 	c.policy.MaxSimulated = 1000
 	reqs := fifoWindow(1, 5500, 4, 4, 0, 1)
-	for _, n := range []int{1, 7, 999, 1000, 1001, 2500, 6000} {
+	for _, n := range []int{1, 7, 333, 999, 1000, 1001, 2500, 6000} {
 		w := newCollect(c)
 		feed(w, c, reqs, n)
 		if w.total != len(reqs) {
@@ -36,7 +36,10 @@ func TestCollectKeepsNewest(t *testing.T) {
 		if got, want := w.simulated(), reqs[len(reqs)-1000:]; !slices.Equal(got, want) {
 			t.Fatalf("chunks of %d: kept %d requests, not the newest 1000", n, len(got))
 		}
-		if cap(w.keep) > 2*c.policy.MaxSimulated {
+		if got := w.simulated(); !slices.Equal(got, reqs[len(reqs)-1000:]) {
+			t.Fatalf("chunks of %d: a second call changed the window", n)
+		}
+		if cap(w.keep) > c.policy.MaxSimulated {
 			t.Errorf("chunks of %d: keep grew to %d", n, cap(w.keep))
 		}
 		w.next(c)

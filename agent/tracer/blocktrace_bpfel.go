@@ -68,6 +68,14 @@ type blocktraceInflightReq struct {
 	LastLeft uint32
 }
 
+type blocktraceSlot struct {
+	_   structs.HostLayout
+	Key uint64
+	Ovf uint32
+	Pad uint32
+	R   blocktraceInflightReq
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -77,6 +85,7 @@ const (
 	blocktraceMapEvents           = "events"
 	blocktraceMapFlushwait        = "flushwait"
 	blocktraceMapInflight         = "inflight"
+	blocktraceMapOverflow         = "overflow"
 	blocktraceProgBlockIoStart    = "block_io_start"
 	blocktraceProgBlockRqComplete = "block_rq_complete"
 	blocktraceProgBlockRqInsert   = "block_rq_insert"
@@ -86,10 +95,13 @@ const (
 	blocktraceProgReap            = "reap"
 	blocktraceVarFastDevs         = "fast_devs"
 	blocktraceVarFastMany         = "fast_many"
+	blocktraceVarOverflowUsed     = "overflow_used"
 	blocktraceVarReapAfterNs      = "reap_after_ns"
+	blocktraceVarSlotMask         = "slot_mask"
 	blocktraceVarUnusedCounter    = "unused_counter"
 	blocktraceVarUnusedEvent      = "unused_event"
 	blocktraceVarUnusedInflight   = "unused_inflight"
+	blocktraceVarUnusedSlot       = "unused_slot"
 	blocktraceVarWakeupBytes      = "wakeup_bytes"
 )
 
@@ -153,6 +165,7 @@ type blocktraceMapSpecs struct {
 	Events    *ebpf.MapSpec `ebpf:"events"`
 	Flushwait *ebpf.MapSpec `ebpf:"flushwait"`
 	Inflight  *ebpf.MapSpec `ebpf:"inflight"`
+	Overflow  *ebpf.MapSpec `ebpf:"overflow"`
 }
 
 // blocktraceVariableSpecs contains global variables before they are loaded into the kernel.
@@ -161,10 +174,13 @@ type blocktraceMapSpecs struct {
 type blocktraceVariableSpecs struct {
 	FastDevs       *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany       *ebpf.VariableSpec `ebpf:"fast_many"`
+	OverflowUsed   *ebpf.VariableSpec `ebpf:"overflow_used"`
 	ReapAfterNs    *ebpf.VariableSpec `ebpf:"reap_after_ns"`
+	SlotMask       *ebpf.VariableSpec `ebpf:"slot_mask"`
 	UnusedCounter  *ebpf.VariableSpec `ebpf:"unused_counter"`
 	UnusedEvent    *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedInflight *ebpf.VariableSpec `ebpf:"unused_inflight"`
+	UnusedSlot     *ebpf.VariableSpec `ebpf:"unused_slot"`
 	WakeupBytes    *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
@@ -193,6 +209,7 @@ type blocktraceMaps struct {
 	Events    *ebpf.Map `ebpf:"events"`
 	Flushwait *ebpf.Map `ebpf:"flushwait"`
 	Inflight  *ebpf.Map `ebpf:"inflight"`
+	Overflow  *ebpf.Map `ebpf:"overflow"`
 }
 
 func (m *blocktraceMaps) Close() error {
@@ -202,6 +219,7 @@ func (m *blocktraceMaps) Close() error {
 		m.Events,
 		m.Flushwait,
 		m.Inflight,
+		m.Overflow,
 	)
 }
 
@@ -211,10 +229,13 @@ func (m *blocktraceMaps) Close() error {
 type blocktraceVariables struct {
 	FastDevs       *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany       *ebpf.Variable `ebpf:"fast_many"`
+	OverflowUsed   *ebpf.Variable `ebpf:"overflow_used"`
 	ReapAfterNs    *ebpf.Variable `ebpf:"reap_after_ns"`
+	SlotMask       *ebpf.Variable `ebpf:"slot_mask"`
 	UnusedCounter  *ebpf.Variable `ebpf:"unused_counter"`
 	UnusedEvent    *ebpf.Variable `ebpf:"unused_event"`
 	UnusedInflight *ebpf.Variable `ebpf:"unused_inflight"`
+	UnusedSlot     *ebpf.Variable `ebpf:"unused_slot"`
 	WakeupBytes    *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 

@@ -13,12 +13,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -43,7 +45,10 @@ type ebpfTracer struct {
 	links []link.Link
 	rd    *ringbuf.Reader
 	devs  *ebpf.Map
-	infl  *ebpf.Map
+	infl  *ebpf.Map // the in-flight array (struct slot), memory-mapped as slots
+	ovf   *ebpf.Map // its overflow hash map
+	mem   []byte
+	slots []blocktraceSlot
 	cnts  *ebpf.Map
 	reap  *ebpf.Program // nil if the kernel cannot run it
 	notes []string
@@ -125,7 +130,17 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 		return nil, err
 	}
 	spec.Maps[blocktraceMapEvents].MaxEntries = uint32(opts.RingBufferBytes)
-	spec.Maps[blocktraceMapInflight].MaxEntries = uint32(opts.MaxInflight)
+	// The in-flight table: MaxInflight slots (a power of two), and an
+	// overflow map for requests whose slots are taken.
+	nslots := uint32(1)
+	for nslots < uint32(min(opts.MaxInflight, 1<<24)) {
+		nslots <<= 1
+	}
+	spec.Maps[blocktraceMapInflight].MaxEntries = nslots
+	spec.Maps[blocktraceMapOverflow].MaxEntries = uint32(max(opts.MaxInflight/4, 1024))
+	if err := spec.Variables[blocktraceVarSlotMask].Set(nslots - 1); err != nil {
+		return nil, err
+	}
 	// Wake the reader only once a quarter of the ring is full; it polls on
 	// its own every FlushInterval.
 	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(opts.RingBufferBytes / 4)); err != nil {
@@ -159,6 +174,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	t.coll = coll
 	t.devs = coll.Maps[blocktraceMapDevices]
 	t.infl = coll.Maps[blocktraceMapInflight]
+	t.ovf = coll.Maps[blocktraceMapOverflow]
 	t.cnts = coll.Maps[blocktraceMapCounters]
 	t.reap = coll.Programs[blocktraceProgReap]
 	t.fastDevs, t.fastMany = coll.Variables[blocktraceVarFastDevs], coll.Variables[blocktraceVarFastMany]
@@ -166,6 +182,19 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 		_ = t.release()
 		return nil, err
 	}
+	// The reader scans the in-flight array in place (scan), and frees a
+	// stale slot with a compare-and-exchange on its key, as the programs
+	// do.
+	size := int(t.infl.MaxEntries()) * int(unsafe.Sizeof(blocktraceSlot{}))
+	if t.infl.ValueSize() != uint32(unsafe.Sizeof(blocktraceSlot{})) {
+		return fail(fmt.Errorf("in-flight slot of %d bytes, want %d", t.infl.ValueSize(), unsafe.Sizeof(blocktraceSlot{})))
+	}
+	t.mem, err = unix.Mmap(t.infl.FD(), 0, (size+os.Getpagesize()-1)/os.Getpagesize()*os.Getpagesize(),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("map the in-flight table: %w", err))
+	}
+	t.slots = unsafe.Slice((*blocktraceSlot)(unsafe.Pointer(&t.mem[0])), t.infl.MaxEntries())
 	if err := t.SetDevices(opts.Devices); err != nil {
 		return fail(err)
 	}
@@ -366,32 +395,58 @@ func (t *ebpfTracer) handle(b []byte) {
 	t.col.add(r)
 }
 
-// scan walks the in-flight map: it abandons requests older than StaleAfter
-// and returns the earliest arrival among the others, or for a request not
-// inserted yet its block_io_start time, which no arrival precedes
-// (math.MaxInt64 if the map is empty).
+// scan walks the in-flight table (the slots in place, then the overflow
+// map): it abandons requests older than StaleAfter and returns the earliest
+// arrival among the others, or for a request waiting for a flush its
+// block_io_start time, which the flush request's arrival does not precede
+// (math.MaxInt64 if the table is empty). A request not inserted or issued
+// yet has no time: its arrival will be stamped after this scan (within
+// frontierMargin).
 func (t *ebpfTracer) scan(now int64) int64 {
 	oldest := int64(math.MaxInt64)
 	stale := now - int64(t.opts.StaleAfter)
+	// seen is an entry's earliest time, 0 if it has none yet.
+	seen := func(start, arrival uint64) int64 {
+		if start != 0 && (arrival == 0 || start < arrival) {
+			return int64(start)
+		}
+		return int64(arrival)
+	}
+	for i := range t.slots {
+		s := &t.slots[i]
+		key := atomic.LoadUint64(&s.Key)
+		if key == 0 {
+			continue
+		}
+		at := seen(atomic.LoadUint64(&s.R.Start), atomic.LoadUint64(&s.R.Arrival))
+		if at != 0 && at < stale {
+			// Lock the slot with a key no request has (struct request
+			// pointers are aligned), clear it, free it.
+			if atomic.CompareAndSwapUint64(&s.Key, key, key|1) {
+				s.R = blocktraceInflightReq{}
+				atomic.StoreUint64(&s.Key, 0)
+				t.lostGC.Add(1)
+			}
+			continue
+		}
+		if at != 0 && at < oldest {
+			oldest = at
+		}
+	}
 	var (
-		key   uint64
-		v     blocktraceInflightReq
-		drop  []uint64
-		iter  = t.infl.Iterate()
-		count int
+		key  uint64
+		v    blocktraceSlot
+		drop []uint64
+		iter = t.ovf.Iterate()
 	)
 	for iter.Next(&key, &v) {
-		count++
-		seen := int64(v.Arrival)
-		if v.Start != 0 && (seen == 0 || int64(v.Start) < seen) {
-			seen = int64(v.Start)
-		}
-		if seen != 0 && seen < stale {
+		at := seen(v.R.Start, v.R.Arrival)
+		if at != 0 && at < stale {
 			drop = append(drop, key)
 			continue
 		}
-		if seen != 0 && seen < oldest {
-			oldest = seen
+		if at != 0 && at < oldest {
+			oldest = at
 		}
 	}
 	if iter.Err() != nil {
@@ -400,7 +455,7 @@ func (t *ebpfTracer) scan(now int64) int64 {
 		return math.MinInt64
 	}
 	for _, k := range drop {
-		if t.infl.Delete(k) == nil {
+		if t.ovf.Delete(k) == nil {
 			t.lostGC.Add(1)
 		}
 	}
@@ -424,6 +479,11 @@ func (t *ebpfTracer) release() error {
 	if t.rd != nil {
 		errs = append(errs, t.rd.Close())
 		t.rd = nil
+	}
+	t.slots = nil
+	if t.mem != nil {
+		errs = append(errs, unix.Munmap(t.mem))
+		t.mem = nil
 	}
 	if t.coll != nil {
 		t.coll.Close()

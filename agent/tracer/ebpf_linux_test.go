@@ -3,12 +3,17 @@
 package tracer
 
 import (
+	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // TestEBPFMissedCompletionIsReaped makes the programs miss one completion
@@ -116,4 +121,83 @@ func TestEBPFDeviceFilter(t *testing.T) {
 	check(many, 1)
 	check(many[2:4], 0)
 	check(nil, 0)
+}
+
+// TestEBPFInflightOverflow traces with an in-flight array of 4 slots, so
+// that most requests of 16 concurrent threads go to the overflow map, and
+// checks the counts against the kernel's.
+func TestEBPFInflightOverflow(t *testing.T) {
+	needRoot(t)
+	l := newLoop(t, 64<<20)
+	l.setScheduler(t, "none")
+	tr, err := New(Options{Kind: KindEBPF, Devices: []uint32{l.dev}, MaxInflight: 4, FlushInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	et := tr.(*ebpfTracer)
+	if len(et.slots) != 4 {
+		t.Fatalf("%d slots, want 4", len(et.slots))
+	}
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx, func(b []trace.Request) { n.Add(int64(len(b))) }) }()
+	before := l.stat(t)
+	// The most entries seen in the overflow map while the I/O runs.
+	var most atomic.Uint64
+	stop := make(chan struct{})
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for {
+			var used uint64
+			if et.coll.Variables[blocktraceVarOverflowUsed].Get(&used) == nil && used > most.Load() {
+				most.Store(used)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, err := doIO(l.path, l.size, 300, uint64(i), false); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	<-polled
+	k := l.stat(t).sub(before)
+	time.Sleep(100 * time.Millisecond)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var used uint64
+	if err := et.coll.Variables[blocktraceVarOverflowUsed].Get(&used); err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Stats()
+	kernel := k.reads + k.writes + k.flushes - st.Unissued
+	t.Logf("traced %d, kernel %d, stats %+v, overflow entries: at most %d, left %d", n.Load(), kernel, st, most.Load(), used)
+	if most.Load() == 0 {
+		t.Error("the overflow map was never used")
+	}
+	if uint64(n.Load())+st.Lost != kernel || st.Lost > maxLost(kernel) || st.Dropped != 0 {
+		t.Errorf("traced %d + lost %d, kernel %d (%+v)", n.Load(), st.Lost, kernel, k)
+	}
+	for i := range et.slots {
+		if et.slots[i].Key != 0 {
+			t.Errorf("slot %d still taken after the I/O: %+v", i, et.slots[i])
+		}
+	}
+	if used != 0 {
+		t.Errorf("overflow_used %d after the I/O, want 0", used)
+	}
 }

@@ -8,4 +8,4 @@ package tracer
 //	bpftool btf dump file /sys/kernel/btf/vmlinux format c > agent/tracer/bpf/vmlinux.h   # only to refresh it
 //	go generate ./agent/tracer/
 //
-//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror" -target bpfel,bpfeb -tags linux -type event -type inflight_req -type counter blocktrace bpf/blocktrace.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel,bpfeb -tags linux -type event -type inflight_req -type slot -type counter blocktrace bpf/blocktrace.c

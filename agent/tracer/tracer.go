@@ -62,8 +62,10 @@ type Options struct {
 	// RingBufferBytes is the size of the eBPF ring buffer: a power of two,
 	// at least one page (default 4 MiB, about 75,000 records).
 	RingBufferBytes int
-	// MaxInflight is the capacity of the eBPF in-flight map (default 16384
-	// requests across the traced disks).
+	// MaxInflight is the number of slots of the eBPF in-flight table,
+	// rounded up to a power of two (default 16384, requests across the
+	// traced disks); its overflow map holds a quarter of that, at least
+	// 1024.
 	MaxInflight int
 	// TracefsBufferKB is the per-CPU buffer size of the tracefs instance
 	// (default 4096 KiB).
@@ -110,7 +112,7 @@ type Stats struct {
 	// events overwritten before they were read ("[LOST n EVENTS]").
 	Dropped uint64
 	// Lost counts requests the tracer saw but did not deliver: abandoned
-	// after StaleAfter in flight, not tracked because the in-flight map was
+	// after StaleAfter in flight, not tracked because the in-flight table was
 	// full, whose completion event the BPF program missed (see the package
 	// doc), arrived before Base, or could not be placed in order.
 	Lost uint64

@@ -24,10 +24,12 @@
 // Cost: every program runs in the I/O path of every disk, selected or not,
 // so each one first filters on the disk (a few loads and compares against
 // a global array; a hash lookup only with more than FAST_DEVS disks
-// selected) and does nothing else for an unselected disk; a traced request
-// costs one hash insert (block_io_start, or the first of insert/issue),
-// a lookup per event, and at completion one ring-buffer record and the
-// delete.
+// selected) and does nothing else for an unselected disk. A traced request
+// takes a slot of the in-flight array (one compare-and-exchange, no lock),
+// a few array loads per event, and at completion one ring-buffer record.
+//
+// Needs kernel 5.12 (atomic compare-and-exchange on map values; compiled
+// with -mcpu=v3).
 
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -85,7 +87,7 @@ struct event {
 
 // A request in flight, keyed by its struct request pointer.
 struct inflight_req {
-	__u64 start;     // block_io_start time, 0 if not seen
+	__u64 start;     // block_io_start time of a request with REQ_PREFLUSH, else 0
 	__u64 arrival;   // insert (or first issue) time, 0 until then
 	__u64 dispatch;  // last issue time, 0 until issued
 	__u64 sector;    // as issued
@@ -100,9 +102,19 @@ struct inflight_req {
 	__u32 last_left; // bytes left at the last partial completion seen
 };
 
+// An entry of the in-flight table: a slot of the inflight array, or (rarely)
+// a value of the overflow map.
+struct slot {
+	__u64 key; // the struct request pointer; 0: the slot is free
+	__u32 ovf; // 1: this is a value of the overflow map
+	__u32 pad;
+	struct inflight_req r; // all zero while the slot is free
+};
+
 // Force BTF for the Go generator (bpf2go -type).
 const struct event *unused_event __attribute__((unused));
 const struct inflight_req *unused_inflight __attribute__((unused));
+const struct slot *unused_slot __attribute__((unused));
 const enum counter *unused_counter __attribute__((unused));
 
 // Ring buffer wake-up threshold (bytes). Records are submitted without
@@ -130,12 +142,38 @@ struct {
 	__type(value, __u8);  // 1
 } devices SEC(".maps");
 
+// The requests in flight. A request's entry is one of PROBES consecutive
+// slots of the inflight array from a hash of its struct request pointer:
+// finding it is a few array loads, and taking or freeing a slot one
+// compare-and-exchange on its key, where a hash map insert and delete took
+// a bucket lock each (they were most of the tracer's cost per request). A
+// request whose PROBES slots are all taken (PROBES requests in flight at
+// once with the same hash window: rare while the array is mostly free)
+// goes to the overflow hash map. The array is memory-mapped by the reader,
+// which scans it in place.
+#define PROBES 4
+volatile const __u32 slot_mask = 16383; // slots − 1, slots a power of two; set by the loader
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 16384); // slot_mask + 1; the loader changes both
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct slot);
+} inflight SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384); // the loader may change it
-	__type(key, __u64);         // struct request *
-	__type(value, struct inflight_req);
-} inflight SEC(".maps");
+	__uint(max_entries, 4096); // the loader may change it
+	__type(key, __u64);        // struct request *
+	__type(value, struct slot);
+} overflow SEC(".maps");
+
+// overflow_used counts the entries the programs put in the overflow map
+// less those they deleted: while 0, lookups do not look there. (The
+// reader's deletions of stale entries leave it higher than the map's size,
+// which costs only a lookup.)
+__u64 overflow_used;
 
 // The oldest request waiting for a flush, per disk: a request with
 // REQ_PREFLUSH (typically the empty write of fsync) is held by the flush
@@ -257,65 +295,143 @@ static __always_inline __u32 current_tid(void)
 	return (__u32)bpf_get_current_pid_tgid();
 }
 
-// fresh starts tracking rq (a new life of the struct request) and returns
-// its entry.
-static __always_inline struct inflight_req *fresh(__u64 key)
+// slot_hash is the first slot of a struct request whose address has low
+// 32 bits lo. The key itself is the pointer (compared and stored as is),
+// but the verifier allows no arithmetic on a BTF pointer: a 32-bit copy of
+// it is a plain number. (A number read back from map memory would be
+// too, but a program interrupted between the store and the load by
+// another one on the same CPU would read the other's.)
+static __always_inline __u32 slot_hash(__u32 lo)
 {
-	struct inflight_req e = {};
+	__u32 h = lo * 2654435761U; // Knuth's multiplicative hash
 
-	e.pid = current_tid();
-	if (bpf_map_update_elem(&inflight, &key, &e, BPF_ANY)) {
+	return h ^ (h >> 15);
+}
+
+// find returns the entry of the struct request key, or NULL.
+static __always_inline struct slot *find(__u64 key)
+{
+	__u32 h = slot_hash((__u32)key);
+
+#pragma unroll
+	for (__u32 i = 0; i < PROBES; i++) {
+		__u32 idx = (h + i) & slot_mask;
+		struct slot *s = bpf_map_lookup_elem(&inflight, &idx);
+
+		if (s && s->key == key)
+			return s;
+	}
+	if (!overflow_used)
+		return NULL;
+	return bpf_map_lookup_elem(&overflow, &key);
+}
+
+// claim makes an entry, all zero, for key, which has none; NULL (counted)
+// if the table is full.
+static __always_inline struct slot *claim(__u64 key)
+{
+	__u32 h = slot_hash((__u32)key);
+	struct slot z = {};
+
+#pragma unroll
+	for (__u32 i = 0; i < PROBES; i++) {
+		__u32 idx = (h + i) & slot_mask;
+		struct slot *s = bpf_map_lookup_elem(&inflight, &idx);
+
+		if (s && !s->key && __sync_val_compare_and_swap(&s->key, 0, key) == 0)
+			return s;
+	}
+	z.key = key;
+	z.ovf = 1;
+	if (bpf_map_update_elem(&overflow, &key, &z, BPF_NOEXIST)) {
 		count(CNT_MAPFULL);
 		return NULL;
 	}
-	return bpf_map_lookup_elem(&inflight, &key);
+	__sync_fetch_and_add(&overflow_used, 1);
+	return bpf_map_lookup_elem(&overflow, &key);
 }
 
-// current returns rq's entry if it belongs to the request's present life.
-// A struct request is reused for request after request (one per tag); an
-// entry left from an earlier life (issued, not requeued, never completed as
-// far as we saw) is stale.
-static __always_inline struct inflight_req *current_entry(__u64 key)
+// release frees key's entry s: its fields are cleared before its key, so
+// a reader never sees a taken slot with another request's fields.
+static __always_inline void release(struct slot *s, __u64 key)
 {
-	struct inflight_req *e = bpf_map_lookup_elem(&inflight, &key);
-
-	if (e && e->dispatch && !e->requeued) {
-		count(CNT_MISSED); // issued, then never seen completing
-		return NULL;
+	if (s->ovf) {
+		if (!bpf_map_delete_elem(&overflow, &key))
+			__sync_fetch_and_add(&overflow_used, -1);
+		return;
 	}
+	__builtin_memset(&s->r, 0, sizeof(s->r));
+	__sync_val_compare_and_swap(&s->key, key, 0);
+}
+
+// stale reports whether e is left from an earlier life of its struct
+// request (issued, not requeued, never seen completing). A struct request
+// is reused for request after request (one per tag).
+static __always_inline bool stale(struct inflight_req *e)
+{
+	return e->dispatch && !e->requeued;
+}
+
+// renew returns key's entry for a request starting a new life, all zero:
+// an entry left from an earlier life is counted missed and cleared, else a
+// new one is made; NULL if the table is full.
+static __always_inline struct inflight_req *renew(__u64 key)
+{
+	struct slot *s = find(key);
+
+	if (!s)
+		s = claim(key);
+	else {
+		if (stale(&s->r))
+			count(CNT_MISSED); // issued, then never seen completing
+		__builtin_memset(&s->r, 0, sizeof(s->r));
+	}
+	return s ? &s->r : NULL;
+}
+
+// current returns key's entry if it belongs to the request's present life;
+// otherwise (none, or stale) a new one with the current task (*fresh set).
+static __always_inline struct inflight_req *current_entry(__u64 key, bool *fresh)
+{
+	struct slot *s = find(key);
+	struct inflight_req *e;
+
+	if (s && !stale(&s->r)) {
+		*fresh = false;
+		return &s->r;
+	}
+	*fresh = true;
+	e = renew(key);
+	if (e)
+		e->pid = current_tid();
 	return e;
 }
 
 SEC("tp_btf/block_io_start")
 int BPF_PROG(block_io_start, struct request *rq)
 {
-	struct inflight_req e = {};
-	__u64 key = (__u64)rq, now;
+	struct inflight_req *e;
 	__u32 dev, cmd_flags;
-	long err;
+	__u64 key;
 
 	if (!selected(rq, &dev))
 		return 0;
+	key = (__u64)rq;
 	cmd_flags = rq->cmd_flags;
 	if (rq_op(cmd_flags) == OP_SKIP)
 		return 0;
-	now = bpf_ktime_get_ns();
-	e.start = now;
-	e.pid = current_tid();
-	// One map operation in the common case: the request is new.
-	err = bpf_map_update_elem(&inflight, &key, &e, BPF_NOEXIST);
-	if (err == -EEXIST) {
-		struct inflight_req *old = bpf_map_lookup_elem(&inflight, &key);
-
-		if (old && old->dispatch && !old->requeued)
-			count(CNT_MISSED); // issued, then never seen completing
-		err = bpf_map_update_elem(&inflight, &key, &e, BPF_ANY);
-	}
-	if (err)
-		count(CNT_MAPFULL);
+	e = renew(key);
+	if (e)
+		e->pid = current_tid();
+	// Only a request waiting for a flush needs its start time: the flush
+	// request arrives with it, and the entry holds delivery back until
+	// then. Any other request arrives when inserted or issued, later than
+	// the reader's scan of the table can have missed.
 	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH))) {
-		struct flushwait fw = {.start = now, .pid = current_tid()};
+		struct flushwait fw = {.start = bpf_ktime_get_ns(), .pid = current_tid()};
 
+		if (e)
+			e->start = fw.start;
 		// Keeps the oldest waiting request.
 		bpf_map_update_elem(&flushwait, &dev, &fw, BPF_NOEXIST);
 	}
@@ -325,18 +441,18 @@ int BPF_PROG(block_io_start, struct request *rq)
 SEC("tp_btf/block_rq_insert")
 int BPF_PROG(block_rq_insert, struct request *rq)
 {
-	__u64 key = (__u64)rq, now;
+	__u64 key, now;
 	struct inflight_req *e;
+	bool fresh;
 	__u32 dev;
 
 	if (!selected(rq, &dev))
 		return 0;
+	key = (__u64)rq;
 	if (rq_op(rq->cmd_flags) == OP_SKIP)
 		return 0;
 	now = bpf_ktime_get_ns();
-	e = current_entry(key);
-	if (!e)
-		e = fresh(key);
+	e = current_entry(key, &fresh);
 	if (e && !e->arrival)
 		e->arrival = now; // a re-insert after a requeue keeps the first
 	return 0;
@@ -345,23 +461,24 @@ int BPF_PROG(block_rq_insert, struct request *rq)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(block_rq_issue, struct request *rq)
 {
-	__u64 key = (__u64)rq, now;
+	__u64 key, now;
 	struct inflight_req *e;
 	__u32 dev, cmd_flags;
+	bool fresh;
 	__u8 op;
 
 	if (!selected(rq, &dev))
 		return 0;
+	key = (__u64)rq;
 	cmd_flags = rq->cmd_flags;
 	op = rq_op(cmd_flags);
 	if (op == OP_SKIP)
 		return 0;
 	now = bpf_ktime_get_ns();
-	e = current_entry(key);
-	if (!e) {
-		e = fresh(key);
-		if (!e)
-			return 0;
+	e = current_entry(key, &fresh);
+	if (!e)
+		return 0;
+	if (fresh) {
 		if (op == OP_FLUSH) {
 			// A flush request of the flush machinery: it arrived with
 			// the oldest request waiting for it.
@@ -390,17 +507,18 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 SEC("tp_btf/block_rq_requeue")
 int BPF_PROG(block_rq_requeue, struct request *rq)
 {
-	__u64 key = (__u64)rq;
-	struct inflight_req *e;
+	__u64 key;
+	struct slot *s;
 	__u32 dev;
 
 	if (!selected(rq, &dev))
 		return 0;
-	e = bpf_map_lookup_elem(&inflight, &key);
-	if (e) {
-		e->requeued = 1;
-		if (e->requeues < 0xffff)
-			e->requeues++;
+	key = (__u64)rq;
+	s = find(key);
+	if (s) {
+		s->r.requeued = 1;
+		if (s->r.requeues < 0xffff)
+			s->r.requeues++;
 	}
 	count(CNT_REQUEUE);
 	return 0;
@@ -409,14 +527,18 @@ int BPF_PROG(block_rq_requeue, struct request *rq)
 SEC("tp_btf/block_rq_merge")
 int BPF_PROG(block_rq_merge, struct request *rq)
 {
-	__u64 key = (__u64)rq;
+	__u64 key;
+	struct slot *s;
 	__u32 dev;
 
 	// rq is merged into the request in front of it and freed without a
 	// completion of its own.
 	if (!selected(rq, &dev))
 		return 0;
-	bpf_map_delete_elem(&inflight, &key);
+	key = (__u64)rq;
+	s = find(key);
+	if (s)
+		release(s, key);
 	return 0;
 }
 
@@ -426,19 +548,21 @@ int BPF_PROG(block_rq_merge, struct request *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 key = (__u64)rq, now, flags;
+	__u64 key, now, flags, start;
 	struct inflight_req *e;
 	struct event *ev;
+	struct slot *s;
 	__u32 dev, left;
 
 	if (!selected(rq, &dev))
 		return 0;
+	key = (__u64)rq;
 	if (rq_op(rq->cmd_flags) == OP_SKIP) {
 		count(CNT_SKIPPED);
 		return 0;
 	}
-	e = bpf_map_lookup_elem(&inflight, &key);
-	if (!e) {
+	s = find(key);
+	if (!s) {
 		// In flight when tracing began; or the second, empty completion
 		// of a request whose data part already completed (FUA emulated
 		// by a post-flush), which is not counted.
@@ -446,10 +570,12 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 			count(CNT_ORPHAN);
 		return 0;
 	}
+	e = &s->r;
 	if (!e->dispatch) {
 		struct flushwait *fw;
 
-		bpf_map_delete_elem(&inflight, &key);
+		start = e->start;
+		release(s, key);
 		if (nr_bytes) {
 			count(CNT_MISSED); // its issue was missed
 			return 0;
@@ -458,7 +584,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 		// flush machinery once its flush request (recorded on its own, with
 		// this request's arrival and task) completed. Not a device request.
 		fw = bpf_map_lookup_elem(&flushwait, &dev);
-		if (fw && fw->start == e->start)
+		if (fw && fw->start == start)
 			bpf_map_delete_elem(&flushwait, &dev); // no flush was needed
 		count(CNT_UNISSUED);
 		return 0;
@@ -478,7 +604,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
 		count(CNT_DROPPED);
-		bpf_map_delete_elem(&inflight, &key);
+		release(s, key);
 		return 0;
 	}
 	ev->arrival = e->arrival;
@@ -501,7 +627,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	// Submit before deleting: the reader scans the in-flight table and
 	// then drains the ring, so a request is always in one or the other.
 	bpf_ringbuf_submit(ev, flags);
-	bpf_map_delete_elem(&inflight, &key);
+	release(s, key);
 	return 0;
 }
 
@@ -509,7 +635,7 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 // no program attached to block_rq_complete for a completion (1e-5 to 2e-4
 // of them on Linux 6.18; a second program attached beside the first missed
 // exactly the same ones, over millions of requests, so it was dropped).
-// Such a request would stay in the in-flight map and hold back
+// Such a request would stay in the in-flight table and hold back
 // delivery (which waits for the oldest request in flight) until its struct
 // request is reused. So the Go side runs reap() (BPF_PROG_TEST_RUN) once a
 // second: it drops every entry issued more than reap_after_ns ago whose
@@ -522,19 +648,31 @@ struct reap_ctx {
 	__u64 now;
 };
 
-static long reap_one(struct bpf_map *map, __u64 *key, struct inflight_req *e, struct reap_ctx *c)
+static __always_inline void reap_entry(struct slot *s, __u64 key, struct reap_ctx *c)
 {
-	struct request *rq = (struct request *)*key;
+	struct request *rq = (struct request *)key;
+	struct inflight_req *e = &s->r;
 	enum mq_rq_state st;
 
-	if (!e->dispatch || e->requeued || c->now - e->dispatch < reap_after_ns)
-		return 0;
+	if (!key || !e->dispatch || e->requeued || c->now - e->dispatch < reap_after_ns)
+		return;
 	if (bpf_probe_read_kernel(&st, sizeof(st), &rq->state))
-		return 0;
+		return;
 	if (st == bpf_core_enum_value(enum mq_rq_state, MQ_RQ_IDLE)) {
-		bpf_map_delete_elem(map, key);
+		release(s, key);
 		count(CNT_MISSED);
 	}
+}
+
+static long reap_slot(struct bpf_map *map, __u32 *idx, struct slot *s, struct reap_ctx *c)
+{
+	reap_entry(s, s->key, c);
+	return 0;
+}
+
+static long reap_overflow(struct bpf_map *map, __u64 *key, struct slot *s, struct reap_ctx *c)
+{
+	reap_entry(s, *key, c);
 	return 0;
 }
 
@@ -543,6 +681,8 @@ int reap(void *ctx)
 {
 	struct reap_ctx c = {.now = bpf_ktime_get_ns()};
 
-	bpf_for_each_map_elem(&inflight, reap_one, &c, 0);
+	bpf_for_each_map_elem(&inflight, reap_slot, &c, 0);
+	if (overflow_used)
+		bpf_for_each_map_elem(&overflow, reap_overflow, &c, 0);
 	return 0;
 }
