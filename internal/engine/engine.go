@@ -107,6 +107,9 @@ type Options struct {
 	// ReadAhead bounds the competitive read-ahead depth.
 	ReadAhead readahead.Bounds
 	// Parallel bounds the candidates simulated at once (0: GOMAXPROCS).
+	// With 1 they are simulated one after another in the caller's
+	// goroutine, so the evaluation runs on the caller's thread (the agent
+	// runs it on a thread of idle scheduling priority).
 	Parallel int
 }
 
@@ -287,28 +290,37 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, erro
 	}
 	outs := make([]Outcome, len(cands))
 	errs := make([]error, len(cands))
-	sem := make(chan struct{}, par)
-	var wg sync.WaitGroup
-	for i, c := range cands {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			base := c
-			base.Cache = false
-			cfg := sim.Config{
-				Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
-				NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: both[base.Name()] > 1,
-			}
-			if c.Cache {
-				cc := opt.Cache
-				cfg.Cache = &cc
-			}
-			res, err := sim.Run(w, cfg)
-			outs[i], errs[i] = Outcome{Candidate: c, Result: res}, err
-		}()
+	run := func(i int, c Candidate) {
+		base := c
+		base.Cache = false
+		cfg := sim.Config{
+			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
+			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: both[base.Name()] > 1,
+		}
+		if c.Cache {
+			cc := opt.Cache
+			cfg.Cache = &cc
+		}
+		res, err := sim.Run(w, cfg)
+		outs[i], errs[i] = Outcome{Candidate: c, Result: res}, err
 	}
-	wg.Wait()
+	if par == 1 {
+		for i, c := range cands {
+			run(i, c)
+		}
+	} else {
+		sem := make(chan struct{}, par)
+		var wg sync.WaitGroup
+		for i, c := range cands {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				run(i, c)
+			}()
+		}
+		wg.Wait()
+	}
 	for i, err := range errs {
 		if err != nil {
 			return nil, fmt.Errorf("candidate %s: %w", cands[i].Name(), err)

@@ -30,6 +30,11 @@ func closedReads(sectors []uint64, thinkNs int64) []trace.Request {
 
 func evaluate(t *testing.T, reqs []trace.Request, cands []Candidate, current string) Report {
 	t.Helper()
+	return evaluateParallel(t, reqs, cands, current, 0)
+}
+
+func evaluateParallel(t *testing.T, reqs []trace.Request, cands []Candidate, current string, parallel int) Report {
+	t.Helper()
 	w, err := sim.NewWindow(reqs, sim.LoopAuto)
 	if err != nil {
 		t.Fatal(err)
@@ -39,9 +44,10 @@ func evaluate(t *testing.T, reqs []trace.Request, cands []Candidate, current str
 		t.Fatal(err)
 	}
 	rep, err := Evaluate(w, cands, Options{
-		Model:   model.Default(model.HDD, 200*gib),
-		Current: cur,
-		Decide:  decide.DefaultConfig(cur.Name()),
+		Model:    model.Default(model.HDD, 200*gib),
+		Current:  cur,
+		Decide:   decide.DefaultConfig(cur.Name()),
+		Parallel: parallel,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +126,13 @@ func TestEvaluateDeterministic(t *testing.T) {
 	for i := range reqs {
 		reqs[i].PID = uint32(1 + i%4)
 	}
-	a := evaluate(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline")
-	b := evaluate(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline")
+	a := evaluateParallel(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline", 4)
+	// Parallel 1 simulates the candidates in this goroutine, one after
+	// another: the same results.
+	b := evaluateParallel(t, reqs, both("none", "mq-deadline", "bfq", "kyber"), "mq-deadline", 1)
+	if len(a.Outcomes) != len(b.Outcomes) || len(a.Outcomes) != 8 {
+		t.Fatalf("outcomes: %d and %d, want 8", len(a.Outcomes), len(b.Outcomes))
+	}
 	for i := range a.Outcomes {
 		if a.Outcomes[i].Result.TotalServiceNs != b.Outcomes[i].Result.TotalServiceNs ||
 			a.Outcomes[i].Result.P99ResponseNs != b.Outcomes[i].Result.P99ResponseNs {

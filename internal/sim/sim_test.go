@@ -2,7 +2,9 @@ package sim
 
 import (
 	"errors"
+	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/sched"
@@ -243,6 +245,32 @@ func TestFlushAndDiscardFlowThrough(t *testing.T) {
 		}
 		if res.Merged != 0 {
 			t.Errorf("%s: merged %d requests of different ops", s, res.Merged)
+		}
+	}
+}
+
+// TestKth checks the selection against sorting, for every k, on random,
+// ascending, descending and constant inputs.
+func TestKth(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	inputs := map[string]func(i int) int64{
+		"random":     func(int) int64 { return rng.Int64N(1000) },
+		"ascending":  func(i int) int64 { return int64(i) },
+		"descending": func(i int) int64 { return int64(-i) },
+		"constant":   func(int) int64 { return 7 },
+	}
+	for name, gen := range inputs {
+		for _, n := range []int{1, 2, 3, 10, 101} {
+			v := make([]int64, n)
+			for i := range v {
+				v[i] = gen(i)
+			}
+			sorted := slices.Sorted(slices.Values(v))
+			for k := range n {
+				if got := kth(slices.Clone(v), k); got != sorted[k] {
+					t.Fatalf("%s n=%d: kth(%d) = %d, want %d", name, n, k, got, sorted[k])
+				}
+			}
 		}
 	}
 }
