@@ -28,6 +28,8 @@ type raw struct {
 type collector struct {
 	base     int64      // CLOCK_MONOTONIC ns of trace time 0
 	held     []heldItem // unordered until release sorts it
+	spare    []heldItem // release's second buffer for held
+	keys     []heldKey  // release's sort keys
 	out      []trace.Request
 	seq      uint64
 	last     int64 // Arrival of the last released request
@@ -41,9 +43,18 @@ type heldItem struct {
 	seq uint64
 }
 
-// cmpHeld orders held requests by (Arrival, input order).
-func cmpHeld(a, b heldItem) int {
-	if c := cmp.Compare(a.q.Arrival, b.q.Arrival); c != 0 {
+// heldKey is the sort key of held[idx]: release sorts these 24-byte keys
+// and then moves each request once, rather than swapping 80-byte items
+// all through the sort.
+type heldKey struct {
+	arrival int64
+	seq     uint64
+	idx     int
+}
+
+// cmpKey orders held requests by (Arrival, input order).
+func cmpKey(a, b heldKey) int {
+	if c := cmp.Compare(a.arrival, b.arrival); c != 0 {
 		return c
 	}
 	return cmp.Compare(a.seq, b.seq)
@@ -102,17 +113,26 @@ func (c *collector) release(frontier int64) []trace.Request {
 	// One sort per release rather than a heap operation per request (a
 	// heap through container/heap boxes every record): what stays held is
 	// already sorted, so pdqsort is near-linear on it.
-	slices.SortFunc(c.held, cmpHeld)
-	n := sort.Search(len(c.held), func(i int) bool { return c.held[i].q.Arrival > limit })
+	keys := c.keys[:0]
+	for i := range c.held {
+		keys = append(keys, heldKey{c.held[i].q.Arrival, c.held[i].seq, i})
+	}
+	c.keys = keys
+	slices.SortFunc(keys, cmpKey)
+	n := sort.Search(len(keys), func(i int) bool { return keys[i].arrival > limit })
 	if n == 0 {
 		return nil
 	}
 	out := slices.Grow(c.out[:0], n)[:n]
 	for i := range out {
-		out[i] = c.held[i].q
+		out[i] = c.held[keys[i].idx].q
 	}
 	c.out = out
-	c.held = append(c.held[:0], c.held[n:]...)
+	rest := c.spare[:0]
+	for _, k := range keys[n:] {
+		rest = append(rest, c.held[k.idx])
+	}
+	c.held, c.spare = rest, c.held[:0]
 	c.last = out[n-1].Arrival
 	c.released = true
 	c.events.Add(uint64(n))
