@@ -13,7 +13,8 @@
 //
 // Hooks (BTF-typed raw tracepoints, include/trace/events/block.h):
 //   block_io_start    (6.5+, optional) the request is created from a bio, in
-//                     the submitter's context: remembers the submitting task
+//                     the submitter's context: the start of a request with
+//                     REQ_PREFLUSH, which its flush request arrives with
 //   block_rq_insert   the request enters the I/O scheduler / dispatch list:
 //                     its arrival
 //   block_rq_issue    the request is handed to the driver: its dispatch
@@ -410,31 +411,35 @@ static __always_inline struct inflight_req *current_entry(__u64 key, bool *fresh
 SEC("tp_btf/block_io_start")
 int BPF_PROG(block_io_start, struct request *rq)
 {
+	struct flushwait fw = {};
 	struct inflight_req *e;
 	__u32 dev, cmd_flags;
 	__u64 key;
 
+	// Only a request waiting for a flush needs its start: the flush
+	// request arrives with it, and its entry holds delivery back until
+	// then. Any other request gets its entry, and its task, at its first
+	// insert or issue, which run in the submitter's context as this does
+	// (a plug is flushed by its own task; a stacked device's worker
+	// submits as itself): so this program costs the I/O of every disk
+	// one load and a test, the first thing it does.
+	cmd_flags = rq->cmd_flags;
+	if (!(cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH))))
+		return 0;
 	if (!selected(rq, &dev))
 		return 0;
 	key = (__u64)rq;
-	cmd_flags = rq->cmd_flags;
 	if (rq_op(cmd_flags) == OP_SKIP)
 		return 0;
+	fw.start = bpf_ktime_get_ns();
+	fw.pid = current_tid();
 	e = renew(key);
-	if (e)
-		e->pid = current_tid();
-	// Only a request waiting for a flush needs its start time: the flush
-	// request arrives with it, and the entry holds delivery back until
-	// then. Any other request arrives when inserted or issued, later than
-	// the reader's scan of the table can have missed.
-	if (cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH))) {
-		struct flushwait fw = {.start = bpf_ktime_get_ns(), .pid = current_tid()};
-
-		if (e)
-			e->start = fw.start;
-		// Keeps the oldest waiting request.
-		bpf_map_update_elem(&flushwait, &dev, &fw, BPF_NOEXIST);
+	if (e) {
+		e->pid = fw.pid;
+		e->start = fw.start;
 	}
+	// Keeps the oldest waiting request.
+	bpf_map_update_elem(&flushwait, &dev, &fw, BPF_NOEXIST);
 	return 0;
 }
 
