@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -224,6 +225,7 @@ func Run(w *Window, cfg Config) (Result, error) {
 	}
 	r.run()
 	res := r.result()
+	r.releaseBuffers()
 	res.Scheduler, res.Tunables, res.Cache = cfg.Scheduler, tun, cfg.Cache != nil
 	if w.plan.closed {
 		res.Loop = LoopClosed
@@ -265,6 +267,37 @@ type runner struct {
 
 	cache *cacheState
 	keep  bool
+	buf   *buffers
+}
+
+// buffers are a run's per-request arrays (about 130 B per request). A
+// window is simulated under every candidate, each run needing the same
+// sizes, so they are reused from run to run (bufPool) instead of being
+// allocated for each: they were most of a run's garbage, and so of the
+// agent's GC work and peak heap.
+type buffers struct {
+	sr            []sched.Request
+	rel, cmp, rsp []int64
+}
+
+var bufPool sync.Pool // of *buffers
+
+// getBuffers returns buffers for n requests; their contents are stale.
+func getBuffers(n int) *buffers {
+	b, _ := bufPool.Get().(*buffers)
+	if b == nil || cap(b.sr) < n {
+		return &buffers{sr: make([]sched.Request, n), rel: make([]int64, n), cmp: make([]int64, n), rsp: make([]int64, 0, n)}
+	}
+	clear(b.sr[n:cap(b.sr)]) // a longer window's merged lists
+	b.sr, b.rel, b.cmp = b.sr[:n], b.rel[:n], b.cmp[:n]
+	return b
+}
+
+// release returns r's buffers to the pool; r must not be used after.
+func (r *runner) releaseBuffers() {
+	b := r.buf
+	r.buf, r.sr, r.rel, r.cmp = nil, nil, nil, nil
+	bufPool.Put(b)
 }
 
 func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
@@ -278,13 +311,12 @@ func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
 		disk:    cfg.NewDisk(cfg.Seed),
 		servers: k,
 		slots:   make([]*sched.Request, k),
-		sr:      make([]sched.Request, n),
-		rel:     make([]int64, n),
-		cmp:     make([]int64, n),
 		wakeAt:  -1,
 		ev:      make(evHeap, 0, 64),
 		keep:    cfg.KeepPerRequest,
+		buf:     getBuffers(n),
 	}
+	r.sr, r.rel, r.cmp = r.buf.sr, r.buf.rel, r.buf.cmp
 	for i := k - 1; i >= 0; i-- {
 		r.freeSlot = append(r.freeSlot, int32(i))
 	}
@@ -451,7 +483,7 @@ func (r *runner) result() Result {
 		Merged:         r.merged,
 		TotalServiceNs: r.totalService,
 	}
-	resp := make([]int64, 0, n)
+	resp := r.buf.rsp[:0]
 	var sum float64
 	first, last := int64(-1), int64(0)
 	for i := 0; i < n; i++ {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -272,5 +273,49 @@ func TestKth(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRunReusesBuffers runs windows of different sizes, with merging
+// sequential reads, under every scheduler one after another (so each run
+// takes buffers an earlier run used): every result equals the first run of
+// the same window.
+func TestRunReusesBuffers(t *testing.T) {
+	window := func(n int, seed uint64) *Window {
+		rng := rand.New(rand.NewPCG(seed, 2))
+		reqs := make([]trace.Request, n)
+		at := int64(0)
+		for i := range reqs {
+			at += rng.Int64N(200_000)
+			sector := rng.Uint64N(1<<24) &^ 7
+			if i > 0 && rng.IntN(3) == 0 {
+				sector = reqs[i-1].End() // back-merges into the previous one
+			}
+			reqs[i] = openReq(at, sector, 8, trace.Read)
+			reqs[i].PID = uint32(1 + i%3)
+			reqs[i].Flags = trace.Sync
+		}
+		return mustWindow(t, reqs, LoopOpen)
+	}
+	big, small := window(3000, 1), window(500, 2)
+	dev := sched.Device{Rotational: true, MaxSectors: 2560, QueueDepth: 4}
+	first := map[string]Result{}
+	for round := range 3 {
+		for _, w := range []*Window{big, small} {
+			for _, name := range sched.Names() {
+				res := mustRun(t, w, Config{Scheduler: name, Device: dev, Servers: 2, NewDisk: constModel(ms, 1000), KeepPerRequest: true})
+				key := fmt.Sprintf("%s/%d", name, w.Len())
+				if round == 0 {
+					first[key] = res
+					continue
+				}
+				if !reflect.DeepEqual(res, first[key]) {
+					t.Fatalf("round %d, %s: result differs from the first run", round, key)
+				}
+			}
+		}
+	}
+	if first["mq-deadline/3000"].Merged == 0 {
+		t.Error("no request merged: the windows do not exercise the merge lists")
 	}
 }
