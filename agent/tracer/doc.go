@@ -38,16 +38,18 @@
 //     completions (below) needs 5.14 and is left out on older kernels.
 //
 //     Cost, measured on the project's 2-core VM (kernel BPF statistics,
-//     fio 4 KiB random reads on a loop device, about 65,000 IOPS): about
-//     690 ns of BPF time per traced request, all programs together, where
-//     the hash-map version with two completion programs took about
-//     1,400 ns. That counts about 7 program runs per traced request: the
-//     traced request's block_io_start, block_rq_issue and
-//     block_rq_complete (105 to 120 ns each), and the events of the disk
-//     under the loop device, which the filter rejects (60 to 85 ns each,
-//     most of it the kernel's dispatch to the program). In the agent, the
-//     Go side (reading and ordering the records, and the agent's online
-//     learning) takes about 300 ns of CPU per request more.
+//     fio 4 KiB random reads on a loop device, about 65,000–70,000 IOPS;
+//     make bench-agent): about 640 ns of BPF time per traced request, all
+//     programs together, where the hash-map version with two completion
+//     programs took about 1,400 ns. That counts about 7 program runs per
+//     traced request: the traced request's block_io_start (which returns
+//     after one test unless the request has REQ_PREFLUSH), block_rq_issue
+//     and block_rq_complete, and the events of the disk under the loop
+//     device, which the filter rejects. Most of a rejected run is the
+//     kernel's dispatch to the program, and the statistics themselves add
+//     two clock reads per run. In the agent, the Go side (reading and
+//     ordering the records, and the agent's online learning) takes about
+//     170 ns of CPU per request more.
 //
 //   - "tracefs" (fallback): the same tracepoints as trace events, in a
 //     private trace instance /sys/kernel/tracing/instances/shadowtune-<pid>
