@@ -146,9 +146,12 @@
 // BPF_PROG_TYPE_SYSCALL program, reap, that drops the entries issued more
 // than 1 s earlier whose struct request the kernel has since freed
 // (rq->state back to MQ_RQ_IDLE), counting them in [Stats].Lost (as is a
-// missed completion found when the struct request is reused). Every
-// request is thus either delivered or counted lost: traced + Lost equals
-// the kernel's own count in /sys/block/*/stat.
+// missed completion found when the struct request is reused). When Run
+// stops, the reaper runs once more with a 10 ms age limit, so a completion
+// missed in the last second is counted too (a short recording used to
+// leave it in the table, uncounted). Every request is thus either
+// delivered or counted lost: traced + Lost equals the kernel's own count
+// in /sys/block/*/stat.
 //
 // # Losses
 //

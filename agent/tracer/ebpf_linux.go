@@ -36,6 +36,13 @@ const frontierMargin = int64(time.Millisecond)
 // reapEvery is how often the reaper of missed completions runs.
 const reapEvery = time.Second
 
+// finalReapAfter is the reaper's age limit in its last run, when Run
+// stops (the programs' reap_after_ns, 1 s, otherwise): a request issued
+// that long ago whose struct request the kernel has freed again missed its
+// completion. The limit only has to cover the instant between
+// block_rq_issue and the request's state turning in-flight.
+const finalReapAfter = 10 * time.Millisecond
+
 // forceEBPFError, when set (by tests), makes newEBPF fail with it.
 var forceEBPFError error
 
@@ -56,6 +63,8 @@ type ebpfTracer struct {
 	// fastDevs and fastMany are the programs' device filter (fast_devs,
 	// fast_many in bpf/blocktrace.c).
 	fastDevs, fastMany *ebpf.Variable
+	// reapAfter is the reaper's age limit (reap_after_ns).
+	reapAfter *ebpf.Variable
 
 	col    collector     // used by Run's goroutine only (its counters are atomic)
 	lostGC atomic.Uint64 // abandoned after StaleAfter
@@ -178,6 +187,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	t.cnts = coll.Maps[blocktraceMapCounters]
 	t.reap = coll.Programs[blocktraceProgReap]
 	t.fastDevs, t.fastMany = coll.Variables[blocktraceVarFastDevs], coll.Variables[blocktraceVarFastMany]
+	t.reapAfter = coll.Variables[blocktraceVarReapAfterNs]
 	fail := func(err error) (*ebpfTracer, error) {
 		_ = t.release()
 		return nil, err
@@ -339,6 +349,9 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 			return err
 		}
 		if stop || ctx.Err() != nil {
+			if err := t.finalReap(); err != nil {
+				return err
+			}
 			if _, err := read(time.Now()); err != nil {
 				return err
 			}
@@ -364,6 +377,25 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 		}
 		t.deliver(out, frontier)
 	}
+}
+
+// finalReap runs the reaper once more as Run stops, with the age limit
+// finalReapAfter: a completion missed less than reapEvery before the stop
+// is counted lost too, not left in the in-flight table uncounted. It
+// waits finalReapAfter first, so that a request issued just before is old
+// enough.
+func (t *ebpfTracer) finalReap() error {
+	if t.reap == nil || t.reapAfter == nil {
+		return nil
+	}
+	time.Sleep(finalReapAfter)
+	if err := t.reapAfter.Set(uint64(finalReapAfter)); err != nil {
+		return fmt.Errorf("set the reaper's age limit: %w", err)
+	}
+	if _, err := t.reap.Run(&ebpf.RunOptions{}); err != nil {
+		return fmt.Errorf("run reaper: %w", err)
+	}
+	return nil
 }
 
 // deliver releases the requests arrived by frontier to out.
