@@ -16,6 +16,30 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
+// missOneCompletion does 10 reads on l, then one more while the programs'
+// block_rq_complete link is closed (so they miss its completion), then
+// attaches it again. It returns when the missed read began.
+func missOneCompletion(t *testing.T, l *loopDev, et *ebpfTracer) time.Time {
+	t.Helper()
+	if err := randomReads(l.path, l.size, 10, 1); err != nil {
+		t.Fatal(err)
+	}
+	// links[0] is block_rq_complete.
+	if err := et.links[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	missed := time.Now()
+	if err := randomReads(l.path, l.size, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	lk, err := link.AttachTracing(link.TracingOptions{Program: et.coll.Programs[blocktraceProgBlockRqComplete], AttachType: ebpf.AttachTraceRawTp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	et.links[0] = lk
+	return missed
+}
+
 // TestEBPFMissedCompletionIsReaped makes the programs miss one completion
 // (their links are closed around one read), then checks that the request
 // is counted lost and that it does not hold back the delivery of the
@@ -28,21 +52,7 @@ func TestEBPFMissedCompletionIsReaped(t *testing.T) {
 	if et.reap == nil {
 		t.Skip("kernel cannot run the reaper")
 	}
-	if err := randomReads(l.path, l.size, 10, 1); err != nil {
-		t.Fatal(err)
-	}
-	// links[0] is block_rq_complete.
-	if err := et.links[0].Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := randomReads(l.path, l.size, 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	lk, err := link.AttachTracing(link.TracingOptions{Program: et.coll.Programs[blocktraceProgBlockRqComplete], AttachType: ebpf.AttachTraceRawTp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	et.links[0] = lk
+	missOneCompletion(t, l, et)
 	if err := randomReads(l.path, l.size, 20, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -77,21 +87,7 @@ func TestEBPFMissedCompletionCountedAtStop(t *testing.T) {
 	if et.reap == nil {
 		t.Skip("kernel cannot run the reaper")
 	}
-	if err := randomReads(l.path, l.size, 10, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := et.links[0].Close(); err != nil { // block_rq_complete
-		t.Fatal(err)
-	}
-	missed := time.Now()
-	if err := randomReads(l.path, l.size, 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	lk, err := link.AttachTracing(link.TracingOptions{Program: et.coll.Programs[blocktraceProgBlockRqComplete], AttachType: ebpf.AttachTraceRawTp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	et.links[0] = lk
+	missed := missOneCompletion(t, l, et)
 	if err := randomReads(l.path, l.size, 5, 3); err != nil {
 		t.Fatal(err)
 	}

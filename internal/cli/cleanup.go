@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -13,11 +12,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shadowtune/shadowtune/agent/cluster"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -51,8 +49,8 @@ StorageTuning objects are the user's and are left alone.`,
 			if err != nil {
 				return badInputf("kubeconfig: %w", err)
 			}
-			scheme := runtime.NewScheme()
-			if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+			scheme, err := cluster.Scheme()
+			if err != nil {
 				return err
 			}
 			c, err := client.New(cfg, client.Options{Scheme: scheme})

@@ -9,15 +9,13 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/agent/cluster"
 	"github.com/shadowtune/shadowtune/operator/controller"
 	"github.com/shadowtune/shadowtune/operator/metrics"
 )
@@ -52,8 +50,8 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return badInputf("kubeconfig: %w", err)
 			}
-			scheme := runtime.NewScheme()
-			if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+			scheme, err := cluster.Scheme()
+			if err != nil {
 				return err
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{

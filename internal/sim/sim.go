@@ -293,7 +293,8 @@ func getBuffers(n int) *buffers {
 	return b
 }
 
-// release returns r's buffers to the pool; r must not be used after.
+// releaseBuffers returns r's buffers to the pool; r must not be used
+// after.
 func (r *runner) releaseBuffers() {
 	b := r.buf
 	r.buf, r.sr, r.rel, r.cmp = nil, nil, nil, nil
