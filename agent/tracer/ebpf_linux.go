@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -59,6 +60,11 @@ type ebpfTracer struct {
 	cnts  *ebpf.Map
 	reap  *ebpf.Program // nil if the kernel cannot run it
 	notes []string
+	// ringFile is the ring buffer's file, a duplicate of its map's
+	// descriptor in the Go runtime's network poller, which Run waits on
+	// (waitRing); ringConn is its RawConn.
+	ringFile *os.File
+	ringConn syscall.RawConn
 
 	// fastDevs and fastMany are the programs' device filter (fast_devs,
 	// fast_many in bpf/blocktrace.c).
@@ -139,6 +145,10 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 		return nil, err
 	}
 	spec.Maps[blocktraceMapEvents].MaxEntries = uint32(opts.RingBufferBytes)
+	// The programs wake the reader only when half the ring is pending.
+	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(opts.RingBufferBytes / 2)); err != nil {
+		return nil, err
+	}
 	// The in-flight table: MaxInflight slots (a power of two), and an
 	// overflow map for requests whose slots are taken.
 	nslots := uint32(1)
@@ -148,11 +158,6 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	spec.Maps[blocktraceMapInflight].MaxEntries = nslots
 	spec.Maps[blocktraceMapOverflow].MaxEntries = uint32(max(opts.MaxInflight/4, 1024))
 	if err := spec.Variables[blocktraceVarSlotMask].Set(nslots - 1); err != nil {
-		return nil, err
-	}
-	// Wake the reader only once a quarter of the ring is full; it polls on
-	// its own every FlushInterval.
-	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(opts.RingBufferBytes / 4)); err != nil {
 		return nil, err
 	}
 	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}}
@@ -211,6 +216,9 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	t.rd, err = ringbuf.NewReader(coll.Maps[blocktraceMapEvents])
 	if err != nil {
 		return fail(fmt.Errorf("ring buffer reader: %w", err))
+	}
+	if t.ringFile, t.ringConn, err = pollable(coll.Maps[blocktraceMapEvents].FD()); err != nil {
+		return fail(fmt.Errorf("ring buffer: %w", err))
 	}
 	// Attach the completion side first, so that no request is seen
 	// starting without its completion being watched.
@@ -319,64 +327,161 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 		return err
 	}
 	defer finish()
-	// Cancelling makes the blocked Read return what the ring holds.
-	stopFlush := context.AfterFunc(ctx, func() { _ = t.rd.Flush() })
-	defer stopFlush()
 
+	// The reader drains the ring on a timer: at least every maxPoll, and
+	// sooner at a high rate (pollInterval). It waits in the Go runtime's
+	// network poller (waitRing), which the programs wake only when half
+	// the ring is pending, never in a blocking epoll_wait: a goroutine
+	// blocked in a system call holds its P, so the runtime's sysmon thread
+	// kept waking, hundreds of times a second, for as long as it did. The
+	// ringbuf.Reader only reads: with a deadline in the past every read
+	// returns once the ring is empty.
+	t.rd.SetDeadline(time.Unix(1, 0))
 	var rec ringbuf.Record
-	var lastReap time.Time
-	// read consumes records until the deadline passes (having drained the
-	// ring) or a flush; it reports whether Run must stop.
-	read := func(deadline time.Time) (stop bool, err error) {
-		t.rd.SetDeadline(deadline)
+	// drain consumes every record in the ring and returns the ring bytes
+	// they took.
+	drain := func() (int, error) {
+		n := 0
 		for {
 			err := t.rd.ReadInto(&rec)
 			switch {
 			case err == nil:
+				n += ringRecordBytes(len(rec.RawSample))
 				t.handle(rec.RawSample)
 			case errors.Is(err, os.ErrDeadlineExceeded):
-				return false, nil
-			case errors.Is(err, ringbuf.ErrFlushed):
-				return true, nil
+				return n, nil
 			default:
-				return true, fmt.Errorf("read ring buffer: %w", err)
+				return n, fmt.Errorf("read ring buffer: %w", err)
 			}
 		}
 	}
+	var lastReap time.Time
+	lastPoll, lastDeliver := time.Now(), time.Now()
+	wait := min(t.opts.FlushInterval, maxPoll)
+	// Cancelling ends the wait.
+	stopWait := context.AfterFunc(ctx, func() { _ = t.ringFile.SetReadDeadline(time.Unix(1, 0)) })
+	defer stopWait()
 	for {
-		stop, err := read(time.Now().Add(t.opts.FlushInterval))
-		if err != nil {
+		if err := t.waitRing(ctx, wait); err != nil {
 			return err
 		}
-		if stop || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			if err := t.finalReap(); err != nil {
 				return err
 			}
-			if _, err := read(time.Now()); err != nil {
+			if _, err := drain(); err != nil {
 				return err
 			}
 			t.deliver(out, math.MaxInt64)
 			return nil
 		}
-		// Everything that arrived before the oldest request still in
-		// flight, and before now, is final: scan the in-flight map first,
-		// then drain the ring (a completing request is submitted to the
-		// ring before it leaves the map). First drop the requests whose
-		// completion the program missed.
-		if t.reap != nil && time.Since(lastReap) >= reapEvery {
-			// It walks every bucket of the map (~0.25 ms for 16384).
-			if _, err := t.reap.Run(&ebpf.RunOptions{}); err != nil {
-				return fmt.Errorf("run reaper: %w", err)
-			}
-			lastReap = time.Now()
-		}
-		now := Monotonic()
-		frontier := min(now-frontierMargin, t.scan(now))
-		if _, err := read(time.Now()); err != nil {
+		n, err := drain()
+		if err != nil {
 			return err
 		}
-		t.deliver(out, frontier)
+		if time.Since(lastDeliver) >= t.opts.FlushInterval {
+			lastDeliver = time.Now()
+			// Everything that arrived before the oldest request still in
+			// flight, and before now, is final: scan the in-flight map
+			// first, then drain the ring (a completing request is
+			// submitted to the ring before it leaves the map). First drop
+			// the requests whose completion the program missed.
+			if t.reap != nil && time.Since(lastReap) >= reapEvery {
+				// It walks every bucket of the map (~0.25 ms for 16384).
+				if _, err := t.reap.Run(&ebpf.RunOptions{}); err != nil {
+					return fmt.Errorf("run reaper: %w", err)
+				}
+				lastReap = time.Now()
+			}
+			now := Monotonic()
+			frontier := min(now-frontierMargin, t.scan(now))
+			m, err := drain()
+			if err != nil {
+				return err
+			}
+			n += m
+			t.deliver(out, frontier)
+		}
+		wall := time.Now()
+		wait = pollInterval(min(t.opts.FlushInterval, maxPoll), t.opts.RingBufferBytes, n, wall.Sub(lastPoll))
+		lastPoll = wall
 	}
+}
+
+// waitRing returns after d, or sooner when half the ring is pending (the
+// programs then wake its readers) or ctx is cancelled.
+func (t *ebpfTracer) waitRing(ctx context.Context, d time.Duration) error {
+	if err := t.ringFile.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return fmt.Errorf("ring buffer: %w", err)
+	}
+	if ctx.Err() != nil { // cancelled before the deadline was set
+		return nil
+	}
+	half := t.opts.RingBufferBytes / 2
+	err := t.ringConn.Read(func(uintptr) bool { return t.rd.AvailableBytes() >= half })
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("wait for the ring buffer: %w", err)
+	}
+	return nil
+}
+
+// pollable returns a duplicate of fd (a BPF ring buffer map), non-blocking,
+// as a file in the Go runtime's network poller, and its RawConn, whose Read
+// waits for the ring to be readable without holding a thread. The kernel
+// reports it readable when a program submits a record with
+// BPF_RB_FORCE_WAKEUP.
+func pollable(fd int) (*os.File, syscall.RawConn, error) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("duplicate its descriptor: %w", err)
+	}
+	if err := unix.SetNonblock(dup, true); err != nil {
+		unix.Close(dup)
+		return nil, nil, fmt.Errorf("make it non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(dup), "bpf-ringbuf")
+	rc, err := f.SyscallConn()
+	if err == nil {
+		// A file the poller did not take has no deadlines.
+		err = f.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("poll it: %w", err)
+	}
+	return f, rc, nil
+}
+
+// ringRecordBytes is the ring-buffer space of a record of n bytes: an
+// 8-byte header (BPF_RINGBUF_HDR_SZ) and the sample, rounded up to 8 bytes
+// (kernel/bpf/ringbuf.c).
+func ringRecordBytes(n int) int { return (8 + n + 7) &^ 7 }
+
+// The reader drains the ring at most maxPoll and at least minPoll apart.
+// Between drains the ring must hold what the programs write: at maxPoll, a
+// 4 MiB ring holds a burst of about 650,000 requests/s that starts right
+// after a drain.
+const (
+	minPoll = time.Millisecond
+	maxPoll = 100 * time.Millisecond
+)
+
+// pollInterval is how long the reader waits before its next drain of a
+// ring of ringBytes bytes, having drained drained bytes written over the
+// last elapsed: longest, or less if at that rate the ring would be more
+// than a quarter full by then (so that a burst four times the rate still
+// fits), but not under minPoll. A ring found three quarters full (perhaps
+// overflowing: the rate is unknown) is drained again after minPoll.
+func pollInterval(longest time.Duration, ringBytes, drained int, elapsed time.Duration) time.Duration {
+	if drained <= 0 || elapsed <= 0 {
+		return longest
+	}
+	if drained >= ringBytes/4*3 {
+		return minPoll
+	}
+	// The time to write a quarter of the ring at the last rate.
+	quarter := time.Duration(float64(elapsed) * float64(ringBytes/4) / float64(drained))
+	return max(minPoll, min(longest, quarter))
 }
 
 // finalReap runs the reaper once more as Run stops, with the age limit
@@ -511,6 +616,10 @@ func (t *ebpfTracer) release() error {
 	if t.rd != nil {
 		errs = append(errs, t.rd.Close())
 		t.rd = nil
+	}
+	if t.ringFile != nil {
+		errs = append(errs, t.ringFile.Close())
+		t.ringFile, t.ringConn = nil, nil
 	}
 	t.slots = nil
 	if t.mem != nil {

@@ -4,6 +4,9 @@ package tracer
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -235,4 +238,111 @@ func TestEBPFInflightOverflow(t *testing.T) {
 	if used != 0 {
 		t.Errorf("overflow_used %d after the I/O, want 0", used)
 	}
+}
+
+func TestPollInterval(t *testing.T) {
+	const ring = 4 << 20 // a quarter: 1 MiB
+	for _, c := range []struct {
+		name    string
+		drained int
+		elapsed time.Duration
+		want    time.Duration
+	}{
+		{"idle", 0, 100 * time.Millisecond, maxPoll},
+		{"no time passed", 1 << 20, 0, maxPoll},
+		{"a quarter in 1 s: longest", 1 << 20, time.Second, maxPoll},
+		{"a quarter in 100 ms: longest", 1 << 20, 100 * time.Millisecond, maxPoll},
+		{"a quarter in 50 ms", 1 << 20, 50 * time.Millisecond, 50 * time.Millisecond},
+		{"half the ring in 100 ms", 2 << 20, 100 * time.Millisecond, 50 * time.Millisecond},
+		{"64 MiB/s", 2 << 20, time.Second / 32, time.Second / 64},
+		{"faster than minPoll allows", 2 << 20, 1500 * time.Microsecond, minPoll},
+		{"three quarters full: perhaps overflowing", 3 << 20, time.Second, minPoll},
+		{"full", 4 << 20, 100 * time.Millisecond, minPoll},
+	} {
+		if got := pollInterval(maxPoll, ring, c.drained, c.elapsed); got != c.want {
+			t.Errorf("%s: pollInterval(%v, %d, %d, %v) = %v, want %v", c.name, maxPoll, ring, c.drained, c.elapsed, got, c.want)
+		}
+	}
+	if got := ringRecordBytes(eventSize); got != 8+eventSize {
+		t.Errorf("ringRecordBytes(%d) = %d, want %d", eventSize, got, 8+eventSize)
+	}
+	if got := ringRecordBytes(5); got != 16 {
+		t.Errorf("ringRecordBytes(5) = %d, want 16", got)
+	}
+}
+
+// TestEBPFSmallRingKeepsUp traces random reads from four threads of
+// another process through a ring buffer of 1024 records, with deliveries
+// 2 s apart: the reader must drain it every few milliseconds, woken by the
+// programs when it is half full and then polling at the rate it sees. A
+// reader that polled every maxPoll would drop most records (all but 1024
+// of every maxPoll).
+func TestEBPFSmallRingKeepsUp(t *testing.T) {
+	needRoot(t)
+	if raceDetector {
+		t.Skip("the race detector slows the reader down more than this test allows for")
+	}
+	l := newLoop(t, 256<<20)
+	l.setScheduler(t, "none")
+	const ring = 64 << 10
+	tr, err := New(Options{Kind: KindEBPF, Devices: []uint32{l.dev}, RingBufferBytes: ring, FlushInterval: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- tr.Run(ctx, func(b []trace.Request) { n.Add(int64(len(b))) }) }()
+	time.Sleep(2 * maxPoll) // idle: the reader polls every maxPoll
+	before := l.stat(t)
+	start := time.Now()
+	// The reads run in another process, as an application's would: in
+	// this one, threads blocked in pread hold the Go scheduler's Ps and
+	// delay the reader's timer.
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperRandomReads$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("SHADOWTUNE_TEST_READS=%s %d 4 40000", l.path, l.size))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("reads: %v: %s", err, out)
+	}
+	secs := time.Since(start).Seconds()
+	k := l.stat(t).sub(before)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Stats()
+	t.Logf("%d reads in %.2f s (%.0f/s; %.0f records per maxPoll, the ring holds %d); traced %d, dropped %d, lost %d",
+		k.reads, secs, float64(k.reads)/secs, float64(k.reads)/secs*maxPoll.Seconds(), ring/ringRecordBytes(eventSize), n.Load(), st.Dropped, st.Lost)
+	if uint64(n.Load())+st.Dropped+st.Lost != k.reads || st.Lost > maxLost(k.reads) {
+		t.Errorf("traced %d + dropped %d + lost %d, kernel %d reads", n.Load(), st.Dropped, st.Lost, k.reads)
+	}
+	if allowed := k.reads / 20; st.Dropped > allowed {
+		t.Errorf("dropped %d of %d records (at most %d allowed): the reader did not keep up", st.Dropped, k.reads, allowed)
+	}
+}
+
+// TestHelperRandomReads is the reading process of TestEBPFSmallRingKeepsUp:
+// with SHADOWTUNE_TEST_READS="PATH SIZE THREADS N" it does N random 4 KiB
+// reads of PATH from each of THREADS threads.
+func TestHelperRandomReads(t *testing.T) {
+	spec := os.Getenv("SHADOWTUNE_TEST_READS")
+	if spec == "" {
+		t.Skip("the reading process of TestEBPFSmallRingKeepsUp")
+	}
+	var path string
+	var size int64
+	var threads, n int
+	if _, err := fmt.Sscan(spec, &path, &size, &threads, &n); err != nil {
+		t.Fatalf("SHADOWTUNE_TEST_READS=%q: %v", spec, err)
+	}
+	var wg sync.WaitGroup
+	for i := range threads {
+		wg.Go(func() {
+			if err := randomReads(path, size, n, uint64(i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -118,9 +118,10 @@ const struct inflight_req *unused_inflight __attribute__((unused));
 const struct slot *unused_slot __attribute__((unused));
 const enum counter *unused_counter __attribute__((unused));
 
-// Ring buffer wake-up threshold (bytes). Records are submitted without
-// waking the reader, which polls on a timer; once this many bytes are
-// pending the reader is woken. Set by the loader; 0 wakes on every record.
+// Ring buffer pressure (bytes). The reader drains the ring on a timer, so
+// records are submitted without waking it, unless this many bytes are
+// pending: a burst it would not drain in time. Set by the loader (half the
+// ring); 0 wakes on every record.
 volatile const __u64 wakeup_bytes = 0;
 
 struct {
@@ -626,6 +627,9 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	ev->partial = e->partial;
 	if (error)
 		count(CNT_ERROR);
+	// Wake the reader only under pressure: it drains the ring on a timer,
+	// often enough for the rate it sees, and a wake-up is an irq_work (a
+	// self-interrupt) in the way of the I/O being traced.
 	flags = BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + sizeof(*ev) >= wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
