@@ -16,10 +16,12 @@ HELM_VERSION          ?= v3.22.0
 HELM                  := $(BIN)/helm-$(HELM_VERSION)
 CHART                 := charts/shadowtune
 
-# Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`.
+# Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
+# `make bench-agent-parts BENCH_ROUNDS=16`.
 BENCH_COUNT ?= 5
 BENCH_RUNS  ?= 5
 BENCH_PAIRS ?= 5
+BENCH_ROUNDS ?= 10
 
 .PHONY: all
 all: build
@@ -74,6 +76,10 @@ bench: build ## Simulator benchmarks: Go benchmarks plus whole-process runs on l
 .PHONY: bench-agent
 bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs.
 	hack/bench-agent.sh $(BIN)/shadowtune $(BENCH_PAIRS) | tee $(BIN)/bench-agent.txt
+
+.PHONY: bench-agent-parts
+bench-agent-parts: build ## Where the agent's IOPS cost comes from (root): fio alone / BPF rejecting every event / tracing only / the agent, BENCH_ROUNDS rounds.
+	hack/bench-agent-parts.sh $(BIN)/shadowtune $(BENCH_ROUNDS) | tee $(BIN)/bench-agent-parts.txt
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code from api/ (controller-gen).
