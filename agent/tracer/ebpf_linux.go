@@ -145,8 +145,8 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 		return nil, err
 	}
 	spec.Maps[blocktraceMapEvents].MaxEntries = uint32(opts.RingBufferBytes)
-	// The programs wake the reader only when half the ring is pending.
-	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(opts.RingBufferBytes / 2)); err != nil {
+	// The programs wake the reader only under pressure.
+	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(ringPressure(opts.RingBufferBytes))); err != nil {
 		return nil, err
 	}
 	// The in-flight table: MaxInflight slots (a power of two), and an
@@ -357,7 +357,8 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 	}
 	var lastReap time.Time
 	lastPoll, lastDeliver := time.Now(), time.Now()
-	wait := min(t.opts.FlushInterval, maxPoll)
+	longest := min(t.opts.FlushInterval, maxPoll)
+	wait := longest
 	// Cancelling ends the wait.
 	stopWait := context.AfterFunc(ctx, func() { _ = t.ringFile.SetReadDeadline(time.Unix(1, 0)) })
 	defer stopWait()
@@ -403,12 +404,12 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 			t.deliver(out, frontier)
 		}
 		wall := time.Now()
-		wait = pollInterval(min(t.opts.FlushInterval, maxPoll), t.opts.RingBufferBytes, n, wall.Sub(lastPoll))
+		wait = pollInterval(longest, t.opts.RingBufferBytes, n, wall.Sub(lastPoll))
 		lastPoll = wall
 	}
 }
 
-// waitRing returns after d, or sooner when half the ring is pending (the
+// waitRing returns after d, or sooner when the ring is under pressure (the
 // programs then wake its readers) or ctx is cancelled.
 func (t *ebpfTracer) waitRing(ctx context.Context, d time.Duration) error {
 	if err := t.ringFile.SetReadDeadline(time.Now().Add(d)); err != nil {
@@ -417,8 +418,8 @@ func (t *ebpfTracer) waitRing(ctx context.Context, d time.Duration) error {
 	if ctx.Err() != nil { // cancelled before the deadline was set
 		return nil
 	}
-	half := t.opts.RingBufferBytes / 2
-	err := t.ringConn.Read(func(uintptr) bool { return t.rd.AvailableBytes() >= half })
+	pressure := ringPressure(t.opts.RingBufferBytes)
+	err := t.ringConn.Read(func(uintptr) bool { return t.rd.AvailableBytes() >= pressure })
 	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("wait for the ring buffer: %w", err)
 	}
@@ -451,6 +452,10 @@ func pollable(fd int) (*os.File, syscall.RawConn, error) {
 	}
 	return f, rc, nil
 }
+
+// ringPressure is the pending bytes of a ring of ringBytes at which the
+// programs wake the reader (wakeup_bytes in bpf/blocktrace.c): half of it.
+func ringPressure(ringBytes int) int { return ringBytes / 2 }
 
 // ringRecordBytes is the ring-buffer space of a record of n bytes: an
 // 8-byte header (BPF_RINGBUF_HDR_SZ) and the sample, rounded up to 8 bytes

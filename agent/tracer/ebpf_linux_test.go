@@ -19,6 +19,21 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
+// startReaperRecording records a new loop device with the eBPF tracer, for
+// the tests of its reaper; it skips the test if the kernel cannot run the
+// reaper.
+func startReaperRecording(t *testing.T) (*loopDev, *recording, *ebpfTracer) {
+	t.Helper()
+	needRoot(t)
+	l := newLoop(t, 64<<20)
+	rec := startRecording(t, KindEBPF, l.dev)
+	et := rec.tr.(*ebpfTracer)
+	if et.reap == nil {
+		t.Skip("kernel cannot run the reaper")
+	}
+	return l, rec, et
+}
+
 // missOneCompletion does 10 reads on l, then one more while the programs'
 // block_rq_complete link is closed (so they miss its completion), then
 // attaches it again. It returns when the missed read began.
@@ -48,13 +63,7 @@ func missOneCompletion(t *testing.T, l *loopDev, et *ebpfTracer) time.Time {
 // is counted lost and that it does not hold back the delivery of the
 // requests after it.
 func TestEBPFMissedCompletionIsReaped(t *testing.T) {
-	needRoot(t)
-	l := newLoop(t, 64<<20)
-	rec := startRecording(t, KindEBPF, l.dev)
-	et := rec.tr.(*ebpfTracer)
-	if et.reap == nil {
-		t.Skip("kernel cannot run the reaper")
-	}
+	l, rec, et := startReaperRecording(t)
 	missOneCompletion(t, l, et)
 	if err := randomReads(l.path, l.size, 20, 3); err != nil {
 		t.Fatal(err)
@@ -83,13 +92,7 @@ func TestEBPFMissedCompletionIsReaped(t *testing.T) {
 // limit: the last run of the reaper at stop must still count it lost, so
 // that traced + lost equals what the device did.
 func TestEBPFMissedCompletionCountedAtStop(t *testing.T) {
-	needRoot(t)
-	l := newLoop(t, 64<<20)
-	rec := startRecording(t, KindEBPF, l.dev)
-	et := rec.tr.(*ebpfTracer)
-	if et.reap == nil {
-		t.Skip("kernel cannot run the reaper")
-	}
+	l, rec, et := startReaperRecording(t)
 	missed := missOneCompletion(t, l, et)
 	if err := randomReads(l.path, l.size, 5, 3); err != nil {
 		t.Fatal(err)
