@@ -8,12 +8,19 @@
 # device keeps the settings its last user left) and puts it back at exit.
 # fio runs 4 KiB random reads on the loop device (O_DIRECT, libaio,
 # BENCH_NUMJOBS jobs × BENCH_IODEPTH); each run ramps for 4 s (not
-# measured) and then measures IOPS for BENCH_RUNTIME seconds. Runs
-# alternate PAIRS times: without the agent, then with `shadowtune run`
+# measured) and then measures IOPS for BENCH_RUNTIME seconds. It runs
+# PAIRS pairs of a run without the agent and a run with `shadowtune run`
 # tracing (eBPF) and simulating that device in Observe mode (window 5 s,
-# cpuBudgetPercent BENCH_CPU_BUDGET, default 10). The ramp lets the agent's
-# first window fill, so a measured interval of 10 s holds the evaluations of
-# two whole windows, as in steady state.
+# cpuBudgetPercent BENCH_CPU_BUDGET, default 10), the run without first in
+# odd pairs and second in even ones, so that a drift of the host's speed
+# does not favour either side. The agent is started for each run with it
+# and keeps one state directory throughout, as a node's agent keeps its
+# across restarts: every run but the first starts with the learned model
+# (learning online from its first request) instead of calibrating it. The
+# ramp lets the agent's first window fill, so a measured interval of 10 s
+# holds the evaluations of two whole windows, as in steady state. What
+# the script itself does inside a measured interval (only in runs with the
+# agent) is kept to bash builtins and one short cat.
 #
 # While the agent runs it measures, over the measured interval, the agent's
 # CPU (utime+stime from /proc/PID/stat, in % of one core) and the part of it
@@ -26,8 +33,10 @@
 # the targets: IOPS at most 2 % lower, peak RSS at most 100 MiB. Per run it also records how busy the machine was: its
 # total CPU use, the I/O on the disk under the file that was not ours, and
 # the CPU used by other people's processes; a pair where others did more
-# than 5 % of our I/O or used more than 5 % of a core is marked (*) and the
-# median ratio is also given over the unmarked ("quiet") pairs.
+# than 5 % of our I/O or used more than 5 % of a core, or where the
+# hypervisor took more than 1 % of the guest's CPU time (steal: a busy host,
+# not visible among the guest's processes), is marked (*) and the median
+# ratio is also given over the unmarked ("quiet") pairs.
 #
 # The BPF programs run in the context of the I/O itself (fio, the loop
 # worker, interrupts), so their cost is not in the agent's CPU. Unless
@@ -145,9 +154,19 @@ fio_job=(--name=bench --filename="$loop" --rw=randread --bs=4k --direct=1 --ioen
 	--iodepth="$iodepth" --numjobs="$numjobs" --group_reporting --time_based
 	--ramp_time="$ramp" --runtime="$runtime" --randrepeat=0 --output-format=json)
 
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, clock ticks
+# cpu_ticks PID: utime + stime (clock ticks), with bash builtins only: it
+# runs inside the measured interval.
+cpu_ticks() {
+	local s f
+	read -r s <"/proc/$1/stat"
+	read -ra f <<<"${s##*) }" # fields from 3 (state) on; utime is 14, stime 15
+	echo $((f[11] + f[12]))
+}
 ios() { awk '{n = $1 + $5} END {print n + 0}' "$1"; } # reads + writes completed
-sys_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; } # busy idle(+iowait), ticks
+# sys_busy: busy, idle (with iowait) and steal ticks of the guest's CPUs.
+# Steal is time the hypervisor gave the guest's CPUs to someone else: a
+# busy host, invisible in the guest's own processes.
+sys_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6, $9}' /proc/stat; }
 foreign_fio() { pgrep -xc fio || true; } # before ours starts: everyone else's
 # snap FILE: utime+stime (ticks) of every user-space process but ours (this
 # shell's process group and the agent): other people's CPU use.
@@ -171,14 +190,20 @@ with open(out, "w") as fh:
     fh.write("\n".join(f"{k} {v}" for k, v in snap.items()))
 PY
 }
+# scrape ADDR FILE: GET /metrics over bash's /dev/tcp, the response with
+# its HTTP header. It runs inside the measured interval of the runs with the
+# agent only, so it must cost next to nothing: one short-lived cat, where a
+# python3 with urllib took ~150 ms of CPU (1.5 % of one core over a 10 s
+# run, charged to the agent's side).
 scrape() {
-	python3 - "$1" "$2" <<'PY' || true
-import sys, urllib.request
-try:
-    open(sys.argv[2], "wb").write(urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=5).read())
-except Exception as e:
-    print(f"bench-agent: scrape {sys.argv[1]}: {e}", file=sys.stderr)
-PY
+	[[ -n $1 ]] || return 0
+	if ! exec 3<>"/dev/tcp/${1%:*}/${1##*:}"; then
+		echo "bench-agent: scrape $1: cannot connect" >&2
+		return 0
+	fi
+	printf 'GET /metrics HTTP/1.0\r\nHost: %s\r\n\r\n' "$1" >&3
+	cat <&3 >"$2"
+	exec 3<&-
 }
 
 # prog_stats PID: "run_time_ns run_cnt" summed over the BPF programs PID
@@ -229,7 +254,7 @@ stats_off() {
 run_fio() {
 	local tag=$1
 	echo "foreign_fio=$(foreign_fio)" >"$tmp/$tag.env"
-	read -r b0 i0 < <(sys_busy)
+	read -r b0 i0 s0 < <(sys_busy)
 	local d0 l0 w0 d1 l1 w1
 	snap "$tmp/$tag.snap0"
 	d0=$(ios "$disk_stat") l0=$(ios "/sys/block/$name/stat") w0=$(date +%s.%N)
@@ -240,7 +265,7 @@ run_fio() {
 		sleep "$ramp" # fio's ramp: not measured
 		local c0 t0 c1 t1
 		c0=$(cpu_ticks "$agent_pid")
-		t0=$(date +%s.%N)
+		t0=$EPOCHREALTIME
 		[[ -n $stats_pid ]] && prog_stats "$agent_pid" >"$tmp/$tag.bpf0"
 		scrape "$addr" "$tmp/$tag.start.prom"
 	fi
@@ -248,7 +273,7 @@ run_fio() {
 	fio_pid=""
 	if [[ -n $agent_pid ]]; then
 		c1=$(cpu_ticks "$agent_pid")
-		t1=$(date +%s.%N)
+		t1=$EPOCHREALTIME
 		[[ -n $stats_pid ]] && prog_stats "$agent_pid" >"$tmp/$tag.bpf1"
 		scrape "$addr" "$tmp/$tag.end.prom"
 		{
@@ -257,7 +282,7 @@ run_fio() {
 			echo "clk_tck=$(getconf CLK_TCK)"
 		} >>"$tmp/$tag.env"
 	fi
-	read -r b1 i1 < <(sys_busy)
+	read -r b1 i1 s1 < <(sys_busy)
 	d1=$(ios "$disk_stat") l1=$(ios "/sys/block/$name/stat") w1=$(date +%s.%N)
 	snap "$tmp/$tag.snap1"
 	echo "foreign_cpu_pct=$(awk -v a="$w0" -v b="$w1" -v hz="$(getconf CLK_TCK)" '
@@ -266,13 +291,14 @@ run_fio() {
 		END {printf "%.0f", 100 * n / hz / (b - a)}' "$tmp/$tag.snap0" "$tmp/$tag.snap1")" >>"$tmp/$tag.env"
 	# Requests on the disk under our file that were not ours, per second.
 	echo "foreign_iops=$(awk -v d=$((d1 - d0)) -v l=$((l1 - l0)) -v a="$w0" -v b="$w1" 'BEGIN{x=(d-l)/(b-a); printf "%.0f", x<0?0:x}')" >>"$tmp/$tag.env"
-	echo "sys_busy_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) 'BEGIN{printf "%.1f", 100*b/(b+i)}')" >>"$tmp/$tag.env"
+	echo "sys_busy_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) 'BEGIN{printf "%.1f", 100*b/(b+i+s)}')" >>"$tmp/$tag.env"
+	echo "steal_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) 'BEGIN{printf "%.1f", 100*s/(b+i+s)}')" >>"$tmp/$tag.env"
 }
 
 start_agent() {
 	local tag=$1
 	"${wrap[@]}" "$bin" run --config "$tmp/policy.yaml" --duration 10m -o json --tracer "$tracer" \
-		--state-dir "$tmp/state.$tag" --metrics-bind-address 127.0.0.1:0 \
+		--state-dir "$tmp/state" --metrics-bind-address 127.0.0.1:0 \
 		>"$tmp/$tag.agent.json" 2>"$tmp/$tag.agent.log" &
 	agent_pid=$!
 	local i
@@ -295,14 +321,22 @@ stop_agent() {
 }
 
 echo "== $loop over $img (2 GiB, dio=$dio, scheduler $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler")${sched0:+, was $sched0})"
-echo "== fio randread 4 KiB, direct, libaio, ${numjobs} jobs × iodepth ${iodepth}; ramp ${ramp} s + ${runtime} s measured; $pairs pairs (off, on)"
+echo "== fio randread 4 KiB, direct, libaio, ${numjobs} jobs × iodepth ${iodepth}; ramp ${ramp} s + ${runtime} s measured; $pairs pairs (off, on; on, off; ...)"
 echo "== agent: ${wrap[*]}${wrap[*]:+ }$bin run (Observe, only $name, window ${window}s, cpuBudgetPercent $budget, tracer $tracer)${GOMAXPROCS:+ GOMAXPROCS=$GOMAXPROCS}${GOGC:+ GOGC=$GOGC}${GOMEMLIMIT:+ GOMEMLIMIT=$GOMEMLIMIT}"
 run_fio warmup >/dev/null # brings the file into whatever caches lie below the guest; not counted
+on_run() {
+	start_agent "on.$1"
+	run_fio "on.$1"
+	stop_agent "on.$1"
+}
 for ((p = 1; p <= pairs; p++)); do
-	run_fio "off.$p"
-	start_agent "on.$p"
-	run_fio "on.$p"
-	stop_agent "on.$p"
+	if ((p % 2)); then # odd pairs: without the agent first; even: with it first
+		run_fio "off.$p"
+		on_run "$p"
+	else
+		on_run "$p"
+		run_fio "off.$p"
+	fi
 	printf '   pair %d done\n' "$p"
 done
 if [[ $bpf_stats != 0 ]] && stats_on; then
@@ -330,13 +364,23 @@ def env(tag):
 def prom(path):
     out = {}
     try:
-        for line in open(path):
-            if line.startswith("#") or not line.strip():
-                continue
-            key, _, val = line.strip().rpartition(" ")
+        text = open(path, encoding="utf-8", errors="replace").read()
+    except OSError:
+        return out
+    if text.startswith("HTTP/"):
+        status = text.split("\n", 1)[0].strip()
+        if " 200 " not in status + " ":
+            print(f"bench-agent: {path}: {status}", file=sys.stderr)
+            return out
+        text = text.split("\r\n\r\n", 1)[-1]
+    for line in text.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        key, _, val = line.strip().rpartition(" ")
+        try:
             out[key] = float(val)
-    except (OSError, ValueError):
-        pass
+        except ValueError:
+            pass
     return out
 
 def psum(m, name):
@@ -369,26 +413,29 @@ for p in range(1, pairs + 1):
         skipped=skipped,
         tracer=rep.get("tracer", "?"), err=dev.get("error", ""),
         busy_off=e_off["sys_busy_pct"], busy_on=e_on["sys_busy_pct"],
+        steal_off=e_off["steal_pct"], steal_on=e_on["steal_pct"],
         fio_off=int(e_off["foreign_fio"]), fio_on=int(e_on["foreign_fio"]),
         fx_off=e_off["foreign_iops"], fx_on=e_on["foreign_iops"],
         fc_off=e_off["foreign_cpu_pct"], fc_on=e_on["foreign_cpu_pct"]))
     r = rows[-1]
     # Quiet: in both runs others did at most 5 % of our I/O on the disk
     # under the file and used at most 5 % of one core.
-    r["quiet"] = r["fx_off"] <= 0.05 * off and r["fx_on"] <= 0.05 * on and max(r["fc_off"], r["fc_on"]) <= 5
+    # and the hypervisor took at most 1 % of the guest's CPU time (steal).
+    r["quiet"] = (r["fx_off"] <= 0.05 * off and r["fx_on"] <= 0.05 * on and max(r["fc_off"], r["fc_on"]) <= 5
+                  and max(r["steal_off"], r["steal_on"]) <= 1)
 
 print()
 print(f"{'pair':>4} {'IOPS off':>9} {'IOPS on':>9} {'on/off':>7} {'lat µs off/on':>13} {'agent CPU':>9} "
       f"{'in evals':>8} {'evals':>5} {'GCs':>4} {'peak RSS':>9} {'traced':>9} {'dropped':>7} "
-      f"{'host busy off/on':>16} {'others: ' + disk + ' IOPS, CPU off/on':>30}")
+      f"{'busy off/on, steal':>25} {'others: ' + disk + ' IOPS, CPU off/on':>30}")
 for r in rows:
     lat = f"{r['off_lat']:.0f}/{r['on_lat']:.0f}"
-    busy = f"{r['busy_off']:.0f}%/{r['busy_on']:.0f}%"
+    busy = f"{r['busy_off']:.0f}%/{r['busy_on']:.0f}% {r['steal_off']:.1f}/{r['steal_on']:.1f}"
     fx = (f"{r['fx_off']:,.0f}, {r['fc_off']:.0f}% / {r['fx_on']:,.0f}, {r['fc_on']:.0f}%"
           + ("  " if r["quiet"] else " *"))
     print(f"{r['p']:>4} {r['off']:>9,.0f} {r['on']:>9,.0f} {r['ratio']:>7.4f} {lat:>13} "
           f"{r['cpu']:>8.1f}% {r['eval_cpu']:>7.1f}% {r['evals']:>5.0f} {r['gcs']:>4.0f} {r['hwm']:>6.1f}MiB "
-          f"{r['total']:>9,} {r['dropped']:>7} {busy:>16} {fx:>30}")
+          f"{r['total']:>9,} {r['dropped']:>7} {busy:>25} {fx:>30}")
 med = lambda k, rs=rows: st.median(r[k] for r in rs)
 offs, ons = [r["off"] for r in rows], [r["on"] for r in rows]
 ratio = med("ratio")
@@ -418,7 +465,7 @@ if quiet and len(quiet) < len(rows):
     print(f"  over the {len(quiet)} quiet pairs only (no run marked *): median ratio {q:.4f}, "
           f"{change(q)}; per pair " + " ".join(f"{r['ratio']:.4f}" for r in quiet))
 elif not quiet:
-    print(f"  no quiet pair: other people's I/O on {disk} or CPU use (*) disturbed every pair")
+    print(f"  no quiet pair: other people's I/O on {disk}, CPU use or the host's steal (*) disturbed every pair")
 print(f"agent CPU over the measured {runtime:.0f} s: median {med('cpu'):.1f}% of one core "
       f"(max {max(r['cpu'] for r in rows):.1f}%), of which evaluating windows {med('eval_cpu'):.1f}%; "
       f"{med('evals'):.0f} evaluations and {med('gcs'):.0f} GC cycles per measured interval")
@@ -439,7 +486,7 @@ if errs:
     print("agent errors: " + "; ".join(sorted(errs)))
 print(f"noise: host CPU busy median {med('busy_off'):.0f}% (off) / {med('busy_on'):.0f}% (on); "
       f"{len(rows) - len(quiet)} of {len(rows)} pairs disturbed (*: other I/O on {disk} above 5% of ours, "
-      f"or other processes above 5% of one core); other fio processes at run starts: "
+      f"or other processes above 5% of one core, or steal above 1% of the guest's CPU time); other fio processes at run starts: "
       f"{sorted({r['fio_off'] for r in rows} | {r['fio_on'] for r in rows})}")
 bpf0, bpf1 = os.path.join(tmp, "bpf.bpf0"), os.path.join(tmp, "bpf.bpf1")
 if os.path.exists(bpf1):

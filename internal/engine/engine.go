@@ -108,8 +108,8 @@ type Options struct {
 	ReadAhead readahead.Bounds
 	// Parallel bounds the candidates simulated at once (0: GOMAXPROCS).
 	// With 1 they are simulated one after another in the caller's
-	// goroutine, so the evaluation runs on the caller's thread (the agent
-	// runs it on a thread of idle scheduling priority).
+	// goroutine, so an evaluation never takes more than one core (the
+	// agent's setting).
 	Parallel int
 }
 
