@@ -258,10 +258,15 @@ func TestRunRejectsBadFlags(t *testing.T) {
 // loop3 is given the dev_t of a loop device of the test under fio load,
 // so that the agent traces real requests, decides, and tries to apply;
 // every attempt must fail with a clear error in the report, and the tree
-// must be left exactly as it was.
+// must be left exactly as it was. The read-ahead bounds pin the advice at
+// 1024 KiB (the fake's depth is 128), so the agent always has a change to
+// try once two windows agree, whichever scheduler the simulation prefers
+// (on a busy host it can prefer the current one, and then no scheduler
+// write is tried at all).
 func TestRunOnReadOnlySysfs(t *testing.T) {
 	host := fakeHost(t)
-	cfg := writeFile(t, "policy.yaml", policy("  mode: Apply\n  devices:\n    include: [loop3]\n  evaluation:\n    window: 1s\n    cpuBudgetPercent: 50\n"))
+	cfg := writeFile(t, "policy.yaml", policy("  mode: Apply\n  devices:\n    include: [loop3]\n  evaluation:\n    window: 1s\n    cpuBudgetPercent: 50\n"+
+		"  readAhead:\n    minKiB: 1024\n    maxKiB: 1024\n"))
 	state := filepath.Join(t.TempDir(), "state")
 	if os.Geteuid() != 0 {
 		chmodFiles(t, host)
