@@ -291,8 +291,8 @@ run_fio() {
 		END {printf "%.0f", 100 * n / hz / (b - a)}' "$tmp/$tag.snap0" "$tmp/$tag.snap1")" >>"$tmp/$tag.env"
 	# Requests on the disk under our file that were not ours, per second.
 	echo "foreign_iops=$(awk -v d=$((d1 - d0)) -v l=$((l1 - l0)) -v a="$w0" -v b="$w1" 'BEGIN{x=(d-l)/(b-a); printf "%.0f", x<0?0:x}')" >>"$tmp/$tag.env"
-	echo "sys_busy_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) 'BEGIN{printf "%.1f", 100*b/(b+i+s)}')" >>"$tmp/$tag.env"
-	echo "steal_pct=$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) 'BEGIN{printf "%.1f", 100*s/(b+i+s)}')" >>"$tmp/$tag.env"
+	awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) -v s=$((s1 - s0)) \
+		'BEGIN{t = b + i + s; printf "sys_busy_pct=%.1f\nsteal_pct=%.1f\n", 100*b/t, 100*s/t}' >>"$tmp/$tag.env"
 }
 
 start_agent() {
@@ -419,8 +419,8 @@ for p in range(1, pairs + 1):
         fc_off=e_off["foreign_cpu_pct"], fc_on=e_on["foreign_cpu_pct"]))
     r = rows[-1]
     # Quiet: in both runs others did at most 5 % of our I/O on the disk
-    # under the file and used at most 5 % of one core.
-    # and the hypervisor took at most 1 % of the guest's CPU time (steal).
+    # under the file and used at most 5 % of one core, and the hypervisor
+    # took at most 1 % of the guest's CPU time (steal).
     r["quiet"] = (r["fx_off"] <= 0.05 * off and r["fx_on"] <= 0.05 * on and max(r["fc_off"], r["fc_on"]) <= 5
                   and max(r["steal_off"], r["steal_on"]) <= 1)
 
