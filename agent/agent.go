@@ -531,6 +531,7 @@ func (d *device) step(now time.Time, b *cpuBudget, act *actuate.Actuator, opt Op
 		opt.Metrics.ObserveWindow(d.sys.Name, metrics.WindowReport{
 			Requests: uint64(rep.Requests), RealService: time.Duration(rep.RealServiceNs),
 			Current: r.Current, Simulated: sim, SwitchCost: time.Duration(r.Decision.SwitchCostNs), End: now,
+			SimulatedRealService: time.Duration(rep.SimulatedRealNs), Screened: rep.Screened,
 		})
 		opt.Metrics.SetThrashGuard(d.sys.Name, r.Guard.ConsecutiveChanges, r.Guard.QuietChecks, r.Guard.Pinned)
 	}

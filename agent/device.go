@@ -57,6 +57,15 @@ type Policy struct {
 	// process and dependencies intact, while every request still teaches
 	// the model. It keeps evaluation within the CPU budget at 100k+ IOPS.
 	MaxSimulated int
+	// ScreenRequests is the length of the screening pass (default 16384;
+	// negative: none). A window of more simulated requests is evaluated
+	// first over its newest ScreenRequests only; when that finds the
+	// setting settled (engine.ScreenAccepts) it is the window's
+	// evaluation, else the window is evaluated over its newest
+	// MaxSimulated. Windows that verify a change are always evaluated
+	// whole. A busy device whose setting is settled then costs about
+	// ScreenRequests/MaxSimulated of a full evaluation per window.
+	ScreenRequests int
 }
 
 // RegressionBackoff is how long, by default, a switch whose verification
@@ -88,6 +97,9 @@ func (p *Policy) withDefaults() Policy {
 	}
 	if q.MaxSimulated <= 0 {
 		q.MaxSimulated = 65536
+	}
+	if q.ScreenRequests == 0 {
+		q.ScreenRequests = 16384
 	}
 	return q
 }
@@ -134,9 +146,14 @@ type WindowReport struct {
 	// |Σpredicted − Σmeasured| / Σmeasured × 100 (KDSim §6).
 	ModelErrorPct float64
 	// Report is the simulation of every candidate; nil when the window was
-	// skipped (Skipped says why).
-	Report  *engine.Report
-	Skipped string
+	// skipped (Skipped says why). It covers the window's newest
+	// Report.Requests requests (Policy.MaxSimulated at most), whose
+	// measured total service time is SimulatedRealNs; Screened says it
+	// is a screening pass over the newest Policy.ScreenRequests.
+	Report          *engine.Report
+	SimulatedRealNs int64
+	Screened        bool
+	Skipped         string
 	// Action is what the agent should do now.
 	Action Action
 	// Verifying is the number of windows left to verify the last change.
@@ -345,32 +362,17 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, now time.Ti
 	if n := c.policy.MaxSimulated; len(simReqs) > n {
 		simReqs = simReqs[len(simReqs)-n:]
 	}
+	er, simReqs, screened, err := c.simulate(simReqs)
+	if err != nil {
+		return rep, err
+	}
 	var sliceReal int64 // measured service time of the simulated slice
 	for i := range simReqs {
 		if simReqs[i].HasService() {
 			sliceReal += simReqs[i].ServiceTime()
 		}
 	}
-	w, err := sim.NewWindow(simReqs, sim.LoopAuto)
-	if err != nil {
-		return rep, fmt.Errorf("%s: window: %w", c.name, err)
-	}
-	opt := c.policy.Engine
-	if opt.Parallel == 0 {
-		// The agent stays in the background: one candidate at a time, so
-		// an evaluation never takes more than one core (and allocates one
-		// candidate's per-request state at a time).
-		opt.Parallel = 1
-	}
-	opt.Model = c.model.Clone()
-	opt.Current = c.current.Candidate
-	opt.Decide = c.policy.Decide
-	opt.Guard = c.guard
-	er, err := engine.Evaluate(w, c.policy.Candidates, opt)
-	if err != nil {
-		return rep, fmt.Errorf("%s: evaluate: %w", c.name, err)
-	}
-	rep.Report = &er
+	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
 	curSim := simulatedTotal(er, c.current.Candidate.Name())
 
 	// Verification of the last change comes first: a regression reverts
@@ -437,6 +439,51 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, now time.Ti
 	}
 	c.current = target
 	return rep, nil
+}
+
+// simulate evaluates the window over reqs (its newest requests, in arrival
+// order), screening first (Policy.ScreenRequests) unless a change is being
+// verified; it returns the evaluation, the requests it covers and whether
+// it was the screening pass.
+func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trace.Request, bool, error) {
+	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
+		tail := reqs[len(reqs)-n:]
+		er, err := c.evaluateOver(tail)
+		if err != nil {
+			return er, nil, false, err
+		}
+		if engine.ScreenAccepts(er, c.policy.Decide.MarginPct) {
+			return er, tail, true, nil
+		}
+	}
+	er, err := c.evaluateOver(reqs)
+	return er, reqs, false, err
+}
+
+// evaluateOver simulates reqs under every candidate and decides, from the
+// controller's current setting and thrash-guard state (which it does not
+// change).
+func (c *deviceController) evaluateOver(reqs []trace.Request) (engine.Report, error) {
+	w, err := sim.NewWindow(reqs, sim.LoopAuto)
+	if err != nil {
+		return engine.Report{}, fmt.Errorf("%s: window: %w", c.name, err)
+	}
+	opt := c.policy.Engine
+	if opt.Parallel == 0 {
+		// The agent stays in the background: one candidate at a time, so
+		// an evaluation never takes more than one core (and allocates one
+		// candidate's per-request state at a time).
+		opt.Parallel = 1
+	}
+	opt.Model = c.model.Clone()
+	opt.Current = c.current.Candidate
+	opt.Decide = c.policy.Decide
+	opt.Guard = c.guard
+	er, err := engine.Evaluate(w, c.policy.Candidates, opt)
+	if err != nil {
+		return engine.Report{}, fmt.Errorf("%s: evaluate: %w", c.name, err)
+	}
+	return er, nil
 }
 
 // ctrlState is the part of a controller's state a window may change when

@@ -263,3 +263,50 @@ func TestReadAheadNeedsTwoAgreeingWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledWindowIsScreened: a busy window is first evaluated over its
+// newest Policy.ScreenRequests; that pass stands only when the setting is
+// settled, and a window near a switch is evaluated over the whole slice.
+func TestSettledWindowIsScreened(t *testing.T) {
+	win := fifoWindow(1, 3000, 4, 4, 0, 1)
+	screening := func(t *testing.T, current string, screen int) WindowReport {
+		t.Helper()
+		p := testPolicy(false)
+		p.MaxSimulated, p.ScreenRequests = 2000, screen
+		c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: current}}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := c.step(win, time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Report == nil {
+			t.Fatalf("window not evaluated: %s", rep.Skipped)
+		}
+		return rep
+	}
+	// none leaves a seek-bound load unsorted: a switch is near, so the
+	// screening pass does not stand.
+	rep := screening(t, "none", 500)
+	if rep.Screened || rep.Report.Requests != 2000 || !rep.Report.Decision.Switch {
+		t.Fatalf("on none: screened %v over %d requests, switch %v; want the whole 2000 and a switch",
+			rep.Screened, rep.Report.Requests, rep.Report.Decision.Switch)
+	}
+	best := rep.Report.Decision.Target
+	var real int64
+	for _, r := range win[len(win)-500:] {
+		real += r.ServiceTime()
+	}
+	// On the best setting the load is settled: the pass over the newest
+	// 500 is the window's evaluation, and its measured side is theirs.
+	rep = screening(t, best, 500)
+	if !rep.Screened || rep.Report.Requests != 500 || rep.SimulatedRealNs != real || rep.Report.Decision.Switch {
+		t.Fatalf("on %s: screened %v over %d requests (measured %d ns, want %d), switch %v; want the newest 500 and no switch",
+			best, rep.Screened, rep.Report.Requests, rep.SimulatedRealNs, real, rep.Report.Decision.Switch)
+	}
+	// Without screening the same window is simulated whole.
+	if rep = screening(t, best, -1); rep.Screened || rep.Report.Requests != 2000 {
+		t.Fatalf("screening off: screened %v over %d requests, want the whole 2000", rep.Screened, rep.Report.Requests)
+	}
+}

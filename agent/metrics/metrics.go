@@ -116,6 +116,15 @@ type WindowReport struct {
 	// simulated-side series of the device are removed, so that they never
 	// pair with another window's measurements.
 	Simulated map[string]time.Duration
+	// SimulatedRealService is the measured total service time of the
+	// requests that were simulated, when that was only the window's newest
+	// (a busy window, or a screening pass); 0 means all of them
+	// (RealService). The model error compares Current's simulated total
+	// with it, like with like.
+	SimulatedRealService time.Duration
+	// Screened: the window was evaluated by a screening pass over its
+	// newest requests only, which found the setting settled.
+	Screened bool
 	// SwitchCost is the estimated cost of switching away from Current,
 	// T_change = pending requests × mean service time (DESIGN §6).
 	SwitchCost time.Duration
@@ -143,6 +152,7 @@ type Metrics struct {
 	evalDuration   *prometheus.HistogramVec
 	evalCPU        *prometheus.CounterVec
 	windowsSkipped *prometheus.CounterVec
+	screened       *prometheus.CounterVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
 	mu             sync.Mutex
@@ -214,13 +224,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"CPU time spent evaluating windows.", dev),
 		windowsSkipped: counter("windows_skipped_total",
 			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).", []string{"device", "reason"}),
+		screened: counter("windows_screened_total",
+			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no candidate within half the margin of a switch).", dev),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
 	m.all = []prometheus.Collector{
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
-		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped,
+		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -268,9 +280,16 @@ func (m *Metrics) ObserveWindow(dev string, w WindowReport) {
 	}
 	st.candidates = seen
 
+	if w.Screened {
+		m.screened.WithLabelValues(dev).Inc()
+	}
+	measured := w.RealService
+	if w.SimulatedRealService > 0 {
+		measured = w.SimulatedRealService
+	}
 	cur, haveCur := w.Simulated[w.Current]
-	if haveCur && w.RealService > 0 {
-		m.modelError.WithLabelValues(dev).Set((cur - w.RealService).Seconds() / realSec)
+	if haveCur && measured > 0 {
+		m.modelError.WithLabelValues(dev).Set((cur - measured).Seconds() / measured.Seconds())
 	} else {
 		m.modelError.DeleteLabelValues(dev)
 	}

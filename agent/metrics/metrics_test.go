@@ -38,6 +38,7 @@ func exercise(m *Metrics, dev string) {
 			"mq-deadline(fifo_batch=8)": 2250 * time.Millisecond,
 		},
 		SwitchCost: 250 * time.Millisecond,
+		Screened:   true,
 	})
 	m.SetSetting(dev, "mq-deadline", 128, "")
 	m.IncChange(dev)
@@ -97,6 +98,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_evaluation_duration_seconds":      {dto.MetricType_HISTOGRAM, []string{"device"}},
 		"shadowtune_agent_evaluation_cpu_seconds_total":     {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_windows_skipped_total":            {dto.MetricType_COUNTER, []string{"device", "reason"}},
+		"shadowtune_agent_windows_screened_total":           {dto.MetricType_COUNTER, []string{"device"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {
@@ -493,6 +495,40 @@ func TestConcurrent(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1, false: 0}[st != nil && st.setting != nil]; n != want {
 			t.Errorf("%s: %d setting series, want %d", dev, n, want)
+		}
+	}
+}
+
+// TestSliceErrorIsLikeWithLike: a window simulated over its newest
+// requests only has its model error measured against those requests'
+// measured total, not the whole window's; a screening pass is counted.
+func TestSliceErrorIsLikeWithLike(t *testing.T) {
+	m, _ := newTest(t)
+	m.ObserveWindow("sda", WindowReport{
+		Requests:             300000,
+		RealService:          20 * time.Second,
+		SimulatedRealService: 1 * time.Second,
+		Current:              "none",
+		Simulated:            map[string]time.Duration{"none": 1100 * time.Millisecond, "bfq": 1200 * time.Millisecond},
+		Screened:             true,
+	})
+	m.ObserveWindow("sdb", WindowReport{
+		Requests: 1000, RealService: time.Second, Current: "none",
+		Simulated: map[string]time.Duration{"none": 900 * time.Millisecond},
+	})
+	for _, c := range []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"model error of the slice", m.modelError.WithLabelValues("sda"), 0.1},
+		{"model error of a whole window", m.modelError.WithLabelValues("sdb"), -0.1},
+		{"real window", m.realWindow.WithLabelValues("sda"), 20},
+		{"screened", m.screened.WithLabelValues("sda"), 1},
+		{"not screened", m.screened.WithLabelValues("sdb"), 0},
+	} {
+		if got := testutil.ToFloat64(c.c); !near(got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

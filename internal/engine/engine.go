@@ -235,6 +235,26 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	return rep, nil
 }
 
+// ScreenAccepts reports whether r, an evaluation of only the newest
+// requests of a window (a screening pass), may stand for the whole window:
+// it keeps the current scheduler (no switch, no pin by the thrash guard),
+// its best candidate comes no closer than half the margin to a switch
+// (Decision.BestImprovementPct < marginPct/2, marginPct as in
+// decide.Config), and REDCAP was not simulated (its activation–deactivation
+// algorithm judges a cache warmed over the whole window, KDSim §4.1).
+// Otherwise the whole window is to be evaluated. With marginPct 0 no
+// screening pass is accepted.
+//
+// Screening is ours, not the papers' (DADS §4.1 simulates every window
+// whole): the agent uses it so that a busy device whose setting is
+// settled costs a fraction of a full evaluation per window, while every
+// window near a switch is still decided on all its simulated requests.
+func ScreenAccepts(r Report, marginPct float64) bool {
+	d := r.Decision
+	return !d.Switch && d.Target == r.Current && r.ADA == nil && r.CacheGainPct == nil &&
+		d.BestImprovementPct < marginPct/2
+}
+
 func withCurrent(cands []Candidate, cur Candidate) []Candidate {
 	for _, c := range cands {
 		if c.Name() == cur.Name() {

@@ -177,3 +177,31 @@ func TestCurrentIsAlwaysSimulated(t *testing.T) {
 		t.Fatalf("outcomes %v: the current setting must be simulated first", rep.Outcomes)
 	}
 }
+
+func TestScreenAccepts(t *testing.T) {
+	gain := 3.0
+	stay := func(best float64) Report {
+		return Report{Current: "none", Decision: decide.Decision{Target: "none", Best: "bfq", BestImprovementPct: best}}
+	}
+	for _, tc := range []struct {
+		name   string
+		r      Report
+		margin float64
+		want   bool
+	}{
+		{"current is best", stay(0), 5, true},
+		{"best slower than current", stay(-4), 5, true},
+		{"best gains under half the margin", stay(2.4), 5, true},
+		{"best gains half the margin", stay(2.5), 5, false},
+		{"best gains more, below the margin", stay(4.9), 5, false},
+		{"switch", Report{Current: "none", Decision: decide.Decision{Switch: true, Target: "bfq", BestImprovementPct: 9}}, 5, false},
+		{"pinned to another setting", Report{Current: "none", Decision: decide.Decision{Target: "mq-deadline", Best: "none"}}, 5, false},
+		{"REDCAP simulated", func() Report { r := stay(0); r.CacheGainPct = &gain; return r }(), 5, false},
+		{"REDCAP decided", func() Report { r := stay(0); r.ADA = &sim.ADAResult{}; return r }(), 5, false},
+		{"no margin", stay(0), 0, false},
+	} {
+		if got := ScreenAccepts(tc.r, tc.margin); got != tc.want {
+			t.Errorf("%s: ScreenAccepts = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
