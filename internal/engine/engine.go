@@ -235,15 +235,24 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	return rep, nil
 }
 
+// ScreenTolerancePct is how far, in percentage points, a screening pass's
+// predicted improvement may fall short of the whole slice's and still be
+// trusted (ScreenAccepts). Measured on live traces of a loop device (random
+// 4 KiB reads, four sequential 64 KiB streams, a 70/30 random read/write
+// mix; 5 s windows of 72,000–345,000 requests): over the newest 16,384 of a
+// window's newest 65,536 requests, the best candidate's improvement was
+// within 0.7 points of the whole slice's, and the same candidate was best
+// whenever the difference mattered.
+const ScreenTolerancePct = 1.5
+
 // ScreenAccepts reports whether r, an evaluation of only the newest
 // requests of a window (a screening pass), may stand for the whole window:
 // it keeps the current scheduler (no switch, no pin by the thrash guard),
-// its best candidate comes no closer than half the margin to a switch
-// (Decision.BestImprovementPct < marginPct/2, marginPct as in
-// decide.Config), and REDCAP was not simulated (its activation–deactivation
-// algorithm judges a cache warmed over the whole window, KDSim §4.1).
-// Otherwise the whole window is to be evaluated. With marginPct 0 no
-// screening pass is accepted.
+// its best candidate stays ScreenTolerancePct points below the margin
+// (Decision.BestImprovementPct < marginPct − ScreenTolerancePct, marginPct
+// as in decide.Config), and REDCAP was not simulated (its
+// activation–deactivation algorithm judges a cache warmed over the whole
+// window, KDSim §4.1). Otherwise the whole window is to be evaluated.
 //
 // Screening is ours, not the papers' (DADS §4.1 simulates every window
 // whole): the agent uses it so that a busy device whose setting is
@@ -252,7 +261,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 func ScreenAccepts(r Report, marginPct float64) bool {
 	d := r.Decision
 	return !d.Switch && d.Target == r.Current && r.ADA == nil && r.CacheGainPct == nil &&
-		d.BestImprovementPct < marginPct/2
+		d.BestImprovementPct < marginPct-ScreenTolerancePct
 }
 
 func withCurrent(cands []Candidate, cur Candidate) []Candidate {

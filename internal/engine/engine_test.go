@@ -191,9 +191,10 @@ func TestScreenAccepts(t *testing.T) {
 	}{
 		{"current is best", stay(0), 5, true},
 		{"best slower than current", stay(-4), 5, true},
-		{"best gains under half the margin", stay(2.4), 5, true},
-		{"best gains half the margin", stay(2.5), 5, false},
+		{"best gains less than margin minus tolerance", stay(3.4), 5, true},
+		{"best gains margin minus tolerance", stay(3.5), 5, false},
 		{"best gains more, below the margin", stay(4.9), 5, false},
+		{"margin as narrow as the tolerance", stay(0), ScreenTolerancePct, false},
 		{"switch", Report{Current: "none", Decision: decide.Decision{Switch: true, Target: "bfq", BestImprovementPct: 9}}, 5, false},
 		{"pinned to another setting", Report{Current: "none", Decision: decide.Decision{Target: "mq-deadline", Best: "none"}}, 5, false},
 		{"REDCAP simulated", func() Report { r := stay(0); r.CacheGainPct = &gain; return r }(), 5, false},
