@@ -446,9 +446,10 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, now time.Ti
 // verified; it returns the evaluation, the requests it covers and whether
 // it was the screening pass.
 func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trace.Request, bool, error) {
+	m := c.model.Clone() // one snapshot for both passes
 	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
 		tail := reqs[len(reqs)-n:]
-		er, err := c.evaluateOver(tail)
+		er, err := c.evaluateOver(tail, m)
 		if err != nil {
 			return er, nil, false, err
 		}
@@ -456,14 +457,14 @@ func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trac
 			return er, tail, true, nil
 		}
 	}
-	er, err := c.evaluateOver(reqs)
+	er, err := c.evaluateOver(reqs, m)
 	return er, reqs, false, err
 }
 
-// evaluateOver simulates reqs under every candidate and decides, from the
-// controller's current setting and thrash-guard state (which it does not
-// change).
-func (c *deviceController) evaluateOver(reqs []trace.Request) (engine.Report, error) {
+// evaluateOver simulates reqs under every candidate with model m (which
+// it only reads) and decides, from the controller's current setting and
+// thrash-guard state (which it does not change).
+func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (engine.Report, error) {
 	w, err := sim.NewWindow(reqs, sim.LoopAuto)
 	if err != nil {
 		return engine.Report{}, fmt.Errorf("%s: window: %w", c.name, err)
@@ -475,7 +476,7 @@ func (c *deviceController) evaluateOver(reqs []trace.Request) (engine.Report, er
 		// candidate's per-request state at a time).
 		opt.Parallel = 1
 	}
-	opt.Model = c.model.Clone()
+	opt.Model = m
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide
 	opt.Guard = c.guard

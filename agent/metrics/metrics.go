@@ -225,7 +225,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		windowsSkipped: counter("windows_skipped_total",
 			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).", []string{"device", "reason"}),
 		screened: counter("windows_screened_total",
-			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no candidate within half the margin of a switch).", dev),
+			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no switch, and no candidate within 1.5 points of the switching margin).", dev),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
