@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -434,13 +435,45 @@ func (a *runningAgent) stop(t *testing.T) agent.Status {
 	return agent.Status{}
 }
 
-func deviceStatus(s agent.Status, name string) (agent.DeviceStatus, bool) {
+// devView is a device's status entry (v1alpha1.DeviceState) with the
+// figures the test reads, as plain numbers.
+type devView struct {
+	Requests, Changes, Reverts, ReadAheadKiB int
+	TotalRequests, EventsLost, EventsDropped uint64
+	Class, Current, Best, LastChangeWhat     string
+	Skipped, Error, Note                     string
+	GainPct, ModelErrorPct                   float64
+	LastChange                               time.Time
+}
+
+func deviceStatus(s agent.Status, name string) (devView, bool) {
 	for _, d := range s.Devices {
 		if d.Name == name {
-			return d, true
+			return viewOf(d), true
 		}
 	}
-	return agent.DeviceStatus{}, false
+	return devView{}, false
+}
+
+func viewOf(d v1alpha1.DeviceState) devView {
+	pct := func(s string) float64 {
+		v, _ := strconv.ParseFloat(s, 64)
+		return v
+	}
+	v := devView{
+		Changes: int(d.Changes), Reverts: int(d.Reverts), ReadAheadKiB: int(d.Current.ReadAheadKiB),
+		TotalRequests: uint64(d.TotalRequests), EventsLost: uint64(d.EventsLost), EventsDropped: uint64(d.EventsDropped),
+		Class: string(d.Class), Current: d.Current.Scheduler, LastChangeWhat: d.LastChange,
+		ModelErrorPct: pct(d.ModelErrorPercent),
+	}
+	if d.LastChangeTime != nil {
+		v.LastChange = d.LastChangeTime.Time
+	}
+	if w := d.Window; w != nil {
+		v.Requests, v.Best, v.GainPct = int(w.Requests), w.Best, pct(w.BestGainPercent)
+		v.Skipped, v.Error, v.Note = w.Skipped, w.Error, w.Note
+	}
+	return v
 }
 
 // readSetting reads the device's current scheduler and read_ahead_kb.

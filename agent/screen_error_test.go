@@ -37,7 +37,7 @@ func TestScreeningError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		screen := (&Policy{}).withDefaults().ScreenRequests
+		screen := (&Policy{}).withKnobDefaults().ScreenRequests
 		for w, i := 0, 0; i < len(reqs); w++ {
 			end := reqs[0].Arrival + int64(w+1)*5e9
 			j := i
@@ -46,7 +46,7 @@ func TestScreeningError(t *testing.T) {
 			}
 			win := reqs[i:j]
 			i = j
-			rep, err := c.step(win, time.Unix(int64(w)*5, 0))
+			rep, err := step(c, win, time.Unix(int64(w)*5, 0))
 			if err != nil {
 				t.Fatal(err)
 			}

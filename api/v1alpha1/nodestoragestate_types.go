@@ -171,6 +171,28 @@ type DeviceState struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	GovernedBy string `json:"governedBy,omitempty"`
+	// Mode is the mode of the policy that governs the device (Observe or
+	// Apply); empty when no policy governs it.
+	// +optional
+	Mode TuningMode `json:"mode,omitempty"`
+	// Paused is true while the governing policy is paused: no new change
+	// is made.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// AwaitingGrant is true in Apply mode while a recommended change waits
+	// for the operator's grant.
+	// +optional
+	AwaitingGrant bool `json:"awaitingGrant,omitempty"`
+	// VerifyingWindows is the number of windows left to verify the last
+	// change against its prediction; 0 when no change is being verified.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	VerifyingWindows int32 `json:"verifyingWindows,omitempty"`
+	// ModelCalibrated is true once the device's disk model was trained or
+	// calibrated on a loaded window; before, decisions use the default
+	// model of the device's class.
+	// +optional
+	ModelCalibrated bool `json:"modelCalibrated,omitempty"`
 
 	// Candidates are the fastest simulated candidates of the last window,
 	// the current setting included; at most 8.
@@ -187,6 +209,28 @@ type DeviceState struct {
 	// Applied is the last setting the agent applied.
 	// +optional
 	Applied *AppliedSetting `json:"applied,omitempty"`
+	// Changes counts the changes the agent made to the device (reverts
+	// not included).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Changes int32 `json:"changes,omitempty"`
+	// LastChangeTime is when the agent last wrote a setting to the device
+	// (a change or a revert); LastChange says what it wrote, from → to.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
+	// LastChange says what the last write changed, from → to, and for a
+	// revert why.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
+	// LastError is the last error of any window (it is not cleared by a
+	// later window).
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// Window is what the last window found.
+	// +optional
+	Window *WindowState `json:"window,omitempty"`
 
 	// ModelErrorPercent is the disk model's mean absolute error on the
 	// device's measured service times, percent, decimal string ("12.5").
@@ -219,6 +263,17 @@ type DeviceState struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	EventsDropped int64 `json:"eventsDropped,omitempty"`
+	// EventsLost is the number of requests the tracer saw but could not
+	// deliver (see the tracer's documentation) since the agent started.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	EventsLost int64 `json:"eventsLost,omitempty"`
+	// TotalRequests is the number of the device's requests traced since
+	// the agent started. Like Window.Requests, the NodeStorageState leaves
+	// it 0.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	TotalRequests int64 `json:"totalRequests,omitempty"`
 }
 
 // DeviceSettings is a device's block-stack setting as read from sysfs.
@@ -321,6 +376,47 @@ type ThrashGuardState struct {
 	// Pinned reports whether the default scheduler is pinned.
 	// +optional
 	Pinned bool `json:"pinned,omitempty"`
+}
+
+// WindowState is what the agent's last window of a device found.
+type WindowState struct {
+	// Requests is the number of the window's traced requests. The
+	// NodeStorageState leaves it 0, so that a busy device does not force
+	// a status write every window; the agent's host report
+	// (`shadowtune run -o json`) carries it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Requests int64 `json:"requests,omitempty"`
+	// Best is the candidate the window's simulation found fastest.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Best string `json:"best,omitempty"`
+	// BestGainPercent is Best's predicted improvement over the current
+	// setting, percent, decimal string ("12.5").
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	BestGainPercent string `json:"bestGainPercent,omitempty"`
+	// ReadAheadAdviceKiB is the read-ahead depth the window advises, KiB.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ReadAheadAdviceKiB int32 `json:"readAheadAdviceKiB,omitempty"`
+	// Skipped says why the window was not evaluated.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Skipped string `json:"skipped,omitempty"`
+	// Note is what calibration or the gate noted in the window.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Note string `json:"note,omitempty"`
+	// Error is the window's error, if any.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Error string `json:"error,omitempty"`
+	// ApplyError is the window's failure to change the device, if any.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	ApplyError string `json:"applyError,omitempty"`
 }
 
 // Condition types of NodeStorageState.

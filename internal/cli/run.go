@@ -168,22 +168,34 @@ func printRunTable(w io.Writer, s agent.Status) {
 	fmt.Fprintln(tw, "DEVICE\tCLASS\tCURRENT\tREAD-AHEAD\tBEST\tGAIN\tRA ADVICE\tMODEL ERR\tREQS\tDROPPED\tLAST CHANGE")
 	for _, d := range s.Devices {
 		last := "-"
-		if !d.LastChange.IsZero() {
-			last = d.LastChange.Format(time.TimeOnly) + " " + d.LastChangeWhat
+		if d.LastChangeTime != nil {
+			last = d.LastChangeTime.Format(time.TimeOnly) + " " + d.LastChange
+		}
+		var win v1alpha1.WindowState
+		if d.Window != nil {
+			win = *d.Window
 		}
 		note := ""
 		switch {
-		case d.Error != "":
-			note = "  error: " + d.Error
-		case d.Skipped != "":
-			note = "  skipped: " + d.Skipped
+		case win.Error != "":
+			note = "  error: " + win.Error
+		case win.Skipped != "":
+			note = "  skipped: " + win.Skipped
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\t%s\t%.1f%%\t%d KiB\t%.1f%%\t%d\t%d\t%s%s\n",
-			d.Name, d.Class, d.Current, d.ReadAheadKiB, orDash(d.Best), d.GainPct, d.ReadAheadAdvice,
-			d.ModelErrorPct, d.Requests, d.EventsDropped, last, note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\t%s\t%s%%\t%d KiB\t%s%%\t%d\t%d\t%s%s\n",
+			d.Name, d.Class, d.Current.Scheduler, d.Current.ReadAheadKiB, orDash(win.Best), orZero(win.BestGainPercent),
+			win.ReadAheadAdviceKiB, orZero(d.ModelErrorPercent), win.Requests, d.EventsDropped, last, note)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// orZero is a status percentage for the table: "0.0" when unset.
+func orZero(pct string) string {
+	if pct == "" {
+		return "0.0"
+	}
+	return pct
 }
 
 func orDash(s string) string {

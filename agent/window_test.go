@@ -2,7 +2,6 @@ package agent
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,26 +9,26 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// feed delivers reqs to w in chunks of size n, as the tracer's batches.
-func feed(w *collect, c *deviceController, reqs []trace.Request, n int) {
-	var mu sync.Mutex
+// feed delivers reqs to the controller in chunks of size n, as the
+// tracer's batches.
+func feed(c *deviceController, reqs []trace.Request, n int) {
 	for len(reqs) > 0 {
 		k := min(n, len(reqs))
-		w.pending = append(w.pending, reqs[:k]...)
+		c.add(reqs[:k])
 		reqs = reqs[k:]
-		w.ingest(c, &mu)
 	}
 }
 
-// The window kept by collect is the newest MaxSimulated requests, whatever
-// the chunking, and its buffers stop growing.
+// The window a controller keeps is the newest MaxSimulated requests,
+// whatever the chunking, and its buffers stop growing.
 func TestCollectKeepsNewest(t *testing.T) {
 	c := newTestController(t, false)
 	c.policy.MaxSimulated = 1000
+	c.nextWindow()
 	reqs := fifoWindow(1, 5500, 4, 4, 0, 1)
+	w := &c.win
 	for _, n := range []int{1, 7, 333, 999, 1000, 1001, 2500, 6000} {
-		w := newCollect(c)
-		feed(w, c, reqs, n)
+		feed(c, reqs, n)
 		if w.total != len(reqs) {
 			t.Fatalf("chunks of %d: total %d, want %d", n, w.total, len(reqs))
 		}
@@ -42,11 +41,12 @@ func TestCollectKeepsNewest(t *testing.T) {
 		if cap(w.keep) > c.policy.MaxSimulated {
 			t.Errorf("chunks of %d: keep grew to %d", n, cap(w.keep))
 		}
-		w.next(c)
-		feed(w, c, reqs[:10], 3)
+		c.nextWindow()
+		feed(c, reqs[:10], 3)
 		if got := w.simulated(); !slices.Equal(got, reqs[:10]) || w.total != 10 {
 			t.Errorf("chunks of %d: next window holds %d (total %d), want the 10 fed", n, len(got), w.total)
 		}
+		c.nextWindow()
 	}
 }
 
@@ -61,9 +61,10 @@ func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
 
 	c := newTestController(t, false)
 	c.calibrated = true
-	w := newCollect(c)
-	feed(w, c, reqs, 1234)
-	got := w.figures(c)
+	c.nextWindow() // online
+	feed(c, reqs, 1234)
+	got := c.learner.result()
+	got.requests = c.win.total
 	if got != want {
 		t.Errorf("online %+v, whole window %+v", got, want)
 	}
@@ -73,19 +74,18 @@ func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
 }
 
 // A window that starts before calibration is calibrated and learned at its
-// end, over the kept requests: for a window within MaxSimulated, exactly
-// what step does.
+// end, over the kept requests: for a window within MaxSimulated, fed in
+// chunks, exactly what the same window fed at once gives.
 func TestCollectCalibratesAtWindowEnd(t *testing.T) {
 	ssdLike := fifoWindow(4, 3000, 4, 4, 0, 0.01) // far faster than an HDD
 	a := newTestController(t, false)
-	w := newCollect(a)
-	feed(w, a, ssdLike, 500)
-	repA, err := w.step(a, time.Unix(0, 0))
+	feed(a, ssdLike, 500)
+	repA, err := a.endWindow(windowInput{Now: time.Unix(0, 0), Gate: Gate{Granted: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := newTestController(t, false)
-	repB, err := b.step(ssdLike, time.Unix(0, 0))
+	repB, err := step(b, ssdLike, time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +96,16 @@ func TestCollectCalibratesAtWindowEnd(t *testing.T) {
 		t.Errorf("collect: %d reqs err %.3f%% real %d; step: %d reqs err %.3f%% real %d",
 			repA.Requests, repA.ModelErrorPct, repA.RealServiceNs, repB.Requests, repB.ModelErrorPct, repB.RealServiceNs)
 	}
-	w.next(a)
-	if !w.online {
+	if !a.online {
 		t.Error("the window after calibration is not learned online")
 	}
 }
 
+// learnedOf is what learning reqs as one whole window gives.
 func (c *deviceController) learnedOf(reqs []trace.Request) learned {
-	l := learned{requests: len(reqs)}
-	l.realNs, l.predNs, l.errPct = c.learn(reqs)
-	return l
+	var l windowLearner
+	l.observe(c.disk, reqs)
+	r := l.result()
+	r.requests = len(reqs)
+	return r
 }

@@ -1,0 +1,38 @@
+package agent
+
+// The CPU budget of the evaluations (DESIGN §1).
+
+import (
+	"syscall"
+	"time"
+)
+
+// cpuBudget is a token bucket of CPU time: each window adds pct % of the
+// window; an evaluation spends the process CPU time it took; a window is
+// evaluated only while the bucket is not empty (DESIGN §1: evaluation at
+// a small fraction of one core). At most two windows' worth accumulate.
+type cpuBudget struct {
+	per, tokens, cap time.Duration
+}
+
+func newCPUBudget(window time.Duration, pct int) *cpuBudget {
+	per := window * time.Duration(pct) / 100
+	return &cpuBudget{per: per, tokens: per, cap: 2 * per}
+}
+
+// refill adds one window's allowance.
+func (b *cpuBudget) refill() { b.tokens = min(b.tokens+b.per, b.cap) }
+
+// allow reports whether an evaluation may run now.
+func (b *cpuBudget) allow() bool { return b.tokens > 0 }
+
+func (b *cpuBudget) spend(cpu time.Duration) { b.tokens -= cpu }
+
+// processCPU returns the CPU time (user + system) the process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

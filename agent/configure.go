@@ -1,0 +1,158 @@
+package agent
+
+// The agent's devices under a set of policies: chosen at start and again
+// whenever the policies change (SetPolicies), without stopping the loop.
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+)
+
+// configure selects the devices the policies govern, restores the devices
+// no policy governs in Apply mode, and builds or keeps each device's
+// controller (adopt). It returns ErrNoDevice for `shadowtune run` when
+// its policy selects no device, and the errors of discovery, of a restore
+// (`shadowtune run` only; the cluster agent notes it) and of the tracer's
+// device set.
+func (a *Agent) configure(ps policySet) error {
+	pols := make([]*v1alpha1.StorageTuning, len(ps.policies))
+	for i, p := range ps.policies {
+		pols[i] = p.DeepCopy()
+		pols[i].Default() // the API's one layer of defaults
+	}
+	sel, others, err := selectDevices(a.opt.HostRoot, pols, ps.labels)
+	if err != nil {
+		return err
+	}
+	restored, err := restoreUngoverned(a.act, sel, a.opt.Metrics, a.opt.Log)
+	a.st.Notes = slices.Clone(a.notes)
+	if err != nil {
+		if !a.cluster {
+			return fmt.Errorf("restore devices changed by an earlier run: %w", err)
+		}
+		a.st.Notes = append(a.st.Notes, "restore at start: "+err.Error())
+	}
+	if len(sel) == 0 && !a.cluster {
+		return ErrNoDevice
+	}
+	devs, err := a.adopt(sel, restored)
+	if err != nil {
+		return err
+	}
+	a.forgetDropped(devs)
+	a.mu.Lock()
+	a.devs = devs
+	clear(a.byDev)
+	for _, d := range devs {
+		a.byDev[d.sys.Dev] = d
+	}
+	a.mu.Unlock()
+	a.st.Mode = runMode(pols, sel, a.cluster)
+	if a.cluster {
+		a.others = others
+	}
+	a.window = minWindow(sel)
+	a.budget = newCPUBudget(a.window, cpuBudgetPct(sel))
+	if a.tr != nil {
+		return a.tr.SetDevices(a.devNumbers())
+	}
+	return nil
+}
+
+// reconfigure takes the newest policies given to SetPolicies, if any, and
+// reports whether it did; an error is logged and the devices stay as they
+// were.
+func (a *Agent) reconfigure() bool {
+	a.mu.Lock()
+	ps := a.update
+	a.update = nil
+	a.mu.Unlock()
+	if ps == nil {
+		return false
+	}
+	if err := a.configure(*ps); err != nil {
+		a.opt.Log.Error(err, "take the new policies")
+		return false
+	}
+	a.opt.Log.Info("the policies changed", "devices", a.names(), "mode", a.st.Mode, "window", a.window)
+	return true
+}
+
+// adopt returns a device per selected disk. A device that is the same
+// disk as before (MAJOR:MINOR and diskseq), governed by the same policy
+// (name, UID and generation), not restored just now and whose scheduler
+// and read-ahead are still the ones its controller set keeps its whole
+// controller (learned model, thrash guard, a verification in progress,
+// regression back-off) and status. Any other device that was governed
+// before as the same disk keeps what was learned about it (carry).
+func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
+	old := map[string]*device{}
+	for _, d := range a.devs {
+		old[d.sys.Name] = d
+	}
+	out := make([]*device, 0, len(sel))
+	for _, s := range sel {
+		p := old[s.sys.Name]
+		if p != nil && (p.sys.MajorMinor != s.sys.MajorMinor || p.sys.DiskSeq != s.sys.DiskSeq) {
+			p = nil // another disk under the same name
+		}
+		if p != nil && p.key == policyKey(s.policy) && !slices.Contains(restored, s.sys.Name) && p.holds(s.sys) {
+			p.sys, p.policy = s.sys, s.policy
+			p.setIdentity()
+			out = append(out, p)
+			continue
+		}
+		d, err := newDevice(s, a.opt.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			d.carry(p)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// holds reports whether the disk still has the setting the device's
+// controller knows (nothing changed it behind the agent's back).
+func (d *device) holds(sd sysfs.Device) bool {
+	cur := d.ctrl.current
+	return cur.Candidate.Scheduler == sd.Scheduler && cur.ReadAheadKiB == sd.ReadAheadKiB
+}
+
+// carry gives a new device what was learned about the same disk under
+// its previous policy: the model (when the capacity is the same), the
+// regression back-off, the time of the last change (for minDwell) and
+// the status counters.
+func (d *device) carry(old *device) {
+	c, o := d.ctrl, old.ctrl
+	if o.model.Config().CapacitySectors == c.model.Config().CapacitySectors {
+		c.model, c.disk = o.model, o.model.NewDisk(0)
+		c.calibrated, c.online, c.note = o.calibrated, o.calibrated, o.note
+		d.status.Class = old.status.Class
+	}
+	maps.Copy(c.backoff, o.backoff)
+	c.lastChange = o.lastChange
+	st, was := &d.status, &old.status
+	st.TotalRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.EventsDropped, was.EventsLost
+	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
+	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
+	st.Applied = was.Applied
+}
+
+// forgetDropped removes the metrics of the devices no longer governed.
+func (a *Agent) forgetDropped(devs []*device) {
+	if a.opt.Metrics == nil {
+		return
+	}
+	for _, d := range a.devs {
+		if !slices.ContainsFunc(devs, func(n *device) bool { return n.sys.Name == d.sys.Name }) {
+			a.opt.Metrics.ForgetDevice(d.sys.Name)
+		}
+	}
+}

@@ -1,0 +1,533 @@
+package agent
+
+// The per-device controller: a deterministic state machine fed one window
+// at a time, with no I/O of its own, so that every rule is unit-tested.
+// A window's requests arrive in chunks (add); the window ends in one call
+// (endWindow), which learns what is left to learn, simulates, verifies the
+// last change and decides under the gate it is given. The device (device.go)
+// performs the action the controller asks for and, when the device did
+// change, tells it so (commit): nothing is decided and then undone.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Policy is what the controller needs of a StorageTuning spec, and the
+// agent's own knobs, which the API does not carry.
+type Policy struct {
+	// Apply: change the device; otherwise only observe and recommend.
+	Apply bool
+	// Candidates are the settings simulated every window (the current one
+	// is always added).
+	Candidates []engine.Candidate
+	// Decide configures the switching rule and thrash guard.
+	Decide decide.Config
+	// Engine carries the REDCAP, ADA and read-ahead options.
+	Engine engine.Options
+	// ReadAhead: also recommend (and in Apply mode set) read_ahead_kb.
+	ReadAhead bool
+	// ToleratedRegressionPct is the allowed real slowdown, percent, of a
+	// change against the previous setting (spec.rollout).
+	ToleratedRegressionPct float64
+
+	// The agent's own knobs; zero takes the default.
+
+	// VerifyWindows is how many windows after a change are compared with
+	// the prediction (default 2).
+	VerifyWindows int
+	// Backoff is how long a switch that regressed is not retried
+	// (default RegressionBackoff).
+	Backoff time.Duration
+	// MinRequests is the fewest completed requests a window needs to be
+	// evaluated (default 100): a nearly idle window says nothing.
+	MinRequests int
+	// MaxSimulated bounds the requests simulated per window (default
+	// 65536): a busier window is simulated over its most recent
+	// MaxSimulated requests, a contiguous slice that keeps the arrival
+	// process and dependencies intact, while every request still teaches
+	// the model. It keeps evaluation within the CPU budget at 100k+ IOPS.
+	MaxSimulated int
+	// ScreenRequests is the length of the screening pass (default 16384;
+	// negative: none). A window of more simulated requests is evaluated
+	// first over its newest ScreenRequests only; when that finds the
+	// setting settled (engine.ScreenAccepts) it is the window's
+	// evaluation, else the window is evaluated over its newest
+	// MaxSimulated. Windows that verify a change are always evaluated
+	// whole. A busy device whose setting is settled then costs about
+	// ScreenRequests/MaxSimulated of a full evaluation per window.
+	ScreenRequests int
+}
+
+// RegressionBackoff is how long, by default, a switch whose verification
+// measured a regression is not retried (Policy.Backoff); while it lasts
+// the node reports Degraded (NodeStorageState lastRevertTime).
+const RegressionBackoff = 30 * time.Minute
+
+// Recommendation reasons that are not decide's: the window's verification
+// reverted the last change, or the decided switch regressed before and is
+// in its back-off.
+const (
+	ReasonRegressionReverted = "RegressionReverted"
+	ReasonRegressionBackoff  = "RegressionBackoff"
+)
+
+// withKnobDefaults fills the agent's own knobs left zero.
+func (p *Policy) withKnobDefaults() Policy {
+	q := *p
+	if q.VerifyWindows <= 0 {
+		q.VerifyWindows = 2
+	}
+	if q.Backoff <= 0 {
+		q.Backoff = RegressionBackoff
+	}
+	if q.MinRequests <= 0 {
+		q.MinRequests = 100
+	}
+	if q.MaxSimulated <= 0 {
+		q.MaxSimulated = 65536
+	}
+	if q.ScreenRequests == 0 {
+		q.ScreenRequests = 16384
+	}
+	return q
+}
+
+// Gate is what may hold back a change the controller decides: the
+// policy's pause, the operator's grant, and spec.rollout.minDwell since
+// the device's last change. It is an input to the decision; a regression
+// revert passes it always.
+type Gate struct {
+	// Paused: the governing policy is paused (spec.paused).
+	Paused bool
+	// Granted: the change may be made now (the operator's grant; always
+	// true for `shadowtune run`).
+	Granted bool
+	// MinDwell is the least time a setting is kept after a change
+	// (spec.rollout.minDwell); 0 for none.
+	MinDwell time.Duration
+}
+
+// Hold says why the gate held back a decided change.
+type Hold uint8
+
+const (
+	// HoldNone: nothing was held back.
+	HoldNone Hold = iota
+	// HoldPaused: the policy is paused.
+	HoldPaused
+	// HoldDwell: the last change is more recent than MinDwell.
+	HoldDwell
+	// HoldGrant: no grant allows the change.
+	HoldGrant
+)
+
+// hold returns why the gate holds a change back at now, given the time of
+// the device's last change (zero: never changed).
+func (g Gate) hold(lastChange, now time.Time) Hold {
+	switch {
+	case g.Paused:
+		return HoldPaused
+	case g.MinDwell > 0 && !lastChange.IsZero() && now.Sub(lastChange) < g.MinDwell:
+		return HoldDwell
+	case !g.Granted:
+		return HoldGrant
+	}
+	return HoldNone
+}
+
+// ActionKind says what the controller asks the agent to do to the device.
+type ActionKind uint8
+
+const (
+	// ActionNone leaves the device alone.
+	ActionNone ActionKind = iota
+	// ActionApply sets Action.Setting.
+	ActionApply
+	// ActionRevert puts back the setting in effect before the last change
+	// (Action.Setting), because verification found a real regression.
+	ActionRevert
+)
+
+// Action is the controller's request to the agent. The controller's state
+// moves to it only when the agent reports it done (commit).
+type Action struct {
+	Kind    ActionKind
+	Setting Setting
+	Reason  string
+
+	guard  decide.State  // the thrash guard once the action is done
+	verify *verification // the verification an applied switch starts
+}
+
+// Setting is a device setting: elevator with tunables, and read-ahead
+// (0: leave read_ahead_kb alone).
+type Setting struct {
+	Candidate    engine.Candidate
+	ReadAheadKiB int
+}
+
+// WindowReport is the outcome of one window on one device.
+type WindowReport struct {
+	Device   string
+	Start    time.Time
+	Requests int
+	// RealServiceNs is the measured total service time of the window's
+	// requests; PredictedServiceNs what the model predicted for them (each
+	// request predicted, then learned, in dispatch order).
+	RealServiceNs      int64
+	PredictedServiceNs int64
+	// ModelErrorPct is the median over the window's groups of 1000
+	// requests (or the whole window when smaller) of
+	// |Σpredicted − Σmeasured| / Σmeasured × 100 (KDSim §6).
+	ModelErrorPct float64
+	// Report is the simulation of every candidate; nil when the window was
+	// skipped (Skipped says why). It covers the window's newest
+	// Report.Requests requests (Policy.MaxSimulated at most), whose
+	// measured total service time is SimulatedRealNs; Screened says it
+	// is a screening pass over the newest Policy.ScreenRequests.
+	Report          *engine.Report
+	SimulatedRealNs int64
+	Screened        bool
+	Skipped         string
+	// Action is what the agent should do now.
+	Action Action
+	// Held says why the gate held back the change the window decided
+	// (HoldNone when it did not).
+	Held Hold
+	// Verifying is the number of windows left to verify the last change.
+	Verifying int
+	// Target is the setting the controller recommends after this window,
+	// in Observe mode too (the current setting when it recommends no
+	// change); nil when the window was not evaluated. Reason is the rule
+	// that settled it: decide's reason, ReasonRegressionReverted or
+	// ReasonRegressionBackoff.
+	Target *Setting
+	Reason string
+}
+
+// windowInput is what ends a window besides its requests.
+type windowInput struct {
+	Now  time.Time
+	Gate Gate
+	// Skip, when not empty, ends the window without evaluating it (say,
+	// over the CPU budget) and is the report's Skipped; its requests
+	// teach the model all the same, without calibration.
+	Skip string
+}
+
+// deviceController is the per-device state carried between windows.
+type deviceController struct {
+	name   string
+	model  *model.Model
+	disk   *model.Disk // online-learning state: position, disk cache
+	policy Policy
+
+	// win holds the current window's requests; learner learns them as
+	// they arrive once online (the model calibrated when the window began).
+	win     window
+	learner windowLearner
+	online  bool
+
+	current    Setting
+	guard      decide.State
+	lastChange time.Time // the last write to the device (change or revert)
+
+	// bias is the model's recent real ÷ simulated ratio for the current
+	// setting (an exponential average); verification compares the real
+	// time after a change with the previous setting's simulated time
+	// scaled by this bias, so model error does not count as regression.
+	bias float64
+
+	verify  *verification
+	backoff map[string]time.Time // candidate name → no retry before
+
+	// calibrated is set once a window with enough measured requests has
+	// checked the device class and learned k (see calibrate).
+	calibrated bool
+	// note records what calibration found, for the status.
+	note string
+	// raAdvice is the previous window's read-ahead advice (KiB): a new
+	// depth is applied only when two consecutive windows agree.
+	raAdvice int
+}
+
+type verification struct {
+	previous Setting
+	target   Setting
+	bias     float64 // bias before the change
+	left     int
+	realNs   int64 // real total over the verified windows
+	prevNs   float64
+}
+
+// errNoModel is returned when a controller is built without a model.
+var errNoModel = errors.New("agent: device controller needs a disk model")
+
+func newDeviceController(name string, m *model.Model, current Setting, p Policy) (*deviceController, error) {
+	if m == nil {
+		return nil, errNoModel
+	}
+	return &deviceController{
+		name: name, model: m, disk: m.NewDisk(0), policy: p.withKnobDefaults(),
+		current: current, bias: 1, backoff: map[string]time.Time{},
+	}, nil
+}
+
+// add takes a chunk of the window's requests, in arrival order: it learns
+// them at once when the window is online, and keeps the newest
+// Policy.MaxSimulated of the window.
+func (c *deviceController) add(chunk []trace.Request) {
+	if len(chunk) == 0 {
+		return
+	}
+	c.win.total += len(chunk)
+	if c.online {
+		c.learner.observe(c.disk, chunk)
+	}
+	c.win.retain(chunk, c.policy.MaxSimulated)
+}
+
+// endWindow ends the window at in.Now: it learns what the window has not
+// learned yet (calibrating the model first, until that is done), then
+// evaluates and decides under in.Gate, unless in.Skip. The next window
+// starts empty.
+func (c *deviceController) endWindow(in windowInput) (WindowReport, error) {
+	defer c.nextWindow()
+	if in.Skip != "" {
+		if !c.online {
+			c.learner.observe(c.disk, c.win.simulated())
+		}
+		c.learner.result()
+		return WindowReport{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}, nil
+	}
+	reqs := c.win.simulated()
+	if !c.online {
+		if !c.calibrated {
+			c.calibrate(reqs)
+		}
+		c.learner.observe(c.disk, reqs)
+	}
+	l := c.learner.result()
+	l.requests = c.win.total
+	return c.evaluate(reqs, l, in)
+}
+
+// nextWindow empties the window; it is learned online once the model is
+// calibrated.
+func (c *deviceController) nextWindow() {
+	c.win.reset()
+	c.online = c.calibrated
+}
+
+// evaluate decides on a window whose requests were learned already (l,
+// and l.requests of them in all): reqs are its newest requests, at most
+// MaxSimulated, in arrival order.
+func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowInput) (WindowReport, error) {
+	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
+	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
+	if l.requests < c.policy.MinRequests {
+		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
+		return rep, nil
+	}
+	er, simReqs, screened, err := c.simulate(reqs)
+	if err != nil {
+		return rep, err
+	}
+	sliceReal := measuredTotal(simReqs)
+	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
+
+	// Verification of the last change comes first: a regression reverts
+	// whatever this window recommends, and passes the gate.
+	if c.verifyWindow(&rep, er, sliceReal, in.Now) {
+		return rep, nil
+	}
+	if curSim := simulatedTotal(er, c.current.Candidate.Name()); curSim > 0 && sliceReal > 0 && c.verify == nil {
+		r := float64(sliceReal) / float64(curSim)
+		c.bias = 0.7*c.bias + 0.3*r
+	}
+	c.decideWindow(&rep, er, in)
+	return rep, nil
+}
+
+// verifyWindow counts the window towards the verification of the last
+// change. When the verification ends in a regression it asks for the
+// revert (rep.Action) and reports true. The verification is kept until
+// the revert is done (commit), so a revert that could not be written is
+// asked for again the next window.
+func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sliceReal int64, now time.Time) bool {
+	v := c.verify
+	if v == nil {
+		return false
+	}
+	v.realNs += sliceReal
+	v.prevNs += float64(simulatedTotal(er, v.previous.Candidate.Name())) * v.bias
+	v.left--
+	rep.Verifying = max(v.left, 0)
+	if v.left > 0 {
+		return false
+	}
+	limit := v.prevNs * (1 + c.policy.ToleratedRegressionPct/100)
+	if v.prevNs <= 0 || float64(v.realNs) <= limit {
+		c.verify = nil // verified
+		return false
+	}
+	c.backoff[v.target.Candidate.Name()] = now.Add(c.policy.Backoff)
+	rep.Action = Action{Kind: ActionRevert, Setting: v.previous, guard: er.Guard, Reason: fmt.Sprintf(
+		"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
+		float64(v.realNs)/1e6, v.prevNs/1e6, v.previous.Candidate.Name(),
+		100*(float64(v.realNs)/v.prevNs-1), c.policy.ToleratedRegressionPct)}
+	prev := v.previous
+	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
+	return true
+}
+
+// decideWindow turns the window's decision into the recommendation
+// (rep.Target) and, in Apply mode when the gate allows it, the action.
+//
+// A switch counts towards the thrash guard (DADS §4.2 counts changes)
+// only when it is made (commit): in Observe mode, or held back by the
+// gate, the recommendation stays the best candidate instead of the
+// pinned default after a few windows.
+func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in windowInput) {
+	d := er.Decision
+	if !d.Switch {
+		c.guard = er.Guard
+	}
+	target := c.current
+	rep.Reason = string(d.Reason)
+	if d.Switch {
+		if until, ok := c.backoff[d.Target]; ok && in.Now.Before(until) {
+			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
+			rep.Reason = ReasonRegressionBackoff
+		} else {
+			target.Candidate = candidateByName(er, d.Target)
+		}
+	}
+	if c.policy.ReadAhead && er.ReadAhead.KiB > 0 {
+		if raStable(c.raAdvice, er.ReadAhead.KiB) && !raClose(er.ReadAhead.KiB, c.current.ReadAheadKiB) {
+			target.ReadAheadKiB = er.ReadAhead.KiB
+		}
+		c.raAdvice = er.ReadAhead.KiB
+	}
+	rep.Target = &target
+	if !c.policy.Apply || sameSetting(target, c.current) {
+		return
+	}
+	if rep.Held = in.Gate.hold(c.lastChange, in.Now); rep.Held != HoldNone {
+		return
+	}
+	a := Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: c.guard}
+	if target.Candidate.Name() != c.current.Candidate.Name() {
+		a.guard = er.Guard
+		a.verify = &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}
+		rep.Verifying = c.policy.VerifyWindows
+	}
+	rep.Action = a
+}
+
+// commit tells the controller that the device now has the setting of a
+// (written at now): the action of the window just ended.
+func (c *deviceController) commit(a Action, now time.Time) {
+	c.current, c.guard, c.lastChange = a.Setting, a.guard, now
+	switch {
+	case a.Kind == ActionRevert:
+		c.verify = nil
+	case a.verify != nil:
+		c.verify = a.verify
+	}
+}
+
+// simulate evaluates the window over reqs (its newest requests, in arrival
+// order), screening first (Policy.ScreenRequests) unless a change is being
+// verified; it returns the evaluation, the requests it covers and whether
+// it was the screening pass.
+func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trace.Request, bool, error) {
+	m := c.model.Clone() // one snapshot for both passes
+	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
+		tail := reqs[len(reqs)-n:]
+		er, err := c.evaluateOver(tail, m)
+		if err != nil {
+			return er, nil, false, err
+		}
+		if engine.ScreenAccepts(er, c.policy.Decide.MarginPct) {
+			return er, tail, true, nil
+		}
+	}
+	er, err := c.evaluateOver(reqs, m)
+	return er, reqs, false, err
+}
+
+// evaluateOver simulates reqs under every candidate with model m (which
+// it only reads) and decides, from the controller's current setting and
+// thrash-guard state (which it does not change).
+func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (engine.Report, error) {
+	opt := c.policy.Engine
+	if opt.Parallel == 0 {
+		// The agent stays in the background: one candidate at a time, so
+		// an evaluation never takes more than one core (and allocates one
+		// candidate's per-request state at a time).
+		opt.Parallel = 1
+	}
+	opt.Model = m
+	opt.Current = c.current.Candidate
+	opt.Decide = c.policy.Decide
+	opt.Guard = c.guard
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, c.policy.Candidates, opt)
+	if err != nil {
+		return engine.Report{}, fmt.Errorf("%s: evaluate: %w", c.name, err)
+	}
+	return er, nil
+}
+
+// measuredTotal is the measured service time of reqs, ns.
+func measuredTotal(reqs []trace.Request) int64 {
+	var n int64
+	for i := range reqs {
+		if reqs[i].HasService() {
+			n += reqs[i].ServiceTime()
+		}
+	}
+	return n
+}
+
+// raStable reports whether two consecutive read-ahead advices agree
+// within a factor of 1.5: the competitive depth of a device whose switch
+// cost is near zero is noise, and read-ahead should not flap with it.
+func raStable(prev, cur int) bool { return prev > 0 && raClose(prev, cur) }
+
+// raClose reports whether two depths are within a factor of 1.5.
+func raClose(a, b int) bool {
+	if a <= 0 || b <= 0 {
+		return false
+	}
+	return 2*max(a, b) <= 3*min(a, b)
+}
+
+func sameSetting(a, b Setting) bool {
+	return a.Candidate.Name() == b.Candidate.Name() && a.ReadAheadKiB == b.ReadAheadKiB
+}
+
+func simulatedTotal(r engine.Report, name string) int64 {
+	for _, o := range r.Outcomes {
+		if o.Candidate.Name() == name {
+			return o.Result.TotalServiceNs
+		}
+	}
+	return 0
+}
+
+func candidateByName(r engine.Report, name string) engine.Candidate {
+	for _, o := range r.Outcomes {
+		if o.Candidate.Name() == name {
+			return o.Candidate
+		}
+	}
+	return engine.Candidate{}
+}

@@ -1,0 +1,326 @@
+package agent
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+const gib = uint64(1) << 21
+
+// fifoWindow records n random 4 KiB reads from `procs` processes that each
+// keep `depth` requests in flight, served first-come first-served by one
+// disk whose service times come from the default HDD model, as a device
+// running the `none` elevator would record them. scale multiplies every
+// measured service time (a slower real device).
+func fifoWindow(seed uint64, n, procs, depth int, start int64, scale float64) []trace.Request {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	m := model.Default(model.HDD, 100*gib)
+	d := m.NewDisk(0)
+	reqs := make([]trace.Request, 0, n)
+	devFree := start
+	// Each process issues its next request when one of its own completes.
+	next := make([]int64, procs*depth)
+	for i := range next {
+		next[i] = start + int64(i)*1000
+	}
+	for len(reqs) < n {
+		// The slot whose next issue is earliest.
+		k := 0
+		for j := range next {
+			if next[j] < next[k] {
+				k = j
+			}
+		}
+		arr := next[k]
+		sector := rng.Uint64N(90*gib) &^ 7
+		disp := max(arr, devFree)
+		svc := int64(float64(d.Service(trace.Read, sector, 8)) * scale)
+		comp := disp + svc
+		devFree = comp
+		reqs = append(reqs, trace.Request{
+			Arrival: arr, Dispatch: disp, Complete: comp, Sector: sector, Sectors: 8,
+			Op: trace.Read, Flags: trace.Sync, PID: uint32(100 + k/depth), Think: trace.Unknown,
+		})
+		next[k] = comp + 50_000
+	}
+	// Records are ordered by arrival.
+	sortByArrival(reqs)
+	return reqs
+}
+
+func sortByArrival(r []trace.Request) {
+	for i := 1; i < len(r); i++ {
+		for j := i; j > 0 && r[j].Arrival < r[j-1].Arrival; j-- {
+			r[j], r[j-1] = r[j-1], r[j]
+		}
+	}
+}
+
+func testPolicy(apply bool) Policy {
+	cands := []engine.Candidate{{Scheduler: "none"}, {Scheduler: "mq-deadline"}, {Scheduler: "bfq"}, {Scheduler: "kyber"}}
+	return Policy{
+		Apply:      apply,
+		Candidates: cands,
+		Decide:     decide.DefaultConfig("none"),
+		// spec.rollout.toleratedRegressionPercent's default.
+		ToleratedRegressionPct: 5,
+	}
+}
+
+// step feeds reqs to the controller as one window ending at now, under an
+// open gate, and commits the action it asks for, as the agent does once
+// the device has taken the write.
+func step(c *deviceController, reqs []trace.Request, now time.Time) (WindowReport, error) {
+	c.add(reqs)
+	rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}})
+	if err == nil && rep.Action.Kind != ActionNone {
+		c.commit(rep.Action, now)
+	}
+	return rep, err
+}
+
+func newTestController(t *testing.T, apply bool) *deviceController {
+	t.Helper()
+	c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(apply))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestObserveModeNeverActs(t *testing.T) {
+	c := newTestController(t, false)
+	now := time.Unix(1000, 0)
+	for i := 0; i < 3; i++ {
+		rep, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 1), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Action.Kind != ActionNone {
+			t.Fatalf("window %d: observe mode asked for %v", i, rep.Action)
+		}
+		if rep.Report == nil || len(rep.Report.Outcomes) != 4 {
+			t.Fatalf("window %d: report %+v", i, rep.Report)
+		}
+		if !rep.Report.Decision.Switch {
+			t.Fatalf("window %d: a deep random queue on an HDD under none should predict a switch: %s", i, rep.Report.Decision.Message)
+		}
+	}
+}
+
+func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.Candidate.Scheduler == "none" {
+		t.Fatalf("action %+v, want a switch away from none", rep.Action)
+	}
+	target := rep.Action.Setting.Candidate.Name()
+	if rep.Verifying != 2 {
+		t.Fatalf("verifying %d windows, want 2", rep.Verifying)
+	}
+	// Reality follows the model: the next windows are as fast as predicted
+	// (a sorted queue), so no revert. Their real times come from the
+	// simulated target itself: record them as the model predicts.
+	for i := 2; i < 4; i++ {
+		w := fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6)
+		rep, err = step(c, w, now.Add(time.Duration(i)*5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Action.Kind == ActionRevert {
+			t.Fatalf("window %d: reverted a change that did not regress: %s", i, rep.Action.Reason)
+		}
+	}
+	if c.current.Candidate.Name() != target || c.verify != nil {
+		t.Fatalf("current %s, verify %+v", c.current.Candidate.Name(), c.verify)
+	}
+}
+
+func TestRegressionRevertsAndBacksOff(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	if err != nil || rep.Action.Kind != ActionApply {
+		t.Fatalf("first window: %v %+v", err, rep.Action)
+	}
+	target := rep.Action.Setting.Candidate.Name()
+	// The real device got much slower after the change.
+	var last WindowReport
+	for i := 2; i < 4; i++ {
+		last, err = step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last.Action.Kind != ActionRevert || last.Action.Setting.Candidate.Scheduler != "none" {
+		t.Fatalf("action %+v, want a revert to none", last.Action)
+	}
+	if c.current.Candidate.Scheduler != "none" {
+		t.Fatalf("current %s after revert", c.current.Candidate.Name())
+	}
+	// The same switch is not retried during the back-off.
+	rep, err = step(c, fifoWindow(9, 2000, 4, 4, 90e9, 1), now.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind == ActionApply && rep.Action.Setting.Candidate.Name() == target {
+		t.Fatalf("retried %s during the back-off", target)
+	}
+}
+
+func TestIdleWindowIsSkipped(t *testing.T) {
+	c := newTestController(t, true)
+	rep, err := step(c, fifoWindow(1, 20, 1, 1, 0, 1), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Skipped == "" || rep.Report != nil || rep.Action.Kind != ActionNone {
+		t.Fatalf("idle window: %+v", rep)
+	}
+}
+
+func TestModelErrorIsMeasured(t *testing.T) {
+	c := newTestController(t, false)
+	// The first window teaches the model; the second, from the same
+	// device, must be predicted within a few per cent.
+	if _, err := step(c, fifoWindow(1, 3000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := step(c, fifoWindow(2, 3000, 4, 4, 20e9, 1), time.Unix(10, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ModelErrorPct > 5 {
+		t.Fatalf("model error %.2f %% on a device that follows the model", rep.ModelErrorPct)
+	}
+	// A device twice as slow as learned shows as a large error.
+	rep, err = step(c, fifoWindow(3, 1000, 4, 4, 40e9, 2), time.Unix(20, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ModelErrorPct < 30 {
+		t.Fatalf("model error %.2f %% on a device twice as slow as learned", rep.ModelErrorPct)
+	}
+}
+
+func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
+	// A device that sysfs calls rotational but whose random reads take
+	// ~80 µs (a virtio or cloud volume) is re-modelled as an SSD, after
+	// which the model follows it.
+	c := newTestController(t, false)
+	if _, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 0.01), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if c.model.Class() != model.SSD || c.note == "" {
+		t.Fatalf("class %s, note %q: want ssd", c.model.Class(), c.note)
+	}
+	rep, err := step(c, fifoWindow(2, 2000, 4, 4, 20e9, 0.01), time.Unix(10, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ModelErrorPct > 10 {
+		t.Fatalf("model error %.1f %% after recalibration", rep.ModelErrorPct)
+	}
+	// A real HDD stays an HDD.
+	h := newTestController(t, false)
+	if _, err := step(h, fifoWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if h.model.Class() != model.HDD {
+		t.Fatalf("a seek-bound device was re-modelled as %s", h.model.Class())
+	}
+}
+
+func TestBusyWindowIsSimulatedOverItsNewestSlice(t *testing.T) {
+	c := newTestController(t, true)
+	c.policy.MaxSimulated = 500
+	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests != 2000 || rep.Report == nil || rep.Report.Requests != 500 {
+		t.Fatalf("window of %d requests simulated over %v, want the newest 500", rep.Requests, rep.Report)
+	}
+	// Verification compares like with like: a device that really is as
+	// fast as predicted is not reverted even though only a slice is
+	// simulated.
+	for i := 2; i < 4; i++ {
+		rep, err = step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6), time.Unix(int64(i)*5, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Action.Kind == ActionRevert {
+			t.Fatalf("window %d: reverted: %s", i, rep.Action.Reason)
+		}
+	}
+}
+
+func TestReadAheadNeedsTwoAgreeingWindows(t *testing.T) {
+	for _, tc := range []struct {
+		prev, cur int
+		stable    bool
+	}{
+		{0, 128, false}, {128, 128, true}, {128, 180, true}, {128, 200, false}, {716, 16, false}, {16, 20, true},
+	} {
+		if got := raStable(tc.prev, tc.cur); got != tc.stable {
+			t.Errorf("raStable(%d, %d) = %v, want %v", tc.prev, tc.cur, got, tc.stable)
+		}
+	}
+}
+
+// TestSettledWindowIsScreened: a busy window is first evaluated over its
+// newest Policy.ScreenRequests; that pass stands only when the setting is
+// settled, and a window near a switch is evaluated over the whole slice.
+func TestSettledWindowIsScreened(t *testing.T) {
+	win := fifoWindow(1, 3000, 4, 4, 0, 1)
+	screening := func(t *testing.T, current string, screen int) WindowReport {
+		t.Helper()
+		p := testPolicy(false)
+		p.MaxSimulated, p.ScreenRequests = 2000, screen
+		c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: current}}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := step(c, win, time.Unix(0, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Report == nil {
+			t.Fatalf("window not evaluated: %s", rep.Skipped)
+		}
+		return rep
+	}
+	// none leaves a seek-bound load unsorted: a switch is near, so the
+	// screening pass does not stand.
+	rep := screening(t, "none", 500)
+	if rep.Screened || rep.Report.Requests != 2000 || !rep.Report.Decision.Switch {
+		t.Fatalf("on none: screened %v over %d requests, switch %v; want the whole 2000 and a switch",
+			rep.Screened, rep.Report.Requests, rep.Report.Decision.Switch)
+	}
+	best := rep.Report.Decision.Target
+	var real int64
+	for _, r := range win[len(win)-500:] {
+		real += r.ServiceTime()
+	}
+	// On the best setting the load is settled: the pass over the newest
+	// 500 is the window's evaluation, and its measured side is theirs.
+	rep = screening(t, best, 500)
+	if !rep.Screened || rep.Report.Requests != 500 || rep.SimulatedRealNs != real || rep.Report.Decision.Switch {
+		t.Fatalf("on %s: screened %v over %d requests (measured %d ns, want %d), switch %v; want the newest 500 and no switch",
+			best, rep.Screened, rep.Report.Requests, rep.SimulatedRealNs, real, rep.Report.Decision.Switch)
+	}
+	// Without screening the same window is simulated whole.
+	if rep = screening(t, best, -1); rep.Screened || rep.Report.Requests != 2000 {
+		t.Fatalf("screening off: screened %v over %d requests, want the whole 2000", rep.Screened, rep.Report.Requests)
+	}
+}

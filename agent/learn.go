@@ -1,0 +1,200 @@
+package agent
+
+// Learning a window: every measured request predicted, then learned, in
+// dispatch order (KDSim §4: the model learns online), and the class check
+// of the first loaded window (calibrate).
+//
+// Learning online is the learning a whole window got at its end: every
+// request is predicted, then learned, and the model error is taken over
+// the same groups. The order differs only at the edges of the chunks it
+// is learned in (each one tracer batch, 250 ms, or more): a chunk is
+// sorted by dispatch time, and a request dispatched before the last of
+// the previous chunk (at most the requests in flight at that moment, out
+// of tens of thousands) is learned after it, as one at a window's edge
+// always was. Until the controller has calibrated the model (calibrate
+// may replace it by another class's default, so nothing learned before
+// counts), a window is calibrated and learned at its end, over the kept
+// slice: that is the whole window up to MaxSimulated requests, and a
+// busier first window teaches the model only its newest MaxSimulated
+// requests.
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// learned is what learning a window's requests gave.
+type learned struct {
+	requests       int // the window's requests
+	realNs, predNs int64
+	errPct         float64
+}
+
+// windowLearner predicts then learns each measured request (sorted by
+// dispatch within each observed chunk) and accumulates the window's totals
+// and its per-1000-request group errors until result.
+type windowLearner struct {
+	realNs, predNs int64
+	gReal, gPred   int64 // the open group
+	n              int   // requests in the open group
+	groupErrs      []float64
+	order          []int32
+}
+
+// observe learns the measured requests of reqs on d, in dispatch order.
+func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
+	l.order = l.order[:0]
+	sorted := true
+	var last int64
+	for i := range reqs {
+		if reqs[i].HasService() {
+			if len(l.order) > 0 && reqs[i].Dispatch < last {
+				sorted = false
+			}
+			last = reqs[i].Dispatch
+			l.order = append(l.order, int32(i))
+		}
+	}
+	if !sorted {
+		// By dispatch, then record order (a stable sort); pdqsort is
+		// near-linear on the nearly sorted input.
+		slices.SortFunc(l.order, func(a, b int32) int {
+			if c := cmp.Compare(reqs[a].Dispatch, reqs[b].Dispatch); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+	}
+	for _, i := range l.order {
+		q := &reqs[i]
+		svc := q.ServiceTime()
+		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
+		l.realNs += svc
+		l.predNs += p
+		l.gReal += svc
+		l.gPred += p
+		l.n++
+		if l.n == 1000 {
+			l.groupErrs = append(l.groupErrs, pctErr(l.gPred, l.gReal))
+			l.gReal, l.gPred, l.n = 0, 0, 0
+		}
+	}
+}
+
+// result returns the totals and the model error, the median group error
+// (a last group of fewer than 500 requests counts only when it is the
+// only one), and resets the learner.
+func (l *windowLearner) result() learned {
+	if l.n > 0 && (len(l.groupErrs) == 0 || l.n >= 500) {
+		l.groupErrs = append(l.groupErrs, pctErr(l.gPred, l.gReal))
+	}
+	r := learned{realNs: l.realNs, predNs: l.predNs}
+	if len(l.groupErrs) > 0 {
+		slices.Sort(l.groupErrs)
+		r.errPct = l.groupErrs[len(l.groupErrs)/2]
+	}
+	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0]}
+	return r
+}
+
+func pctErr(pred, real int64) float64 {
+	if real <= 0 {
+		return 0
+	}
+	return 100 * math.Abs(float64(pred-real)) / float64(real)
+}
+
+// calibrate checks the device class against the first window with enough
+// measured reads, and learns k for non-rotational devices (DESIGN §3).
+//
+// queue/rotational is often wrong: virtio disks, many cloud volumes and
+// loop devices over them report 1. A device classed HDD whose random reads
+// (inter-request distance over 64 KiB) almost all (≥ 90 %) complete under
+// the HDD hit threshold is not seek-bound: its read-miss table would never
+// learn, and the HDD default would predict seeks it does not have. Such a
+// device is re-modelled as an SSD. The elevator still sees the kernel's
+// rotational flag (Policy.Engine.Rotational), since bfq and the kernel use
+// it.
+func (c *deviceController) calibrate(reqs []trace.Request) {
+	var random, fast, measured int
+	var last uint64
+	thr := c.model.Config().Hit
+	for i := range reqs {
+		q := &reqs[i]
+		if !q.HasService() {
+			continue
+		}
+		measured++
+		if q.Op != trace.Read {
+			continue
+		}
+		d := q.Sector - last
+		if q.Sector < last {
+			d = last - q.Sector
+		}
+		last = q.End()
+		if d <= 128 {
+			continue
+		}
+		random++
+		if thr.IsHit(q.Sectors, q.ServiceTime()) {
+			fast++
+		}
+	}
+	if measured < c.policy.MinRequests {
+		return
+	}
+	c.calibrated = true
+	what := "random reads"
+	if c.model.Class() == model.HDD && random < c.policy.MinRequests {
+		// Too few random reads to judge (a strided or sequential load):
+		// the reads the HDD model itself predicts as misses testify
+		// instead. They are the ones its read-miss table would price, and
+		// if nearly all are as fast as hits, that table never learns and
+		// the model keeps predicting seeks the device does not have.
+		random, fast = c.predictedMisses(reqs)
+		what = "reads the HDD model predicted as misses"
+	}
+	if c.model.Class() == model.HDD && random >= c.policy.MinRequests && fast*10 >= random*9 {
+		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
+		c.model, c.disk = m, m.NewDisk(0)
+		c.note = fmt.Sprintf("modelled as ssd: %d of %d %s were faster than the HDD hit threshold", fast, random, what)
+	}
+	if c.model.Class() != model.HDD {
+		c.model.SetServers(model.EstimateServers(reqs))
+	}
+}
+
+// predictedMisses replays the measured requests, in dispatch order, on a
+// scratch copy of the (HDD) model, as learn does, and counts the reads it
+// predicts slower than the hit threshold (misses: a seek) and, of those,
+// the ones measured faster than it.
+func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast int) {
+	order := make([]int, 0, len(reqs))
+	for i := range reqs {
+		if reqs[i].HasService() {
+			order = append(order, i)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		return cmp.Compare(reqs[a].Dispatch, reqs[b].Dispatch)
+	})
+	thr := c.model.Config().Hit
+	d := c.model.Clone().NewDisk(0)
+	for _, i := range order {
+		q := &reqs[i]
+		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, q.ServiceTime())
+		if q.Op == trace.Read && !thr.IsHit(q.Sectors, p) {
+			misses++
+			if thr.IsHit(q.Sectors, q.ServiceTime()) {
+				fast++
+			}
+		}
+	}
+	return misses, fast
+}

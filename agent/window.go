@@ -1,0 +1,78 @@
+package agent
+
+// A device's window of requests: what a window keeps of its requests.
+//
+// What a window needs of its requests:
+//   - learning: every measured request, predicted and then learned in
+//     dispatch order, giving the window's real and predicted totals and
+//     the model error over groups of 1000 requests (learn.go);
+//   - calibration (until the class has been checked): a window's measured
+//     requests;
+//   - simulation: the newest Policy.MaxSimulated requests (65,536), a
+//     contiguous slice in arrival order;
+//   - the status and metrics: how many requests the window had.
+//
+// So a window keeps only its newest MaxSimulated requests, in a ring of
+// that many, reused window after window and put in order in place at the
+// window's end, and every request is learned online as it arrives,
+// keeping only running totals and the per-group errors. Memory is then
+// bounded by MaxSimulated instead of growing with the device's IOPS, and
+// the work left for the window's end is the simulation of at most
+// MaxSimulated requests.
+
+import (
+	"slices"
+
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// window holds the newest requests of a device's current window.
+type window struct {
+	// keep holds the window's newest requests, at most the limit given
+	// to retain: in arrival order, or once full a ring whose oldest is at
+	// head.
+	keep []trace.Request
+	head int
+	// total counts the window's requests.
+	total int
+}
+
+// retain adds chunk to keep, overwriting the oldest requests once keep
+// holds limit requests (the same limit all window).
+func (w *window) retain(chunk []trace.Request, limit int) {
+	if len(chunk) >= limit {
+		chunk = chunk[len(chunk)-limit:]
+	}
+	if room := limit - len(w.keep); room > 0 {
+		k := min(room, len(chunk))
+		if len(w.keep)+k > cap(w.keep) {
+			grown := make([]trace.Request, len(w.keep), min(limit, max(2*cap(w.keep), len(w.keep)+k, 1024)))
+			copy(grown, w.keep)
+			w.keep = grown
+		}
+		w.keep = append(w.keep, chunk[:k]...)
+		chunk = chunk[k:]
+	}
+	for len(chunk) > 0 { // full: overwrite from the oldest on
+		n := copy(w.keep[w.head:], chunk)
+		chunk = chunk[n:]
+		w.head = (w.head + n) % len(w.keep)
+	}
+}
+
+// simulated returns the window's newest requests, at most max, in arrival
+// order (putting the ring in order, in place).
+func (w *window) simulated() []trace.Request {
+	if w.head != 0 {
+		slices.Reverse(w.keep[:w.head])
+		slices.Reverse(w.keep[w.head:])
+		slices.Reverse(w.keep)
+		w.head = 0
+	}
+	return w.keep
+}
+
+// reset empties the window for the next one; the buffer is kept.
+func (w *window) reset() {
+	w.keep, w.head, w.total = w.keep[:0], 0, 0
+}

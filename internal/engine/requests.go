@@ -1,0 +1,71 @@
+package engine
+
+// The engine as the one door to the simulator for a caller that holds
+// traced requests and a policy (the node agent): it builds the window, the
+// cache and read-ahead configurations and checks candidates, so that such a
+// caller needs none of sim, sched, redcap or readahead.
+
+import (
+	"fmt"
+
+	"github.com/shadowtune/shadowtune/internal/readahead"
+	"github.com/shadowtune/shadowtune/internal/redcap"
+	"github.com/shadowtune/shadowtune/internal/sched"
+	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Loop is how a window's requests arrive in the simulation (sim.Loop).
+type Loop = sim.Loop
+
+// The loop modes (sim's).
+const (
+	// LoopAuto is closed loop when the requests carry completion times and
+	// the submitting process of each, open loop otherwise.
+	LoopAuto = sim.LoopAuto
+	// LoopOpen replays the recorded arrival times.
+	LoopOpen = sim.LoopOpen
+	// LoopClosed issues each process's next request a think time after its
+	// previous one completes.
+	LoopClosed = sim.LoopClosed
+)
+
+// Tunables are elevator tunables by their sysfs name, in sysfs units
+// (sched.Tunables).
+type Tunables = sched.Tunables
+
+// EvaluateRequests simulates reqs (in arrival order, times in ns) under
+// each candidate with the given loop mode, and decides (Evaluate). It
+// returns sim's error for an empty or malformed window and Evaluate's
+// errors.
+func EvaluateRequests(reqs []trace.Request, loop Loop, cands []Candidate, opt Options) (Report, error) {
+	w, err := sim.NewWindow(reqs, loop)
+	if err != nil {
+		return Report{}, fmt.Errorf("window: %w", err)
+	}
+	return Evaluate(w, cands, opt)
+}
+
+// CheckCandidate returns an error when the elevator model cannot build c:
+// an unknown scheduler, or a tunable it does not have or a value out of its
+// range.
+func CheckCandidate(c Candidate) error {
+	_, err := sched.New(c.Scheduler, c.Tunables, sched.DefaultDevice)
+	return err
+}
+
+// CacheSegmentSectors is the REDCAP segment size CacheForBudget uses: 256
+// sectors of 512 bytes, 128 KiB (REDCAP 2007 §3).
+const CacheSegmentSectors = 256
+
+// CacheForBudget is the REDCAP cache that fits in budgetBytes of memory:
+// segments of CacheSegmentSectors (128 KiB), at least one.
+func CacheForBudget(budgetBytes int64) redcap.Config {
+	seg := int64(CacheSegmentSectors * trace.SectorSize)
+	return redcap.Config{Segments: int(max(budgetBytes/seg, 1)), SegmentSectors: CacheSegmentSectors}
+}
+
+// ReadAheadBounds bounds the competitive read-ahead depth, in KiB.
+func ReadAheadBounds(minKiB, maxKiB int) readahead.Bounds {
+	return readahead.Bounds{MinKiB: minKiB, MaxKiB: maxKiB}
+}
