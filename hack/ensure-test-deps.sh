@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the root-only integration tests need, when it is missing:
 #   - fio (the workloads of agent/integration_linux_test.go and
-#     internal/cli/run_test.go), from apt;
+#     cmd/shadowtune/app/run_test.go), from apt;
 #   - losetup (util-linux; loop devices), normally present;
 #   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer);
 #   - kube-apiserver and etcd for the envtest tests

@@ -35,8 +35,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
@@ -48,6 +46,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/api/scheme"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -81,22 +80,13 @@ type ManagerOptions struct {
 	Logger logr.Logger
 }
 
-// Scheme returns a scheme with the core types and the shadowtune API.
-func Scheme() (*runtime.Scheme, error) {
-	s := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(s), v1alpha1.AddToScheme(s)); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
 // NewManager returns the agent's manager: no leader election; a cache of
 // every StorageTuning and of the node's own Node and NodeStorageState only.
 func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 	if o.NodeName == "" {
 		return nil, errors.New("cluster: no node name")
 	}
-	scheme, err := Scheme()
+	s, err := scheme.New()
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +100,7 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 		probe = "0"
 	}
 	return manager.New(cfg, manager.Options{
-		Scheme:                  scheme,
+		Scheme:                  s,
 		LeaderElection:          false,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
 		HealthProbeBindAddress:  probe,
@@ -450,7 +440,7 @@ func (a *Agent) mayChange(dev string, p *v1alpha1.StorageTuning) bool {
 	if err := a.client.Get(context.Background(), client.ObjectKey{Name: a.opt.NodeName}, nss); err != nil {
 		return false
 	}
-	return ValidGrant(nss.Spec.Grant, p, dev, time.Now())
+	return v1alpha1.ValidGrant(nss.Spec.Grant, p, dev, time.Now())
 }
 
 // writeLoop writes the status when the agent loop reports a window or the

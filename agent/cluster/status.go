@@ -19,40 +19,6 @@ import (
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
-// Why a grant does not allow a change (CheckGrant).
-var (
-	ErrNoGrant          = errors.New("no grant")
-	ErrGrantOtherPolicy = errors.New("the grant is for another policy")
-	ErrGrantGeneration  = errors.New("the grant is for another generation of the policy")
-	ErrGrantExpired     = errors.New("the grant has expired")
-	ErrGrantDevice      = errors.New("the grant does not list the device")
-)
-
-// CheckGrant returns nil when grant g allows changing device dev, governed
-// by policy p, at now: g is set, names p and p's current
-// metadata.generation, has not expired (now < g.Until) and lists dev.
-// Otherwise it returns why not, one of the Err* of this package.
-func CheckGrant(g *v1alpha1.RolloutGrant, p *v1alpha1.StorageTuning, dev string, now time.Time) error {
-	switch {
-	case g == nil:
-		return ErrNoGrant
-	case p == nil || g.Policy != p.Name:
-		return ErrGrantOtherPolicy
-	case g.Generation != p.Generation:
-		return ErrGrantGeneration
-	case !now.Before(g.Until.Time):
-		return ErrGrantExpired
-	case !slices.Contains(g.Devices, dev):
-		return ErrGrantDevice
-	}
-	return nil
-}
-
-// ValidGrant reports whether CheckGrant allows the change.
-func ValidGrant(g *v1alpha1.RolloutGrant, p *v1alpha1.StorageTuning, dev string, now time.Time) bool {
-	return CheckGrant(g, p, dev, now) == nil
-}
-
 // StatusInput is what BuildStatus needs.
 type StatusInput struct {
 	// Now is the time of the status.
@@ -188,7 +154,7 @@ func BuildStatus(in StatusInput) v1alpha1.NodeStorageStateStatus {
 		apply = append(apply, n)
 		switch {
 		case d.AwaitingGrant || (d.Paused && ds.Pending()):
-			if errors.Is(CheckGrant(in.Grant, in.Policies[d.Policy], n, in.Now), ErrGrantExpired) {
+			if errors.Is(v1alpha1.CheckGrant(in.Grant, in.Policies[d.Policy], n, in.Now), v1alpha1.ErrGrantExpired) {
 				expired = append(expired, n)
 			} else {
 				awaiting = append(awaiting, n)

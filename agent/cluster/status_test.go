@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -19,48 +18,6 @@ func policy(name string, gen int64, mode v1alpha1.TuningMode) *v1alpha1.StorageT
 	p.Spec.Mode = mode
 	p.Default()
 	return p
-}
-
-func TestCheckGrant(t *testing.T) {
-	p := policy("fleet", 4, v1alpha1.ModeApply)
-	grant := func(mut func(*v1alpha1.RolloutGrant)) *v1alpha1.RolloutGrant {
-		g := &v1alpha1.RolloutGrant{Devices: []string{"sda", "nvme0n1"}, Until: metav1.NewTime(now.Add(time.Minute)),
-			Policy: "fleet", Generation: 4}
-		if mut != nil {
-			mut(g)
-		}
-		return g
-	}
-	for _, c := range []struct {
-		name   string
-		g      *v1alpha1.RolloutGrant
-		p      *v1alpha1.StorageTuning
-		dev    string
-		want   error
-		wantOK bool
-	}{
-		{"valid", grant(nil), p, "sda", nil, true},
-		{"valid second device", grant(nil), p, "nvme0n1", nil, true},
-		{"no grant", nil, p, "sda", ErrNoGrant, false},
-		{"no policy", grant(nil), nil, "sda", ErrGrantOtherPolicy, false},
-		{"other policy", grant(func(g *v1alpha1.RolloutGrant) { g.Policy = "other" }), p, "sda", ErrGrantOtherPolicy, false},
-		{"older generation", grant(func(g *v1alpha1.RolloutGrant) { g.Generation = 3 }), p, "sda", ErrGrantGeneration, false},
-		{"newer generation", grant(func(g *v1alpha1.RolloutGrant) { g.Generation = 5 }), p, "sda", ErrGrantGeneration, false},
-		{"expires now", grant(func(g *v1alpha1.RolloutGrant) { g.Until = metav1.NewTime(now) }), p, "sda", ErrGrantExpired, false},
-		{"expired", grant(func(g *v1alpha1.RolloutGrant) { g.Until = metav1.NewTime(now.Add(-time.Second)) }), p, "sda", ErrGrantExpired, false},
-		{"device not listed", grant(nil), p, "sdb", ErrGrantDevice, false},
-		{"no devices", grant(func(g *v1alpha1.RolloutGrant) { g.Devices = nil }), p, "sda", ErrGrantDevice, false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			err := CheckGrant(c.g, c.p, c.dev, now)
-			if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
-				t.Errorf("CheckGrant = %v, want %v", err, c.want)
-			}
-			if ok := ValidGrant(c.g, c.p, c.dev, now); ok != c.wantOK {
-				t.Errorf("ValidGrant = %v, want %v", ok, c.wantOK)
-			}
-		})
-	}
 }
 
 // dev returns a governed device's status: calibrated, recommendation equal

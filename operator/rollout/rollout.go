@@ -379,12 +379,6 @@ func GrantDuration(window time.Duration) time.Duration {
 	return GrantWindows*window + GrantSlack
 }
 
-// validGrant reports whether g is p's grant, for p's current generation,
-// and not yet expired.
-func validGrant(g *v1alpha1.RolloutGrant, p *v1alpha1.StorageTuning, now time.Time) bool {
-	return g != nil && g.Policy == p.Name && g.Generation == p.Generation && now.Before(g.Until.Time)
-}
-
 // grant decides the grants: revoke p's invalid grants (or all of them when
 // the roll-out must not proceed), then grant nodes with pending devices,
 // in name order, while fewer than maxUnavailable nodes hold valid grants
@@ -414,13 +408,13 @@ func (e *evaluation) grant() {
 			if e.now.Before(g.Until.Time) {
 				continue // another policy's grant is in force on this node
 			}
-		case rolling && validGrant(g, e.p, e.now):
+		case rolling && v1alpha1.CheckGrantPolicy(g, e.p, e.now) == nil:
 			e.granted++
 			e.after(g.Until.Sub(e.now))
 			continue
 		default:
 			e.plan.Revoke = append(e.plan.Revoke, n.Name)
-			if validGrant(g, e.p, e.now) {
+			if v1alpha1.CheckGrantPolicy(g, e.p, e.now) == nil {
 				e.plan.Events = append(e.plan.Events, Event{Node: n.Name, Reason: EventGrantRevoked,
 					Message: fmt.Sprintf("%s: grant revoked (%s)", n.Name, e.stopReason())})
 			}

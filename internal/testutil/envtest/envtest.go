@@ -34,12 +34,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/api/scheme"
 )
 
 // AssetsEnv names the directory holding kube-apiserver and etcd (envtest's
@@ -48,11 +47,10 @@ const AssetsEnv = "KUBEBUILDER_ASSETS"
 
 // Scheme returns a new scheme with client-go's kinds and shadowtune's
 // v1alpha1 kinds: the scheme of the client Start returns, and the one to give
-// a controller-runtime manager built on Start's config.
+// a controller-runtime manager built on Start's config (api/scheme.New).
 func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(v1alpha1.AddToScheme(s))
+	s, err := scheme.New()
+	utilruntime.Must(err)
 	return s
 }
 

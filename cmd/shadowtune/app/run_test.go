@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ import (
 // errors, and that nothing is changed when the run cannot proceed.
 
 // fakeSysfs is the fake /sys tree of agent/sysfs (loop3, sda, nvme0n1, …).
-const fakeSysfs = "../../agent/sysfs/testdata/sys"
+const fakeSysfs = "../../../agent/sysfs/testdata/sys"
 
 // reexecEnv makes the test binary run Main with its arguments instead of
 // the tests (TestMain): the SIGKILL test runs `shadowtune run` as a child

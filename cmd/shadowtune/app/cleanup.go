@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shadowtune/shadowtune/agent/cluster"
+	"github.com/shadowtune/shadowtune/api/scheme"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -49,11 +49,11 @@ StorageTuning objects are the user's and are left alone.`,
 			if err != nil {
 				return badInputf("kubeconfig: %w", err)
 			}
-			scheme, err := cluster.Scheme()
+			s, err := scheme.New()
 			if err != nil {
 				return err
 			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme})
+			c, err := client.New(cfg, client.Options{Scheme: s})
 			if err != nil {
 				return err
 			}

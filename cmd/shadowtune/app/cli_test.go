@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"bytes"
@@ -12,9 +12,9 @@ import (
 )
 
 const (
-	webserver = "../../testdata/traces/blkreplay/linux-webserver-2.load.gz"
-	shared    = "../../testdata/traces/blkreplay/windows-shared-server.load.gz"
-	atlas     = "../../testdata/traces/disksim/atlas10k.trace"
+	webserver = "../../../testdata/traces/blkreplay/linux-webserver-2.load.gz"
+	shared    = "../../../testdata/traces/blkreplay/windows-shared-server.load.gz"
+	atlas     = "../../../testdata/traces/disksim/atlas10k.trace"
 )
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {

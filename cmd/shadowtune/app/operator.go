@@ -1,4 +1,4 @@
-package cli
+package app
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/shadowtune/shadowtune/agent/cluster"
+	"github.com/shadowtune/shadowtune/api/scheme"
 	"github.com/shadowtune/shadowtune/operator/controller"
 	"github.com/shadowtune/shadowtune/operator/metrics"
 )
@@ -50,12 +50,12 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 			if err != nil {
 				return badInputf("kubeconfig: %w", err)
 			}
-			scheme, err := cluster.Scheme()
+			s, err := scheme.New()
 			if err != nil {
 				return err
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-				Scheme:                        scheme,
+				Scheme:                        s,
 				Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
 				HealthProbeBindAddress:        probeAddr,
 				LeaderElection:                leaderElect,

@@ -1,5 +1,6 @@
-// Package cli implements the shadowtune command line (cobra).
-package cli
+// Package app implements the shadowtune command line (cobra); only
+// cmd/shadowtune (package main) imports it.
+package app
 
 import (
 	"errors"
