@@ -6,12 +6,13 @@
 //
 // It is a controller-runtime manager without leader election (one agent
 // per node) whose cache holds every StorageTuning and only the node's own
-// Node and NodeStorageState (a metadata.name field selector). The agent
-// loop, agent.Run, is a Runnable of the manager: it restarts with Keep
-// semantics when the set of policies selecting the node changes (created,
-// updated, deleted, or node labels changed), carrying the devices' state
-// over (agent.Resume); the new Run restores, exactly as recorded, the
-// devices no policy governs in Apply mode any more, and keeps the others.
+// Node and NodeStorageState (a metadata.name field selector). Its Runnable
+// runs one long-lived agent loop (agent.Agent) and hands it the policies
+// selecting the node whenever they change (created, updated, deleted, or
+// node labels changed): the loop keeps each device's learned state,
+// restores, exactly as recorded, the devices no policy governs in Apply
+// mode any more, and keeps the others. The loop is started again only
+// after it failed (say, the tracer stopped), with a back-off.
 //
 // Status is written at most once per window and only when something other
 // than a timestamp changed, plus a heartbeat at least every
@@ -149,7 +150,7 @@ type Agent struct {
 	runErr   string // why the agent loop does not run
 	policies map[string]*v1alpha1.StorageTuning
 	labels   map[string]string
-	dropped  uint64
+	dropped  int64
 	dropAt   time.Time
 }
 
@@ -199,10 +200,30 @@ func poke(ch chan struct{}) {
 	}
 }
 
-// Start runs the agent loop until ctx is done, then restores the devices,
-// writes the final status and, when no active policy selects the node,
-// deletes the NodeStorageState.
+// Start runs the agent loop until ctx is done, then (the loop having
+// restored the devices) writes the final status and, when no active
+// policy selects the node, deletes the NodeStorageState.
 func (a *Agent) Start(ctx context.Context) error {
+	changed, err := a.watch(ctx)
+	if err != nil {
+		return err
+	}
+	writerCtx, stopWriter := context.WithCancel(context.Background())
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		a.writeLoop(writerCtx)
+	}()
+	final := a.run(ctx, changed)
+	stopWriter()
+	<-writerDone
+	a.finish(final)
+	return nil
+}
+
+// watch watches the policies and the Node (a change is signalled on the
+// channel it returns) and the NodeStorageState (a.wake, the writer).
+func (a *Agent) watch(ctx context.Context) (<-chan struct{}, error) {
 	changed := make(chan struct{}, 1)
 	for _, w := range []struct {
 		obj client.Object
@@ -210,7 +231,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	}{{&v1alpha1.StorageTuning{}, changed}, {&corev1.Node{}, changed}, {&v1alpha1.NodeStorageState{}, a.wake}} {
 		inf, err := a.cache.GetInformer(ctx, w.obj)
 		if err != nil {
-			return fmt.Errorf("watch %T: %w", w.obj, err)
+			return nil, fmt.Errorf("watch %T: %w", w.obj, err)
 		}
 		ch := w.ch
 		if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -218,95 +239,77 @@ func (a *Agent) Start(ctx context.Context) error {
 			UpdateFunc: func(any, any) { poke(ch) },
 			DeleteFunc: func(any) { poke(ch) },
 		}); err != nil {
-			return fmt.Errorf("watch %T: %w", w.obj, err)
+			return nil, fmt.Errorf("watch %T: %w", w.obj, err)
 		}
 	}
+	return changed, nil
+}
 
-	writerCtx, stopWriter := context.WithCancel(context.Background())
-	writerDone := make(chan struct{})
-	go func() {
-		defer close(writerDone)
-		a.writeLoop(writerCtx)
-	}()
-
-	resume := agent.NewResume()
+// run runs the agent loop until ctx is done, starting it again with a
+// back-off (1 s doubling to a minute) when it fails, and returns its last
+// status.
+func (a *Agent) run(ctx context.Context, changed <-chan struct{}) agent.Status {
 	retry := time.Second
 	var final agent.Status
 	for ctx.Err() == nil {
 		pols, labels, key, err := a.desired(ctx)
-		if err != nil {
-			a.log.Error(err, "read the policies")
-			a.setRunError(err)
-			if !sleep(ctx, retry) {
-				break
+		if err == nil {
+			a.setPolicies(pols, labels)
+			loop := agent.New(a.loopOptions(pols, labels))
+			done := make(chan error, 1)
+			started := time.Now()
+			go func() { done <- loop.Start(ctx) }()
+			a.log.Info("agent loop started", "policies", key)
+			err = a.follow(ctx, loop, changed, key, done)
+			final = loop.Status()
+			if err == nil {
+				continue // ctx done: the loop restored the devices
 			}
-			retry = min(2*retry, time.Minute)
-			continue
-		}
-		a.mu.Lock()
-		a.policies, a.labels = byName(pols), labels
-		a.mu.Unlock()
-		runCtx, cancel := context.WithCancel(ctx)
-		done := make(chan runResult, 1)
-		started := time.Now()
-		go func() {
-			st, err := agent.Run(runCtx, a.runOptions(ctx, pols, labels, resume))
-			done <- runResult{st, err}
-		}()
-		a.log.Info("agent loop started", "policies", key)
-
-		var r runResult
-	wait:
-		for {
-			select {
-			case r = <-done:
-				break wait
-			case <-ctx.Done():
-				cancel()
-				r = <-done
-				break wait
-			case <-changed:
-				if !sleep(ctx, a.opt.Debounce) {
-					continue // ctx done: the next turn stops
-				}
-				select { // events during the debounce
-				case <-changed:
-				default:
-				}
-				_, _, k, err := a.desired(ctx)
-				if err != nil || k == key {
-					continue
-				}
-				a.log.Info("the policies selecting the node changed: restarting the agent loop", "policies", k)
-				cancel()
-				r = <-done
-				break wait
-			}
-		}
-		cancel()
-		final = r.st
-		if r.err != nil {
-			a.log.Error(r.err, "agent loop")
-			a.setRunError(r.err)
+			err = fmt.Errorf("agent loop: %w", err)
 			if time.Since(started) > time.Minute {
 				retry = time.Second
 			}
-			if !sleep(ctx, retry) {
-				break
-			}
-			retry = min(2*retry, time.Minute)
-			continue
 		}
-		// Restarted for new policies, or stopping: the loop condition
-		// decides.
-		retry = time.Second
+		a.log.Error(err, "the agent loop does not run")
+		a.setRunError(err)
+		if !sleep(ctx, retry) {
+			break
+		}
+		retry = min(2*retry, time.Minute)
 	}
+	return final
+}
 
-	// Shutdown: agent.Run has restored the devices (KeepIf is false once
-	// ctx is done). Final status, then the NodeStorageState's deletion
-	// when no policy selects the node.
-	stopWriter()
-	<-writerDone
+// follow hands the running loop every new set of policies (gathered over
+// a.opt.Debounce) until it returns, and returns its error.
+func (a *Agent) follow(ctx context.Context, loop *agent.Agent, changed <-chan struct{}, key string, done <-chan error) error {
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-changed:
+			if !sleep(ctx, a.opt.Debounce) {
+				continue // ctx done: the loop returns
+			}
+			select { // events during the debounce
+			case <-changed:
+			default:
+			}
+			pols, labels, k, err := a.desired(ctx)
+			if err != nil || k == key {
+				continue
+			}
+			key = k
+			a.log.Info("the policies selecting the node changed", "policies", k)
+			a.setPolicies(pols, labels)
+			loop.SetPolicies(pols, labels)
+		}
+	}
+}
+
+// finish writes the final status, or deletes the NodeStorageState when no
+// active policy selects the node any more.
+func (a *Agent) finish(final agent.Status) {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	a.mu.Lock()
@@ -320,31 +323,28 @@ func (a *Agent) Start(ctx context.Context) error {
 		if err := a.sync(sctx, true); err != nil {
 			a.log.Error(err, "write the final status")
 		}
-		return nil
+		return
 	}
 	nss := &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: a.opt.NodeName}}
 	if err := a.client.Delete(sctx, nss); err != nil && !apierrors.IsNotFound(err) {
 		a.log.Error(err, "delete the NodeStorageState")
-		return nil
+		return
 	}
 	a.log.Info("no policy selects the node: deleted its NodeStorageState")
-	return nil
 }
 
-type runResult struct {
-	st  agent.Status
-	err error
+func (a *Agent) setPolicies(pols []*v1alpha1.StorageTuning, labels map[string]string) {
+	a.mu.Lock()
+	a.policies, a.labels = byName(pols), labels
+	a.mu.Unlock()
 }
 
-// runOptions are agent.Run's options for one turn.
-func (a *Agent) runOptions(ctx context.Context, pols []*v1alpha1.StorageTuning, labels map[string]string, r *agent.Resume) agent.Options {
+// loopOptions are the agent loop's options.
+func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]string) agent.Options {
 	return agent.Options{
 		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer,
-		Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log, Resume: r,
-		MayChange: a.mayChange,
-		// Keep the settings over a restart for a policy change; restore
-		// them when the agent stops.
-		KeepIf: func() bool { return ctx.Err() == nil },
+		Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
+		Grant: a.mayChange,
 		Ready: func(err error) {
 			a.mu.Lock()
 			a.ready = err
@@ -356,7 +356,7 @@ func (a *Agent) runOptions(ctx context.Context, pols []*v1alpha1.StorageTuning, 
 		OnWindow: func(st agent.Status) {
 			a.mu.Lock()
 			a.st, a.haveSt = st, true
-			var dropped uint64
+			var dropped int64
 			for _, d := range st.Devices {
 				dropped = max(dropped, d.EventsDropped)
 			}
@@ -433,7 +433,7 @@ func (a *Agent) selected(ctx context.Context) bool {
 	return false
 }
 
-// mayChange is agent.Options.MayChange: the node's grant (from the cache)
+// mayChange is agent.Options.Grant: the node's grant (from the cache)
 // allows changing dev under policy p now.
 func (a *Agent) mayChange(dev string, p *v1alpha1.StorageTuning) bool {
 	nss := &v1alpha1.NodeStorageState{}

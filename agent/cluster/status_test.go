@@ -22,15 +22,17 @@ func policy(name string, gen int64, mode v1alpha1.TuningMode) *v1alpha1.StorageT
 
 // dev returns a governed device's status: calibrated, recommendation equal
 // to the current setting.
-func dev(name, pol string, mode v1alpha1.TuningMode, mut func(*agent.DeviceStatus)) agent.DeviceStatus {
-	d := agent.DeviceStatus{
-		Name: name, Class: "ssd", Current: "mq-deadline", ReadAheadKiB: 128, Policy: pol, Mode: string(mode),
-		MajorMinor: "8:0", Model: "DISK", SizeBytes: 1 << 30, TotalRequests: 5000, ModelErrorPct: 2.345,
-		Settings:        &agent.Settings{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "16"}, ReadAheadKiB: 128},
-		Candidates:      []agent.CandidateStatus{{Name: "mq-deadline", ServiceTimeUs: 1000}, {Name: "bfq", ServiceTimeUs: 1100, GainPct: -10}},
-		Recommendation:  &agent.Recommendation{Scheduler: "mq-deadline", ReadAheadKiB: 128, Reason: "AlreadyBest"},
+func dev(name, pol string, mode v1alpha1.TuningMode, mut func(*v1alpha1.DeviceState)) v1alpha1.DeviceState {
+	d := v1alpha1.DeviceState{
+		Name: name, Class: "ssd", GovernedBy: pol, Mode: mode,
+		MajorMinor: "8:0", Model: "DISK", SizeBytes: 1 << 30, TotalRequests: 5000, ModelErrorPercent: v1alpha1.FormatPercent(2.345),
+		Current: v1alpha1.DeviceSettings{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "16"}, ReadAheadKiB: 128},
+		Candidates: []v1alpha1.CandidateResult{{Name: "mq-deadline", PredictedServiceTimeMicros: 1000},
+			{Name: "bfq", PredictedServiceTimeMicros: 1100, PredictedGainPercent: v1alpha1.FormatPercent(-10)}},
+		Recommendation:  &v1alpha1.Recommendation{Scheduler: "mq-deadline", ReadAheadKiB: 128, Reason: "AlreadyBest"},
 		ModelCalibrated: true,
 		EventsDropped:   3,
+		Window:          &v1alpha1.WindowState{Requests: 1000},
 	}
 	if mut != nil {
 		mut(&d)
@@ -39,15 +41,14 @@ func dev(name, pol string, mode v1alpha1.TuningMode, mut func(*agent.DeviceStatu
 }
 
 // pending makes d recommend bfq.
-func pending(d *agent.DeviceStatus) {
-	d.Recommendation = &agent.Recommendation{Scheduler: "bfq", ReadAheadKiB: 128, GainPct: 12.34, Reason: "Better"}
-	d.Pending = true
+func pending(d *v1alpha1.DeviceState) {
+	d.Recommendation = &v1alpha1.Recommendation{Scheduler: "bfq", ReadAheadKiB: 128, GainPercent: v1alpha1.FormatPercent(12.34), Reason: "Better"}
 }
 
 // changed makes d hold a setting shadowtune applied.
-func changed(d *agent.DeviceStatus) {
-	d.Original = &agent.Settings{Scheduler: "none", ReadAheadKiB: 4096}
-	d.Applied = &agent.AppliedSetting{Scheduler: "mq-deadline", At: now.Add(-time.Hour)}
+func changed(d *v1alpha1.DeviceState) {
+	d.Original = &v1alpha1.DeviceSettings{Scheduler: "none", ReadAheadKiB: 4096}
+	d.Applied = &v1alpha1.AppliedSetting{Scheduler: "mq-deadline", At: metav1.NewTime(now.Add(-time.Hour))}
 }
 
 type cond struct {
@@ -87,8 +88,8 @@ func TestBuildStatusConditions(t *testing.T) {
 		{
 			name: "observe, all calibrated",
 			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Mode: "Observe",
-				Devices:    []agent.DeviceStatus{dev("sda", "obs", v1alpha1.ModeObserve, pending)},
-				Ungoverned: []agent.DeviceStatus{{Name: "vda", Class: "hdd", Current: "none", Settings: &agent.Settings{Scheduler: "none"}}}}},
+				Devices:    []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, pending)},
+				Ungoverned: []v1alpha1.DeviceState{{Name: "vda", Class: "hdd", Current: v1alpha1.DeviceSettings{Scheduler: "none"}}}}},
 			want: map[string]cond{
 				"TracingActive": {T, v1alpha1.ReasonTracingEBPF}, "ModelReady": {T, v1alpha1.ReasonModelTrained},
 				"Applied": {F, v1alpha1.ReasonObserveOnly}, "Degraded": {F, v1alpha1.ReasonAgentReady}, "Ready": {T, v1alpha1.ReasonAgentReady},
@@ -97,8 +98,8 @@ func TestBuildStatusConditions(t *testing.T) {
 		},
 		{
 			name: "learning",
-			in: StatusInput{Agent: agent.Status{Tracer: "tracefs", Devices: []agent.DeviceStatus{
-				dev("sda", "obs", v1alpha1.ModeObserve, func(d *agent.DeviceStatus) { d.ModelCalibrated = false; d.Recommendation = nil })}}},
+			in: StatusInput{Agent: agent.Status{Tracer: "tracefs", Devices: []v1alpha1.DeviceState{
+				dev("sda", "obs", v1alpha1.ModeObserve, func(d *v1alpha1.DeviceState) { d.ModelCalibrated = false; d.Recommendation = nil })}}},
 			want: map[string]cond{
 				"TracingActive": {T, v1alpha1.ReasonTracingTracefs}, "ModelReady": {F, v1alpha1.ReasonLearning},
 				"Ready": {F, v1alpha1.ReasonLearning},
@@ -107,71 +108,71 @@ func TestBuildStatusConditions(t *testing.T) {
 		},
 		{
 			name: "apply, awaiting a grant",
-			in: StatusInput{Grant: nil, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) { pending(d); d.AwaitingGrant = true })}}},
+			in: StatusInput{Grant: nil, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) { pending(d); d.AwaitingGrant = true })}}},
 			want:   map[string]cond{"Applied": {F, v1alpha1.ReasonAwaitingGrant}, "Ready": {T, v1alpha1.ReasonAgentReady}},
 			counts: [4]int32{1, 1, 1, 0},
 		},
 		{
 			name: "apply, grant expired",
-			in: StatusInput{Grant: expiredGrant, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) { pending(d); d.AwaitingGrant = true })}}},
+			in: StatusInput{Grant: expiredGrant, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) { pending(d); d.AwaitingGrant = true })}}},
 			want: map[string]cond{"Applied": {F, v1alpha1.ReasonGrantExpired}},
 		},
 		{
 			name: "apply, verifying",
-			in: StatusInput{Grant: validGrant, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) { changed(d); d.Verifying = 2 })}}},
+			in: StatusInput{Grant: validGrant, Policies: pols, Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) { changed(d); d.VerifyingWindows = 2 })}}},
 			want:   map[string]cond{"Applied": {U, v1alpha1.ReasonApplied}},
 			counts: [4]int32{1, 1, 0, 1},
 		},
 		{
 			name: "apply, applied",
-			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
 				dev("sda", "fleet", v1alpha1.ModeApply, changed), dev("sdb", "fleet", v1alpha1.ModeApply, nil)}}},
 			want:   map[string]cond{"Applied": {T, v1alpha1.ReasonApplied}, "Degraded": {F, v1alpha1.ReasonAgentReady}},
 			counts: [4]int32{2, 2, 0, 1},
 		},
 		{
 			name: "apply, nothing to apply",
-			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
 				dev("sda", "fleet", v1alpha1.ModeApply, nil)}}},
 			want: map[string]cond{"Applied": {T, v1alpha1.ReasonNothingToApply}},
 		},
 		{
 			name: "apply failed",
-			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) { pending(d); d.ApplyError = "EBUSY" })}}},
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) { pending(d); d.Window.ApplyError = "EBUSY" })}}},
 			want: map[string]cond{"Applied": {F, v1alpha1.ReasonApplyFailed}, "Degraded": {T, v1alpha1.ReasonApplyFailed},
 				"Ready": {F, v1alpha1.ReasonApplyFailed}},
 		},
 		{
 			name: "reverted within the back-off",
-			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) {
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
 					changed(d)
-					d.Reverts, d.LastRevert = 1, now.Add(-agent.RegressionBackoff+time.Minute)
+					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-agent.RegressionBackoff + time.Minute)}
 				})}}},
 			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonReverted}, "Ready": {F, v1alpha1.ReasonReverted}},
 		},
 		{
 			name: "reverted before the back-off",
-			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{
-				dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) {
-					d.Reverts, d.LastRevert = 1, now.Add(-agent.RegressionBackoff-time.Minute)
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
+					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-agent.RegressionBackoff - time.Minute)}
 				})}}},
 			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}, "Ready": {T, v1alpha1.ReasonAgentReady}},
 		},
 		{
 			name: "events dropped recently",
 			in: StatusInput{EventsDroppedAt: now.Add(-10 * time.Second), Agent: agent.Status{Tracer: "ebpf",
-				Devices: []agent.DeviceStatus{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
+				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
 			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonEventsDropped}, "Ready": {F, v1alpha1.ReasonEventsDropped}},
 		},
 		{
 			name: "events dropped long ago",
 			in: StatusInput{EventsDroppedAt: now.Add(-DroppedDegradedFor), Agent: agent.Status{Tracer: "ebpf",
-				Devices: []agent.DeviceStatus{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
+				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
 			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}},
 		},
 	} {
@@ -209,18 +210,18 @@ func TestBuildStatusConditions(t *testing.T) {
 }
 
 func TestBuildStatusDevice(t *testing.T) {
-	d := dev("sda", "fleet", v1alpha1.ModeApply, func(d *agent.DeviceStatus) {
+	d := dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
 		pending(d)
 		changed(d)
-		d.Reverts, d.LastRevert = 2, now.Add(-time.Hour).Add(300*time.Millisecond)
-		d.ThrashGuard = agent.GuardStatus{Changes: 1, QuietChecks: 2, Pinned: true}
+		d.Reverts, d.LastRevertTime = 2, &metav1.Time{Time: now.Add(-time.Hour).Add(300 * time.Millisecond)}
+		d.ThrashGuard = v1alpha1.ThrashGuardState{Changes: 1, QuietChecks: 2, Pinned: true}
 		d.Candidates = nil
 		for _, n := range []string{"a", "b", "c", "d", "e", "f", "g", "h", "i"} {
-			d.Candidates = append(d.Candidates, agent.CandidateStatus{Name: n, ServiceTimeUs: 10, GainPct: 1.25})
+			d.Candidates = append(d.Candidates, v1alpha1.CandidateResult{Name: n, PredictedServiceTimeMicros: 10, PredictedGainPercent: v1alpha1.FormatPercent(1.25)})
 		}
 	})
-	st := BuildStatus(StatusInput{Now: now, Agent: agent.Status{Tracer: "ebpf", Devices: []agent.DeviceStatus{d},
-		Ungoverned: []agent.DeviceStatus{{Name: "nvme0n1", Class: "nvme", Current: "none", ReadAheadKiB: 128}}}})
+	st := BuildStatus(StatusInput{Now: now, Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{d},
+		Ungoverned: []v1alpha1.DeviceState{{Name: "nvme0n1", Class: "nvme", Current: v1alpha1.DeviceSettings{Scheduler: "none", ReadAheadKiB: 128}}}}})
 	if len(st.Devices) != 2 || st.Devices[0].Name != "nvme0n1" || st.Devices[1].Name != "sda" {
 		t.Fatalf("devices %+v, want nvme0n1 then sda", st.Devices)
 	}
@@ -234,6 +235,9 @@ func TestBuildStatusDevice(t *testing.T) {
 		Current:           v1alpha1.DeviceSettings{Scheduler: "mq-deadline", Tunables: map[string]string{"fifo_batch": "16"}, ReadAheadKiB: 128},
 		Original:          &v1alpha1.DeviceSettings{Scheduler: "none", ReadAheadKiB: 4096},
 		GovernedBy:        "fleet",
+		Mode:              v1alpha1.ModeApply,
+		ModelCalibrated:   true,
+		Window:            &v1alpha1.WindowState{}, // request counts left out
 		Recommendation:    &v1alpha1.Recommendation{Scheduler: "bfq", ReadAheadKiB: 128, GainPercent: "12.3", Reason: "Better"},
 		Applied:           &v1alpha1.AppliedSetting{Scheduler: "mq-deadline", At: metav1.NewTime(now.Add(-time.Hour))},
 		ModelErrorPercent: "2.3",
@@ -260,9 +264,9 @@ func TestBuildStatusDevice(t *testing.T) {
 func TestBuildStatusDeviceLimit(t *testing.T) {
 	var ag agent.Status
 	for i := range v1alpha1.MaxNodeDevices + 10 {
-		ag.Ungoverned = append(ag.Ungoverned, agent.DeviceStatus{Name: "sd" + string(rune('a'+i/26)) + string(rune('a'+i%26))})
+		ag.Ungoverned = append(ag.Ungoverned, v1alpha1.DeviceState{Name: "sd" + string(rune('a'+i/26)) + string(rune('a'+i%26))})
 	}
-	ag.Devices = []agent.DeviceStatus{dev("zz", "fleet", v1alpha1.ModeObserve, nil)}
+	ag.Devices = []v1alpha1.DeviceState{dev("zz", "fleet", v1alpha1.ModeObserve, nil)}
 	st := BuildStatus(StatusInput{Now: now, Agent: ag})
 	if st.DeviceCount != v1alpha1.MaxNodeDevices || len(st.Devices) != v1alpha1.MaxNodeDevices {
 		t.Fatalf("%d devices", len(st.Devices))
@@ -302,7 +306,7 @@ func TestConditionTransitionTimesKept(t *testing.T) {
 
 func TestSameStatus(t *testing.T) {
 	base := BuildStatus(StatusInput{Now: now, Agent: agent.Status{Tracer: "ebpf",
-		Devices: []agent.DeviceStatus{dev("sda", "fleet", v1alpha1.ModeApply, changed)}}})
+		Devices: []v1alpha1.DeviceState{dev("sda", "fleet", v1alpha1.ModeApply, changed)}}})
 	for _, c := range []struct {
 		name string
 		mut  func(*v1alpha1.NodeStorageStateStatus)

@@ -321,10 +321,10 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 		t.Fatalf("report devices %+v, want loop3", st.Devices)
 	}
 	d := st.Devices[0]
-	t.Logf("loop3 (the test's %s): %d requests, best %s, current %s, changes %d, lastError %q", name, d.TotalRequests, d.Best,
+	t.Logf("loop3 (the test's %s): %d requests, candidates %+v, current %+v, changes %d, lastError %q", name, d.TotalRequests, d.Candidates,
 		d.Current, d.Changes, d.LastError)
 	wantErr := filepath.Join(ro, "sys/block/loop3/queue/")
-	if d.Best == "" {
+	if len(d.Candidates) == 0 {
 		t.Errorf("no window was evaluated (%d requests traced): the apply path went untested", d.TotalRequests)
 	} else if !strings.Contains(d.LastError, wantErr) || !strings.Contains(d.LastError, "read-only file system") ||
 		!strings.Contains(d.LastError, "rolled back") {
@@ -336,7 +336,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 	if strings.Contains(errOut, `"level"=0`) {
 		t.Errorf("--quiet logged more than errors: %q", errOut)
 	}
-	if d.Changes != 0 || d.Current != "none" || d.ReadAheadKiB != 128 {
+	if d.Changes != 0 || d.Current.Scheduler != "none" || d.Current.ReadAheadKiB != 128 {
 		t.Errorf("report claims a change: %+v", d)
 	}
 	if diff := loopdev.Diff(before, treeOf(t, host)); diff != "" {
