@@ -1,0 +1,239 @@
+// Package archtest checks the import rules of the module with `go list`:
+//
+//   - no package under operator/ (its tests included) depends on a package
+//     under agent/: the operator reads what the agents write through the
+//     API (api/v1alpha1), never their code;
+//   - only cmd/shadowtune (package main) imports the command line,
+//     cmd/shadowtune/app (its own tests aside).
+//
+// The rules are checked on every package of the module, test packages and
+// the e2e build tag included.
+package archtest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/shadowtune/shadowtune"
+
+const (
+	operatorTree = module + "/operator"
+	agentTree    = module + "/agent"
+	mainPkg      = module + "/cmd/shadowtune"
+	appPkg       = module + "/cmd/shadowtune/app"
+)
+
+// pkg is one package as go list reports it. Paths are ImportPaths: a test
+// variant's is "m/x [m/x.test]", an external test package's
+// "m/x_test [m/x.test]", a test main's "m/x.test".
+type pkg struct {
+	path    string
+	imports []string // direct imports
+	deps    []string // transitive dependencies
+}
+
+// plain is the package path of an ImportPath, without the variant suffix:
+// "m/x [m/x.test]" is "m/x".
+func plain(path string) string {
+	p, _, _ := strings.Cut(path, " ")
+	return p
+}
+
+// base is the package a (test) package belongs to: "m/x [m/x.test]",
+// "m/x_test [m/x.test]" and "m/x.test" are all "m/x".
+func base(path string) string {
+	path = plain(path)
+	if p, ok := strings.CutSuffix(path, ".test"); ok {
+		return p
+	}
+	if p, ok := strings.CutSuffix(path, "_test"); ok {
+		return p
+	}
+	return path
+}
+
+func under(path, tree string) bool {
+	return path == tree || strings.HasPrefix(path, tree+"/")
+}
+
+// violations returns one line per broken rule, sorted: which package, and
+// the import chain to the forbidden package (through all, every package
+// listed, by ImportPath).
+func violations(pkgs []pkg) []string {
+	all := map[string]pkg{}
+	for _, p := range pkgs {
+		all[p.path] = p
+	}
+	var out []string
+	for _, p := range pkgs {
+		if strings.HasSuffix(p.path, ".test") {
+			continue // a test main: it only adds the test packages, listed too
+		}
+		b := base(p.path)
+		if under(b, operatorTree) {
+			for _, d := range p.deps {
+				if under(plain(d), agentTree) {
+					out = append(out, fmt.Sprintf("%s depends on %s (%s): the operator must not depend on the agent",
+						p.path, d, strings.Join(chain(all, p, d), " -> ")))
+				}
+			}
+		}
+		if b != mainPkg && b != appPkg && slices.ContainsFunc(p.imports, func(i string) bool { return plain(i) == appPkg }) {
+			out = append(out, fmt.Sprintf("%s imports %s: only %s may", p.path, appPkg, mainPkg))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// chain returns a shortest import chain from p to dep through all (by
+// ImportPath), or just the two ends when none is found.
+func chain(all map[string]pkg, p pkg, dep string) []string {
+	prev := map[string]string{}
+	queue := []string{p.path}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, imp := range all[cur].imports {
+			if _, seen := prev[imp]; seen || imp == p.path {
+				continue
+			}
+			prev[imp] = cur
+			if imp == dep {
+				path := []string{dep}
+				for at := dep; at != p.path; {
+					at = prev[at]
+					path = append(path, at)
+				}
+				slices.Reverse(path)
+				return path
+			}
+			queue = append(queue, imp)
+		}
+	}
+	return []string{p.path, dep}
+}
+
+// split splits a space-separated list of ImportPaths, keeping each
+// variant suffix (" [m/x.test]") with its path.
+func split(paths string) []string {
+	var out []string
+	for _, f := range strings.Fields(paths) {
+		if strings.HasPrefix(f, "[") && len(out) > 0 {
+			out[len(out)-1] += " " + f
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// list runs go list on the whole module from its root, test packages and
+// the e2e tag included.
+func list(t *testing.T) []pkg {
+	t.Helper()
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command: %v", err)
+	}
+	cmd := exec.Command(gobin, "list", "-deps", "-test", "-tags", "e2e",
+		"-f", "{{.ImportPath}}\t{{join .Imports \" \"}}\t{{join .Deps \" \"}}", "./...")
+	cmd.Dir = "../.."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []pkg
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) != 3 {
+			t.Fatalf("go list: unexpected line %q", sc.Text())
+		}
+		pkgs = append(pkgs, pkg{path: f[0], imports: split(f[1]), deps: split(f[2])})
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatalf("go list output: %v", err)
+	}
+	return pkgs
+}
+
+func TestImportRules(t *testing.T) {
+	pkgs := list(t)
+	// The rules are not vacuous: the packages they are about are listed.
+	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster"} {
+		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == want }) {
+			t.Errorf("go list did not list %s", want)
+		}
+	}
+	for _, v := range violations(pkgs) {
+		t.Error(v)
+	}
+}
+
+// TestViolations checks the checker on made-up packages.
+func TestViolations(t *testing.T) {
+	const (
+		ctrl   = operatorTree + "/controller"
+		roll   = operatorTree + "/rollout"
+		clus   = agentTree + "/cluster"
+		api    = module + "/api/v1alpha1"
+		engine = module + "/internal/engine"
+	)
+	for _, c := range []struct {
+		name string
+		pkgs []pkg
+		want []string
+	}{
+		{"clean", []pkg{
+			{path: mainPkg, imports: []string{appPkg}, deps: []string{appPkg, ctrl, clus, api}},
+			{path: appPkg, imports: []string{ctrl, clus}, deps: []string{ctrl, clus, api}},
+			{path: appPkg + " [" + appPkg + ".test]", imports: []string{ctrl, clus}, deps: []string{ctrl, clus, api}},
+			{path: appPkg + ".test", imports: []string{appPkg}, deps: []string{appPkg, ctrl, clus, api}},
+			{path: ctrl, imports: []string{roll, api}, deps: []string{roll, api}},
+			{path: roll, imports: []string{api}, deps: []string{api}},
+			{path: clus, imports: []string{api}, deps: []string{api}},
+			{path: agentTree + "x/y", imports: nil, deps: nil},
+			{path: operatorTree + "x", imports: []string{clus}, deps: []string{clus, api}},
+		}, nil},
+		{"operator through a dependency", []pkg{
+			{path: ctrl, imports: []string{roll}, deps: []string{roll, engine, clus, api}},
+			{path: roll, imports: []string{engine}, deps: []string{engine, clus, api}},
+			{path: engine, imports: []string{clus}, deps: []string{clus, api}},
+			{path: clus, imports: []string{api}, deps: []string{api}},
+		}, []string{
+			ctrl + " depends on " + clus + " (" + ctrl + " -> " + roll + " -> " + engine + " -> " + clus + "): the operator must not depend on the agent",
+			roll + " depends on " + clus + " (" + roll + " -> " + engine + " -> " + clus + "): the operator must not depend on the agent",
+		}},
+		{"operator test", []pkg{
+			{path: ctrl + "_test [" + ctrl + ".test]", imports: []string{agentTree}, deps: []string{agentTree}},
+		}, []string{
+			ctrl + "_test [" + ctrl + ".test] depends on " + agentTree + " (" + ctrl + "_test [" + ctrl + ".test] -> " + agentTree + "): the operator must not depend on the agent",
+		}},
+		{"app imported", []pkg{
+			{path: clus, imports: []string{appPkg}, deps: []string{appPkg}},
+			{path: module + "/e2e [" + module + "/e2e.test]", imports: []string{appPkg}, deps: []string{appPkg}},
+			{path: module + "/cmd/shadowtune/app/sub", imports: []string{appPkg}, deps: []string{appPkg}},
+		}, []string{
+			clus + " imports " + appPkg + ": only " + mainPkg + " may",
+			module + "/cmd/shadowtune/app/sub imports " + appPkg + ": only " + mainPkg + " may",
+			module + "/e2e [" + module + "/e2e.test] imports " + appPkg + ": only " + mainPkg + " may",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := violations(c.pkgs)
+			if !slices.Equal(got, c.want) {
+				t.Errorf("violations:\n got %q\nwant %q", got, c.want)
+			}
+		})
+	}
+}
