@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -535,5 +537,36 @@ func TestMinDwell(t *testing.T) {
 	e.allow = false
 	if allowed(time.Time{}, t0) {
 		t.Error("allowed without a grant")
+	}
+}
+
+// TestReportIsTheAPISchema: the host report's device entries (`shadowtune
+// run -o json`) decode strictly into v1alpha1.DeviceState, the
+// NodeStorageState's own schema, with nothing lost.
+func TestReportIsTheAPISchema(t *testing.T) {
+	e := newGateEnv(t, "sda", testTuning("fleet", 3, v1alpha1.ModeApply, nil))
+	e.allow = true
+	for range 3 {
+		e.window(t, 1)
+	}
+	b, err := MarshalStatus(Status{Mode: "Apply", Tracer: "ebpf", Windows: 3, Devices: []v1alpha1.DeviceState{e.d.status}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Devices []json.RawMessage `json:"devices"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Devices) != 1 {
+		t.Fatalf("report %s: %v", b, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc.Devices[0]))
+	dec.DisallowUnknownFields()
+	var got v1alpha1.DeviceState
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("device entry does not decode strictly into v1alpha1.DeviceState: %v\n%s", err, doc.Devices[0])
+	}
+	if got.Name != "sda" || got.Window == nil || got.Window.Requests != 2000 || got.Changes != 1 || got.Applied == nil ||
+		len(got.Candidates) == 0 || got.Recommendation == nil {
+		t.Errorf("decoded entry lost figures: %s", doc.Devices[0])
 	}
 }

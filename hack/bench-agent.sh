@@ -411,7 +411,7 @@ for p in range(1, pairs + 1):
         anon=e_on.get("RssAnon_kib", float("nan")) / 1024, file=e_on.get("RssFile_kib", float("nan")) / 1024,
         windows=rep.get("windows", 0), total=dev.get("totalRequests", 0), dropped=dev.get("eventsDropped", 0),
         skipped=skipped,
-        tracer=rep.get("tracer", "?"), err=dev.get("error", ""),
+        tracer=rep.get("tracer", "?"), err=(dev.get("window") or {}).get("error", ""),
         busy_off=e_off["sys_busy_pct"], busy_on=e_on["sys_busy_pct"],
         steal_off=e_off["steal_pct"], steal_on=e_on["steal_pct"],
         fio_off=int(e_off["foreign_fio"]), fio_on=int(e_on["foreign_fio"]),

@@ -313,10 +313,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d, want 0 with the failures in the report", code)
 	}
-	var st agent.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("report: %v\n%s", err, out)
-	}
+	st := decodeRunReport(t, out)
 	if len(st.Devices) != 1 || st.Devices[0].Name != "loop3" {
 		t.Fatalf("report devices %+v, want loop3", st.Devices)
 	}
@@ -510,4 +507,18 @@ func startFio(t *testing.T, fio, name string, args ...string) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// decodeRunReport decodes the JSON report of `run -o json` strictly: an
+// unknown key anywhere fails the test, so every device entry is exactly a
+// v1alpha1.DeviceState, the NodeStorageState's own schema.
+func decodeRunReport(t *testing.T, out string) agent.Status {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	var st agent.Status
+	if err := dec.Decode(&st); err != nil {
+		t.Fatalf("report does not decode strictly into agent.Status (devices: v1alpha1.DeviceState): %v\n%s", err, out)
+	}
+	return st
 }
