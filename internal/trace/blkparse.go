@@ -561,95 +561,122 @@ func (b *BlkparseReader) event(ev *bpEvent) {
 		}
 		b.stats.Orphans++
 	case 'C':
-		r := b.oldest(k, bpDispatched, bpDispatched)
-		if r == nil {
-			r = b.oldest(k, bpQueued, bpInserted) // bio-based devices: Q then C
-		}
-		if r == nil {
-			b.stats.Orphans++
-			return
-		}
-		if ev.hasSect && ev.n < r.q.Sectors-r.done {
-			// Partial completion: the rest is still in flight.
-			b.unlinkStart(r)
-			r.done += ev.n
-			r.cur = ev.sector + uint64(ev.n)
-			b.linkStart(r)
-			return
-		}
-		base := r.q.Arrival
-		if r.q.Dispatch != Unknown {
-			base = r.q.Dispatch
-		}
-		r.q.Complete = b.atLeast(ev.t, base)
-		b.finish(r, bpDone)
+		b.complete(ev, k)
 	case 'M':
-		bio := b.newest(k, bpQueued, bpInserted)
-		target := b.oldestEnd(bpKey{ev.dev, ev.op, ev.sector}, bio)
-		if target == nil || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
-			b.stats.Orphans++
-			if bio != nil {
-				b.finish(bio, bpDropped)
-			}
-			return
-		}
-		if bio != nil {
-			b.finish(bio, bpDropped)
-		}
-		b.unlinkEnd(target)
-		target.q.Sectors += ev.n
-		b.linkEnd(target)
-		b.stats.BackMerges++
+		b.backMerge(ev, k)
 	case 'F':
-		bio := b.newest(k, bpQueued, bpInserted)
-		end := ev.sector + uint64(ev.n)
-		target := b.oldestExcept(bpKey{ev.dev, ev.op, end}, bpQueued, bpInserted, bio)
-		if target == nil || target.done != 0 || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
-			b.stats.Orphans++
-			if bio != nil {
-				b.finish(bio, bpDropped)
-			}
-			return
-		}
+		b.frontMerge(ev, k)
+	case 'X':
+		b.split(ev, k)
+	}
+}
+
+// complete applies a C event at k: the request completes, or, for a
+// completion of fewer sectors (ev.n) than it has left, moves its start
+// past them.
+func (b *BlkparseReader) complete(ev *bpEvent, k bpKey) {
+	r := b.oldest(k, bpDispatched, bpDispatched)
+	if r == nil {
+		r = b.oldest(k, bpQueued, bpInserted) // bio-based devices: Q then C
+	}
+	if r == nil {
+		b.stats.Orphans++
+		return
+	}
+	if ev.hasSect && ev.n < r.q.Sectors-r.done {
+		// Partial completion: the rest is still in flight.
+		b.unlinkStart(r)
+		r.done += ev.n
+		r.cur = ev.sector + uint64(ev.n)
+		b.linkStart(r)
+		return
+	}
+	base := r.q.Arrival
+	if r.q.Dispatch != Unknown {
+		base = r.q.Dispatch
+	}
+	r.q.Complete = b.atLeast(ev.t, base)
+	b.finish(r, bpDone)
+}
+
+// backMerge applies an M event: the bio queued at k (if seen) is dropped
+// and the queued request ending at ev.sector grows by ev.n sectors.
+func (b *BlkparseReader) backMerge(ev *bpEvent, k bpKey) {
+	bio := b.newest(k, bpQueued, bpInserted)
+	target := b.oldestEnd(bpKey{ev.dev, ev.op, ev.sector}, bio)
+	if target == nil || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
+		b.stats.Orphans++
 		if bio != nil {
 			b.finish(bio, bpDropped)
 		}
-		b.unlinkStart(target)
-		target.q.Sector = ev.sector
-		target.q.Sectors += ev.n
-		target.cur = ev.sector
-		b.linkStart(target)
-		b.stats.FrontMerges++
-	case 'X':
-		r := b.newest(k, bpQueued, bpInserted)
-		if r == nil || r.done != 0 {
-			b.stats.Orphans++
-			return
-		}
-		ns := ev.newSect
-		if ns <= ev.sector || ns >= r.q.End() {
-			// blkparse prints the new sector as 32 bits: restore the
-			// high bits from the bio's own sector.
-			ns = ev.sector&^0xffffffff | ns&0xffffffff
-			if ns <= ev.sector {
-				ns += 1 << 32
-			}
-		}
-		if ns <= ev.sector || ns >= r.q.End() {
-			b.stats.Orphans++
-			return
-		}
-		rest := *ev
-		rest.sector, rest.n, rest.t = ns, uint32(r.q.End()-ns), r.q.Arrival
-		rest.pid = r.q.PID
-		b.unlinkEnd(r)
-		r.q.Sectors = uint32(ns - ev.sector)
-		b.linkEnd(r)
-		nr := b.add(&rest, r.state)
-		nr.q.Flags = r.q.Flags
-		nr.fromSplit = true
-		b.stats.Splits++
+		return
 	}
+	if bio != nil {
+		b.finish(bio, bpDropped)
+	}
+	b.unlinkEnd(target)
+	target.q.Sectors += ev.n
+	b.linkEnd(target)
+	b.stats.BackMerges++
+}
+
+// frontMerge applies an F event: the bio queued at k (if seen) is dropped
+// and the queued request starting where the bio ends now starts at
+// ev.sector, ev.n sectors longer.
+func (b *BlkparseReader) frontMerge(ev *bpEvent, k bpKey) {
+	bio := b.newest(k, bpQueued, bpInserted)
+	end := ev.sector + uint64(ev.n)
+	target := b.oldestExcept(bpKey{ev.dev, ev.op, end}, bpQueued, bpInserted, bio)
+	if target == nil || target.done != 0 || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
+		b.stats.Orphans++
+		if bio != nil {
+			b.finish(bio, bpDropped)
+		}
+		return
+	}
+	if bio != nil {
+		b.finish(bio, bpDropped)
+	}
+	b.unlinkStart(target)
+	target.q.Sector = ev.sector
+	target.q.Sectors += ev.n
+	target.cur = ev.sector
+	b.linkStart(target)
+	b.stats.FrontMerges++
+}
+
+// split applies an X event: the newest queued bio at k ends at
+// ev.newSect and a new request, with the bio's arrival, PID and flags,
+// holds the sectors from there on.
+func (b *BlkparseReader) split(ev *bpEvent, k bpKey) {
+	r := b.newest(k, bpQueued, bpInserted)
+	if r == nil || r.done != 0 {
+		b.stats.Orphans++
+		return
+	}
+	ns := ev.newSect
+	if ns <= ev.sector || ns >= r.q.End() {
+		// blkparse prints the new sector as 32 bits: restore the
+		// high bits from the bio's own sector.
+		ns = ev.sector&^0xffffffff | ns&0xffffffff
+		if ns <= ev.sector {
+			ns += 1 << 32
+		}
+	}
+	if ns <= ev.sector || ns >= r.q.End() {
+		b.stats.Orphans++
+		return
+	}
+	rest := *ev
+	rest.sector, rest.n, rest.t = ns, uint32(r.q.End()-ns), r.q.Arrival
+	rest.pid = r.q.PID
+	b.unlinkEnd(r)
+	r.q.Sectors = uint32(ns - ev.sector)
+	b.linkEnd(r)
+	nr := b.add(&rest, r.state)
+	nr.q.Flags = r.q.Flags
+	nr.fromSplit = true
+	b.stats.Splits++
 }
 
 // atLeast returns t, raised to floor (and counted) if it is earlier.
