@@ -208,11 +208,11 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	return res, nil
 }
 
-// openDisk resolves opt.Device and reads it from sysfs under
+// openDisk resolves opt.Device and reads it, both through the sysfs under
 // opt.Host.Root: its dev_t (major<<20 | minor), kernel name and sysfs
 // description. Errors are *DeviceError, also for a disk of size 0.
 func openDisk(opt Options) (dev uint32, name string, sd sysfs.Device, err error) {
-	dev, name, err = tracer.ResolveDevice(opt.Device)
+	dev, name, err = tracer.ResolveDeviceIn(opt.Host.Root, opt.Device)
 	if err != nil {
 		return 0, "", sysfs.Device{}, &DeviceError{err}
 	}

@@ -305,17 +305,17 @@ func (b *BlkparseReader) line(line []byte) error {
 	if nf < 7 {
 		return b.ls.errAt("want at least 7 fields (dev cpu seq time pid action rwbs), got %d", nf)
 	}
-	if _, ok := parseUintB(f[1], math.MaxUint32); !ok {
+	if _, ok := ParseUint(f[1], math.MaxUint32); !ok {
 		return b.ls.errAt("field 2 (cpu): want a non-negative integer, got %s", quoteField(f[1]))
 	}
-	if _, ok := parseUintB(f[2], math.MaxUint64); !ok {
+	if _, ok := ParseUint(f[2], math.MaxUint64); !ok {
 		return b.ls.errAt("field 3 (sequence): want a non-negative integer, got %s", quoteField(f[2]))
 	}
 	abs, ok := parseSecondsNS(f[3])
 	if !ok {
 		return b.ls.errAt("field 4 (time): want non-negative seconds.nanoseconds, got %s", quoteField(f[3]))
 	}
-	pid, ok := parseUintB(f[4], math.MaxUint32)
+	pid, ok := ParseUint(f[4], math.MaxUint32)
 	if !ok {
 		return b.ls.errAt("field 5 (pid): want a non-negative integer below 2^32, got %s", quoteField(f[4]))
 	}
@@ -380,8 +380,8 @@ func parseDev(s []byte) (uint32, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	maj, ok1 := parseUintB(s[:i], 1<<12-1)
-	min, ok2 := parseUintB(s[i+1:], 1<<20-1)
+	maj, ok1 := ParseUint(s[:i], 1<<12-1)
+	min, ok2 := ParseUint(s[i+1:], 1<<20-1)
 	if !ok1 || !ok2 {
 		return 0, false
 	}
@@ -484,14 +484,14 @@ func (b *BlkparseReader) payload(ev *bpEvent, p [][]byte) error {
 	if c := p[0][0]; c == '[' || c == '(' {
 		return nil
 	}
-	s, ok := parseUintB(p[0], math.MaxUint64)
+	s, ok := ParseUint(p[0], math.MaxUint64)
 	if !ok {
 		return b.ls.errAt("field 8 (sector): want a sector number, [process] or (…), got %s", quoteField(p[0]))
 	}
 	ev.sector = s
 	switch {
 	case len(p) >= 3 && string(p[1]) == "+":
-		n, ok := parseUintB(p[2], math.MaxUint32)
+		n, ok := ParseUint(p[2], math.MaxUint32)
 		if !ok {
 			return b.ls.errAt("field 10 (sectors): want a sector count below 2^32, got %s", quoteField(p[2]))
 		}
@@ -504,7 +504,7 @@ func (b *BlkparseReader) payload(ev *bpEvent, p [][]byte) error {
 		if ev.act != 'X' {
 			return b.ls.errAt("field 9: want '+' after the sector, got '/' (only splits use it)")
 		}
-		ns, ok := parseUintB(p[2], math.MaxUint64)
+		ns, ok := ParseUint(p[2], math.MaxUint64)
 		if !ok {
 			return b.ls.errAt("field 10 (new sector): want a sector number, got %s", quoteField(p[2]))
 		}
