@@ -277,23 +277,7 @@ type bpEvent struct {
 
 func (b *BlkparseReader) line(line []byte) error {
 	var f [10][]byte
-	nf := 0
-	rest := line
-	for nf < len(f) {
-		for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r') {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			break
-		}
-		i := 0
-		for i < len(rest) && rest[i] != ' ' && rest[i] != '\t' && rest[i] != '\r' {
-			i++
-		}
-		f[nf] = rest[:i]
-		rest = rest[i:]
-		nf++
-	}
+	nf, _ := splitFields(f[:], line, sepBlankCR, true) // fields past the 10th are not used
 	if nf == 0 {
 		return nil
 	}

@@ -81,19 +81,9 @@ func (b *blkreplayReader) Next() (Request, error) {
 
 func (b *blkreplayReader) parse(t []byte) (Request, error) {
 	var f [6][]byte
-	n := 0
-	for rest := t; ; n++ {
-		i := bytes.IndexByte(rest, ';')
-		if n == len(f) {
-			return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got more")
-		}
-		if i < 0 {
-			f[n] = trimSpaceB(rest)
-			n++
-			break
-		}
-		f[n] = trimSpaceB(rest[:i])
-		rest = rest[i+1:]
+	n, more := splitFields(f[:], t, sepSemicolon, false)
+	if more {
+		return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got more")
 	}
 	if n != len(f) {
 		return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got %d", n)

@@ -112,23 +112,9 @@ func (f *fioReader) Next() (Request, error) {
 // parse parses one body line; ok is false for lines that carry no request.
 func (f *fioReader) parse(t []byte) (q Request, ok bool, err error) {
 	var fs [6][]byte
-	n := 0
-	for rest := t; len(rest) > 0; {
-		i := bytes.IndexAny(rest, " \t")
-		if i < 0 {
-			i = len(rest)
-		}
-		if i > 0 {
-			if n == len(fs) {
-				return q, false, f.ls.errAt("too many fields")
-			}
-			fs[n] = rest[:i]
-			n++
-		}
-		rest = rest[i:]
-		if len(rest) > 0 {
-			rest = rest[1:]
-		}
+	n, more := splitFields(fs[:], t, sepBlank, true)
+	if more {
+		return q, false, f.ls.errAt("too many fields")
 	}
 	fld := fs[:n]
 	ts := int64(-1)

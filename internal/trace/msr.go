@@ -110,19 +110,9 @@ func (m *msrReader) Next() (Request, error) {
 // Complete the raw ResponseTime, both in ticks; Next converts them.
 func (m *msrReader) parse(t []byte) (Request, error) {
 	var f [7][]byte
-	n := 0
-	for rest := t; ; n++ {
-		if n == len(f) {
-			return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got more")
-		}
-		i := bytes.IndexByte(rest, ',')
-		if i < 0 {
-			f[n] = trimSpaceB(rest)
-			n++
-			break
-		}
-		f[n] = trimSpaceB(rest[:i])
-		rest = rest[i+1:]
+	n, more := splitFields(f[:], t, sepComma, false)
+	if more {
+		return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got more")
 	}
 	if n != len(f) {
 		return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got %d", n)
