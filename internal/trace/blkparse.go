@@ -584,19 +584,15 @@ func (b *BlkparseReader) complete(ev *bpEvent, k bpKey) {
 }
 
 // backMerge applies an M event: the bio queued at k (if seen) is dropped
-// and the queued request ending at ev.sector grows by ev.n sectors.
+// and the queued request ending at ev.sector grows by ev.n sectors (an
+// orphan when there is none).
 func (b *BlkparseReader) backMerge(ev *bpEvent, k bpKey) {
 	bio := b.newest(k, bpQueued, bpInserted)
 	target := b.oldestEnd(bpKey{ev.dev, ev.op, ev.sector}, bio)
+	b.drop(bio)
 	if target == nil || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
 		b.stats.Orphans++
-		if bio != nil {
-			b.finish(bio, bpDropped)
-		}
 		return
-	}
-	if bio != nil {
-		b.finish(bio, bpDropped)
 	}
 	b.unlinkEnd(target)
 	target.q.Sectors += ev.n
@@ -611,15 +607,10 @@ func (b *BlkparseReader) frontMerge(ev *bpEvent, k bpKey) {
 	bio := b.newest(k, bpQueued, bpInserted)
 	end := ev.sector + uint64(ev.n)
 	target := b.oldestExcept(bpKey{ev.dev, ev.op, end}, bpQueued, bpInserted, bio)
+	b.drop(bio)
 	if target == nil || target.done != 0 || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
 		b.stats.Orphans++
-		if bio != nil {
-			b.finish(bio, bpDropped)
-		}
 		return
-	}
-	if bio != nil {
-		b.finish(bio, bpDropped)
 	}
 	b.unlinkStart(target)
 	target.q.Sector = ev.sector
@@ -627,6 +618,14 @@ func (b *BlkparseReader) frontMerge(ev *bpEvent, k bpKey) {
 	target.cur = ev.sector
 	b.linkStart(target)
 	b.stats.FrontMerges++
+}
+
+// drop forgets bio, a merged bio (nil: none was seen), whether or not
+// its merge found a request to join: it is never returned on its own.
+func (b *BlkparseReader) drop(bio *bpReq) {
+	if bio != nil {
+		b.finish(bio, bpDropped)
+	}
 }
 
 // split applies an X event: the newest queued bio at k ends at
