@@ -590,13 +590,9 @@ func (a *Actuator) writeScheduler(dev, name string) error {
 	if err := a.write(dev, AttrScheduler, name); err != nil {
 		return err
 	}
-	raw, err := a.read(dev, AttrScheduler)
+	_, cur, err := a.readScheduler(dev)
 	if err != nil {
 		return err
-	}
-	_, cur, perr := parseScheduler(raw)
-	if perr != nil {
-		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
 	}
 	if cur != name {
 		return a.mismatch(dev, AttrScheduler, name, cur)
@@ -723,13 +719,9 @@ func (a *Actuator) restore(dev string, want State) error {
 
 // restoreScheduler selects name unless it is already current.
 func (a *Actuator) restoreScheduler(dev, name string) error {
-	raw, err := a.read(dev, AttrScheduler)
+	_, cur, err := a.readScheduler(dev)
 	if err != nil {
 		return err
-	}
-	_, cur, perr := parseScheduler(raw)
-	if perr != nil {
-		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
 	}
 	if cur == name {
 		return nil
@@ -762,13 +754,9 @@ func (a *Actuator) compare(dev string, want, got State) error {
 // readState reads the device's current State.
 func (a *Actuator) readState(dev string) (State, error) {
 	var st State
-	raw, err := a.read(dev, AttrScheduler)
+	_, cur, err := a.readScheduler(dev)
 	switch {
 	case err == nil:
-		_, cur, perr := parseScheduler(raw)
-		if perr != nil {
-			return State{}, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
-		}
 		st.Scheduler = cur
 	case errors.Is(err, ErrNotAllowed): // no queue/scheduler: a bio-based device
 	default:
@@ -818,15 +806,24 @@ func (a *Actuator) readState(dev string) (State, error) {
 
 // offered returns the schedulers queue/scheduler lists.
 func (a *Actuator) offered(dev string) ([]string, error) {
+	list, _, err := a.readScheduler(dev)
+	return list, err
+}
+
+// readScheduler reads and parses queue/scheduler: the schedulers offered
+// and the current one. Errors are those of reading the attribute (one
+// wrapping ErrNotAllowed when the device has none: a bio-based device),
+// or an *AttrError for content sysfs.ParseScheduler rejects.
+func (a *Actuator) readScheduler(dev string) (list []string, current string, err error) {
 	raw, err := a.read(dev, AttrScheduler)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	list, _, perr := parseScheduler(raw)
-	if perr != nil {
-		return nil, &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: perr}
+	list, current, err = sysfs.ParseScheduler(raw)
+	if err != nil {
+		return nil, "", &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, AttrScheduler), Err: err}
 	}
-	return list, nil
+	return list, current, nil
 }
 
 type identity struct {
@@ -925,6 +922,3 @@ func (a *Actuator) classify(op, dev, attr, v string, err error) error {
 func validAttrName(s string) bool {
 	return s != "" && s != "." && s != ".." && !strings.ContainsAny(s, "/\x00\n")
 }
-
-// parseScheduler parses queue/scheduler ("none [mq-deadline] kyber bfq").
-var parseScheduler = sysfs.ParseScheduler

@@ -152,13 +152,17 @@ func (d *Device) Virtual() bool {
 	return false
 }
 
-// blockDir returns the directory /sys/block below hostRoot ("" means "/").
-func blockDir(hostRoot string) string {
+// Dir returns the sysfs path /sys/elem… below hostRoot ("" means "/"):
+// Dir("/host", "class", "block") is /host/sys/class/block.
+func Dir(hostRoot string, elem ...string) string {
 	if hostRoot == "" {
 		hostRoot = "/"
 	}
-	return filepath.Join(hostRoot, "sys", "block")
+	return filepath.Join(append([]string{hostRoot, "sys"}, elem...)...)
 }
+
+// blockDir returns the directory /sys/block below hostRoot ("" means "/").
+func blockDir(hostRoot string) string { return Dir(hostRoot, "block") }
 
 // ErrNotFound is returned (wrapped) by Read when no whole disk nor
 // partition of that name exists.

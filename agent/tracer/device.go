@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
 // minorBits is the width of the minor number in the kernel's internal
@@ -22,19 +23,22 @@ func DevString(dev uint32) string {
 	return fmt.Sprintf("%d:%d", dev>>minorBits, dev&(1<<minorBits-1))
 }
 
-// Where sysfs lists block devices by name and by number (variables for
-// tests).
-var (
-	sysBlock    = "/sys/class/block"
-	sysDevBlock = "/sys/dev/block"
-)
-
-// ResolveDevice resolves a disk given as a device path ("/dev/loop3", or a
-// symlink to one such as /dev/disk/by-id/…), a kernel name ("loop3") or
-// "major:minor" to its dev_t (major<<20 | minor) and kernel name, through
-// sysfs (/sys/class/block/NAME/dev). A partition is refused: the block
-// layer issues requests to, and the tracers record, whole disks.
+// ResolveDevice resolves name through this host's sysfs: it is
+// ResolveDeviceIn("", name).
 func ResolveDevice(name string) (dev uint32, disk string, err error) {
+	return ResolveDeviceIn("", name)
+}
+
+// ResolveDeviceIn resolves a disk given as a device path ("/dev/loop3",
+// or a symlink to one such as /dev/disk/by-id/…), a kernel name ("loop3")
+// or "major:minor" to its dev_t (major<<20 | minor) and kernel name,
+// through the sysfs below hostRoot ("" means "/"):
+// hostRoot/sys/class/block/NAME/dev, and hostRoot/sys/dev/block/MAJ:MIN
+// for numbers. A device path is resolved as given, not below hostRoot. A
+// partition is refused: the block layer issues requests to, and the
+// tracers record, whole disks. Errors name the device; they say "no such
+// block device", "not a block device" or "is a partition".
+func ResolveDeviceIn(hostRoot, name string) (dev uint32, disk string, err error) {
 	if name == "" {
 		return 0, "", fmt.Errorf("empty device name")
 	}
@@ -47,13 +51,13 @@ func ResolveDevice(name string) (dev uint32, disk string, err error) {
 		}
 		kname = filepath.Base(p)
 	case strings.Contains(name, ":"):
-		p, err := filepath.EvalSymlinks(filepath.Join(sysDevBlock, name))
+		p, err := filepath.EvalSymlinks(sysfs.Dir(hostRoot, "dev", "block", name))
 		if err != nil {
 			return 0, "", fmt.Errorf("device %s: no such block device", name)
 		}
 		kname = filepath.Base(p)
 	}
-	dir := filepath.Join(sysBlock, kname)
+	dir := sysfs.Dir(hostRoot, "class", "block", kname)
 	b, err := os.ReadFile(filepath.Join(dir, "dev"))
 	if err != nil {
 		return 0, "", fmt.Errorf("device %s: not a block device (%s: %v)", name, dir, errNotExist(err))
@@ -65,7 +69,7 @@ func ResolveDevice(name string) (dev uint32, disk string, err error) {
 		}
 		return 0, "", fmt.Errorf("device %s is a partition: trace %s (requests are recorded per disk, with disk sectors)", name, parent)
 	}
-	dev, err = parseMajMin(strings.TrimSpace(string(b)))
+	_, _, dev, err = sysfs.ParseMajorMinor(string(b))
 	if err != nil {
 		return 0, "", fmt.Errorf("device %s: %s/dev: %w", name, dir, err)
 	}
@@ -77,18 +81,4 @@ func errNotExist(err error) string {
 		return "no such device"
 	}
 	return err.Error()
-}
-
-// parseMajMin parses "major:minor".
-func parseMajMin(s string) (uint32, error) {
-	a, b, ok := strings.Cut(s, ":")
-	if !ok {
-		return 0, fmt.Errorf("%q is not major:minor", s)
-	}
-	ma, err1 := strconv.ParseUint(a, 10, 32)
-	mi, err2 := strconv.ParseUint(b, 10, 32)
-	if err1 != nil || err2 != nil || ma >= 1<<12 || mi >= 1<<minorBits {
-		return 0, fmt.Errorf("%q is not major:minor", s)
-	}
-	return Mkdev(uint32(ma), uint32(mi)), nil
 }

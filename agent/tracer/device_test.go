@@ -7,7 +7,8 @@ import (
 	"testing"
 )
 
-// TestResolveDeviceFakeSysfs resolves names against a fake sysfs tree.
+// TestResolveDeviceFakeSysfs resolves names against a fake sysfs tree
+// below a host root.
 func TestResolveDeviceFakeSysfs(t *testing.T) {
 	dir := t.TempDir()
 	devices := filepath.Join(dir, "devices")
@@ -24,7 +25,7 @@ func TestResolveDeviceFakeSysfs(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, l := range []string{filepath.Join(dir, "class", filepath.Base(rel)), filepath.Join(dir, "dev", dev)} {
+		for _, l := range []string{filepath.Join(dir, "sys", "class", "block", filepath.Base(rel)), filepath.Join(dir, "sys", "dev", "block", dev)} {
 			if err := os.MkdirAll(filepath.Dir(l), 0o755); err != nil {
 				t.Fatal(err)
 			}
@@ -36,8 +37,6 @@ func TestResolveDeviceFakeSysfs(t *testing.T) {
 	mk("sda", "8:0", false)
 	mk("sda/sda1", "8:1", true)
 	mk("nvme0n1", "259:0", false)
-	defer func(a, b string) { sysBlock, sysDevBlock = a, b }(sysBlock, sysDevBlock)
-	sysBlock, sysDevBlock = filepath.Join(dir, "class"), filepath.Join(dir, "dev")
 	// A /dev node is stood in for by a symlink named like the disk.
 	devNode := filepath.Join(dir, "node", "nvme0n1")
 	if err := os.MkdirAll(filepath.Dir(devNode), 0o755); err != nil {
@@ -51,14 +50,14 @@ func TestResolveDeviceFakeSysfs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for in, want := range map[string]string{"sda": "sda 8:0", "8:0": "sda 8:0", devNode: "nvme0n1 259:0", byID: "nvme0n1 259:0"} {
-		dev, name, err := ResolveDevice(in)
+		dev, name, err := ResolveDeviceIn(dir, in)
 		if err != nil || name+" "+DevString(dev) != want {
-			t.Errorf("ResolveDevice(%q) = %s %s, %v; want %s", in, name, DevString(dev), err, want)
+			t.Errorf("ResolveDeviceIn(%q) = %s %s, %v; want %s", in, name, DevString(dev), err, want)
 		}
 	}
 	for in, msg := range map[string]string{"sda1": "partition: trace sda", "8:1": "partition", "sdz": "not a block device", "9:9": "no such block device", "": "empty"} {
-		if _, _, err := ResolveDevice(in); err == nil || !strings.Contains(err.Error(), msg) {
-			t.Errorf("ResolveDevice(%q) error %v, want %q", in, err, msg)
+		if _, _, err := ResolveDeviceIn(dir, in); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ResolveDeviceIn(%q) error %v, want %q", in, err, msg)
 		}
 	}
 }

@@ -129,25 +129,62 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if forceEBPFError != nil {
 		return nil, forceEBPFError
 	}
+	spec, kspec, err := blocktraceSpec(opts)
+	if err != nil {
+		return nil, err
+	}
+	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}}
+	if err := t.load(spec, kspec); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*ebpfTracer, error) {
+		_ = t.release()
+		return nil, err
+	}
+	if err := t.mapInflight(); err != nil {
+		return fail(err)
+	}
+	if err := t.SetDevices(opts.Devices); err != nil {
+		return fail(err)
+	}
+	t.rd, err = ringbuf.NewReader(t.coll.Maps[blocktraceMapEvents])
+	if err != nil {
+		return fail(fmt.Errorf("ring buffer reader: %w", err))
+	}
+	if t.ringFile, t.ringConn, err = pollable(t.coll.Maps[blocktraceMapEvents].FD()); err != nil {
+		return fail(fmt.Errorf("ring buffer: %w", err))
+	}
+	if err := t.attach(); err != nil {
+		return fail(err)
+	}
+	return t, nil
+}
+
+// blocktraceSpec lifts the memlock limit and returns the kernel's BTF and
+// the programs' spec sized for opts: a ring buffer of RingBufferBytes
+// (a power of two of at least one page, else an error), an in-flight
+// table of MaxInflight slots rounded up to a power of two (at most 2^24)
+// and an overflow map of a quarter of that (at least 1024 entries).
+func blocktraceSpec(opts Options) (*ebpf.CollectionSpec, *btf.Spec, error) {
 	if rb := opts.RingBufferBytes; rb < os.Getpagesize() || rb&(rb-1) != 0 {
-		return nil, fmt.Errorf("ring buffer size %d is not a power of two of at least one page", rb)
+		return nil, nil, fmt.Errorf("ring buffer size %d is not a power of two of at least one page", rb)
 	}
 	// Kernels before 5.11 charge BPF memory to RLIMIT_MEMLOCK.
 	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, fmt.Errorf("remove memlock limit: %w", err)
+		return nil, nil, fmt.Errorf("remove memlock limit: %w", err)
 	}
 	kspec, err := btf.LoadKernelSpec()
 	if err != nil {
-		return nil, fmt.Errorf("kernel BTF (needed for CO-RE): %w", err)
+		return nil, nil, fmt.Errorf("kernel BTF (needed for CO-RE): %w", err)
 	}
 	spec, err := loadBlocktrace()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spec.Maps[blocktraceMapEvents].MaxEntries = uint32(opts.RingBufferBytes)
 	// The programs wake the reader only under pressure.
 	if err := spec.Variables[blocktraceVarWakeupBytes].Set(uint64(ringPressure(opts.RingBufferBytes))); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// The in-flight table: MaxInflight slots (a power of two), and an
 	// overflow map for requests whose slots are taken.
@@ -158,9 +195,16 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	spec.Maps[blocktraceMapInflight].MaxEntries = nslots
 	spec.Maps[blocktraceMapOverflow].MaxEntries = uint32(max(opts.MaxInflight/4, 1024))
 	if err := spec.Variables[blocktraceVarSlotMask].Set(nslots - 1); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}}
+	return spec, kspec, nil
+}
+
+// load loads spec into the kernel and sets t's maps, programs and
+// variables. Without block_io_start (before 6.5) or the reaper (before
+// 5.14) it loads the rest and says so in t.notes. A verifier error is
+// reported by the last lines of its log.
+func (t *ebpfTracer) load(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
 	// block_io_start (6.5+) only tells the submitting task; without it the
 	// task at insert or issue is used.
 	if _, err := kspec.AnyTypeByName("btf_trace_block_io_start"); err != nil {
@@ -181,9 +225,9 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("load BPF programs: %s", strings.Join(ve.Log[max(0, len(ve.Log)-5):], "; "))
+			return fmt.Errorf("load BPF programs: %s", strings.Join(ve.Log[max(0, len(ve.Log)-5):], "; "))
 		}
-		return nil, fmt.Errorf("load BPF programs: %w", err)
+		return fmt.Errorf("load BPF programs: %w", err)
 	}
 	t.coll = coll
 	t.devs = coll.Maps[blocktraceMapDevices]
@@ -193,50 +237,48 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	t.reap = coll.Programs[blocktraceProgReap]
 	t.fastDevs, t.fastMany = coll.Variables[blocktraceVarFastDevs], coll.Variables[blocktraceVarFastMany]
 	t.reapAfter = coll.Variables[blocktraceVarReapAfterNs]
-	fail := func(err error) (*ebpfTracer, error) {
-		_ = t.release()
-		return nil, err
-	}
+	return nil
+}
+
+// mapInflight memory-maps the in-flight array into t.mem and t.slots.
+func (t *ebpfTracer) mapInflight() error {
 	// The reader scans the in-flight array in place (scan), and frees a
 	// stale slot with a compare-and-exchange on its key, as the programs
 	// do.
 	size := int(t.infl.MaxEntries()) * int(unsafe.Sizeof(blocktraceSlot{}))
 	if t.infl.ValueSize() != uint32(unsafe.Sizeof(blocktraceSlot{})) {
-		return fail(fmt.Errorf("in-flight slot of %d bytes, want %d", t.infl.ValueSize(), unsafe.Sizeof(blocktraceSlot{})))
+		return fmt.Errorf("in-flight slot of %d bytes, want %d", t.infl.ValueSize(), unsafe.Sizeof(blocktraceSlot{}))
 	}
+	var err error
 	t.mem, err = unix.Mmap(t.infl.FD(), 0, (size+os.Getpagesize()-1)/os.Getpagesize()*os.Getpagesize(),
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return fail(fmt.Errorf("map the in-flight table: %w", err))
+		return fmt.Errorf("map the in-flight table: %w", err)
 	}
 	t.slots = unsafe.Slice((*blocktraceSlot)(unsafe.Pointer(&t.mem[0])), t.infl.MaxEntries())
-	if err := t.SetDevices(opts.Devices); err != nil {
-		return fail(err)
-	}
-	t.rd, err = ringbuf.NewReader(coll.Maps[blocktraceMapEvents])
-	if err != nil {
-		return fail(fmt.Errorf("ring buffer reader: %w", err))
-	}
-	if t.ringFile, t.ringConn, err = pollable(coll.Maps[blocktraceMapEvents].FD()); err != nil {
-		return fail(fmt.Errorf("ring buffer: %w", err))
-	}
+	return nil
+}
+
+// attach attaches the loaded programs to their raw tracepoints, adding
+// the links to t.links.
+func (t *ebpfTracer) attach() error {
 	// Attach the completion side first, so that no request is seen
 	// starting without its completion being watched.
 	for _, name := range []string{
 		blocktraceProgBlockRqComplete, blocktraceProgBlockRqMerge, blocktraceProgBlockRqRequeue,
 		blocktraceProgBlockRqIssue, blocktraceProgBlockRqInsert, blocktraceProgBlockIoStart,
 	} {
-		prog := coll.Programs[name]
+		prog := t.coll.Programs[name]
 		if prog == nil {
 			continue
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			return fail(fmt.Errorf("attach %s: %w", name, err))
+			return fmt.Errorf("attach %s: %w", name, err)
 		}
 		t.links = append(t.links, l)
 	}
-	return t, nil
+	return nil
 }
 
 func (t *ebpfTracer) Kind() string { return KindEBPF }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -23,15 +22,7 @@ import (
 // needRoot skips t unless it runs as root with loop devices available.
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates loop devices and loads BPF programs (run go test as root)")
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("needs losetup (util-linux)")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skip("needs loop devices (/dev/loop-control)")
-	}
+	loopdev.NeedLoop(t, "creates loop devices and loads BPF programs")
 }
 
 // loopDev is a loop device this test created over a file in its TempDir.
@@ -43,30 +34,18 @@ type loopDev struct {
 }
 
 // newLoop creates a loop device with direct I/O over a new file of size
-// bytes (loopdev.New: only devices made here are ever written to or
+// bytes (loopdev.NewForTest: only devices made here are ever written to or
 // reconfigured, and their queue settings are restored before they are
 // detached when the test ends), then allocates the file's blocks.
 func newLoop(t testing.TB, size int64) *loopDev {
 	t.Helper()
-	name := loopdev.New(t, size)
-	// Allocate the blocks so that reads reach the backing disk.
-	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
+	d := loopdev.NewForTest(t, size)
+	d.Allocate(t)
+	dev, _, err := ResolveDevice(d.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fd, err := os.OpenFile(strings.TrimSpace(string(b)), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Best effort: where the file system cannot, the file stays sparse.
-	_ = unix.Fallocate(int(fd.Fd()), 0, 0, size)
-	fd.Close()
-	path := "/dev/" + name
-	dev, _, err := ResolveDevice(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &loopDev{path: path, name: name, dev: dev, size: size}
+	return &loopDev{path: d.Path, name: d.Name, dev: dev, size: size}
 }
 
 // setScheduler sets the I/O scheduler of l (a device this test created).

@@ -3,6 +3,7 @@ package tracer
 import (
 	"bytes"
 	"fmt"
+	"math"
 
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -68,7 +69,7 @@ func parseLine(line []byte) (tfEvent, error) {
 		if i := bytes.Index(line, []byte("[LOST ")); i >= 0 {
 			f := bytes.Fields(line[i+6:])
 			if len(f) > 0 {
-				n, ok := parseUint(f[0])
+				n, ok := trace.ParseUint(f[0], math.MaxUint64)
 				if ok {
 					ev.kind, ev.lost = tfLost, n
 					return ev, nil
@@ -113,7 +114,7 @@ func parseLine(line []byte) (tfEvent, error) {
 	}
 	task := bytes.TrimRight(head[:b], " ")
 	d := bytes.LastIndexByte(task, '-')
-	pid, ok := parseUint(task[d+1:])
+	pid, ok := trace.ParseUint(task[d+1:], math.MaxUint64)
 	if d < 0 || !ok || pid > 1<<32-1 {
 		return ev, fmt.Errorf("bad task-pid in %q", line)
 	}
@@ -132,8 +133,8 @@ func parseLine(line []byte) (tfEvent, error) {
 func (ev *tfEvent) parseBlock(p []byte) error {
 	f, p := nextField(p)
 	a, m, ok := bytes.Cut(f, []byte{','})
-	ma, ok1 := parseUint(a)
-	mi, ok2 := parseUint(m)
+	ma, ok1 := trace.ParseUint(a, math.MaxUint64)
+	mi, ok2 := trace.ParseUint(m, math.MaxUint64)
 	if !ok || !ok1 || !ok2 || ma >= 1<<12 || mi >= 1<<minorBits {
 		return fmt.Errorf("bad device %q", f)
 	}
@@ -157,7 +158,7 @@ func (ev *tfEvent) parseBlock(p []byte) error {
 			continue
 		}
 		f, p = nextField(p)
-		n, ok := parseUint(f)
+		n, ok := trace.ParseUint(f, math.MaxUint64)
 		if !ok {
 			return fmt.Errorf("bad field %q", f)
 		}
@@ -166,7 +167,7 @@ func (ev *tfEvent) parseBlock(p []byte) error {
 			continue // the byte count of a request event
 		}
 		f, p = nextField(q)
-		nr, ok := parseUint(f)
+		nr, ok := trace.ParseUint(f, math.MaxUint64)
 		if !ok || nr > 1<<32-1 {
 			return fmt.Errorf("bad length %q", f)
 		}
@@ -181,7 +182,7 @@ func (ev *tfEvent) parseBlock(p []byte) error {
 			if neg {
 				v = v[1:]
 			}
-			if n, ok := parseUint(v); ok && n < 1<<31 {
+			if n, ok := trace.ParseUint(v, math.MaxUint64); ok && n < 1<<31 {
 				ev.errno = int(n)
 				if neg {
 					ev.errno = -ev.errno
@@ -252,33 +253,14 @@ func nextField(p []byte) (field, rest []byte) {
 	return p, nil
 }
 
-// parseUint parses a decimal uint64.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var n uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if n > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		n = n*10 + d
-	}
-	return n, true
-}
-
 // parseTime parses "secs.frac" (ftrace prints microseconds) to ns.
 func parseTime(b []byte) (int64, bool) {
 	s, f, ok := bytes.Cut(b, []byte{'.'})
 	if !ok || len(f) == 0 || len(f) > 9 {
 		return 0, false
 	}
-	secs, ok1 := parseUint(s)
-	frac, ok2 := parseUint(f)
+	secs, ok1 := trace.ParseUint(s, math.MaxUint64)
+	frac, ok2 := trace.ParseUint(f, math.MaxUint64)
 	if !ok1 || !ok2 || secs > 1<<33 {
 		return 0, false
 	}

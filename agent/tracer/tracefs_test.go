@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -254,11 +255,11 @@ func TestDevNumbers(t *testing.T) {
 		t.Errorf("Mkdev(259,3) = %d (%s)", d, DevString(d))
 	}
 	for _, s := range []string{"7", "7:", "x:1", "4096:0", "1:1048576"} {
-		if _, err := parseMajMin(s); err == nil {
-			t.Errorf("parseMajMin(%q): no error", s)
+		if _, _, _, err := sysfs.ParseMajorMinor(s); err == nil {
+			t.Errorf("ParseMajorMinor(%q): no error", s)
 		}
 	}
-	if d, err := parseMajMin("8:16"); err != nil || d != Mkdev(8, 16) {
-		t.Errorf("parseMajMin(8:16) = %d, %v", d, err)
+	if _, _, d, err := sysfs.ParseMajorMinor("8:16"); err != nil || d != Mkdev(8, 16) {
+		t.Errorf("ParseMajorMinor(8:16) = %d, %v", d, err)
 	}
 }

@@ -36,7 +36,8 @@ func (e *InUseError) Is(target error) bool { return target == ErrInUse }
 // HostFiles name the host files [CheckUnused] reads. The zero value is the
 // running host.
 type HostFiles struct {
-	// Root prefixes /sys, as sysfs.Read's hostRoot ("" is /).
+	// Root prefixes /sys, as sysfs.Read's hostRoot ("" is /), for the write
+	// check and for Run's device resolution and sysfs reads.
 	Root string
 	// MountInfo is the mount table (default /proc/self/mountinfo).
 	MountInfo string

@@ -163,31 +163,17 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
-	dev, name, err := tracer.ResolveDevice(opt.Device)
+	dev, name, sd, err := openDisk(opt)
 	if err != nil {
-		return nil, &DeviceError{err}
-	}
-	sd, err := sysfs.Read(opt.Host.Root, name)
-	if err != nil {
-		return nil, &DeviceError{err}
+		return nil, err
 	}
 	capacity := sd.SizeBytes / trace.SectorSize
-	if capacity == 0 {
-		return nil, &DeviceError{fmt.Errorf("device %s has size 0 (no medium, or a detached loop device)", name)}
-	}
 	if opt.AllowWrite {
-		if err := CheckUnused(opt.Host, name); err != nil {
-			return nil, err
-		}
-		held, err := claimExclusive(opt.Host, name)
+		release, err := claimForWrites(opt.Host, name)
 		if err != nil {
 			return nil, err
 		}
-		defer func() {
-			for _, f := range held {
-				f.Close()
-			}
-		}()
+		defer release()
 	}
 	planner, err := NewPlanner(PlanOptions{
 		CapacitySectors:  capacity,
@@ -200,18 +186,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, &DeviceError{fmt.Errorf("device %s: %w", name, err)}
 	}
-	if opt.Log != nil {
-		ops := "reads only"
-		if opt.AllowWrite {
-			ops = "reads and writes"
-		}
-		cols := map[int]bool{}
-		for _, c := range planner.Cells() {
-			cols[c.Col] = true
-		}
-		fmt.Fprintf(opt.Log, "training %s (%s, %d MiB) for %v: %s, %d sizes × %d distance columns = %d cells\n",
-			name, tracer.DevString(dev), sd.SizeBytes>>20, opt.Duration, ops, len(planner.Sizes()), len(cols), len(planner.Cells()))
-	}
+	logPlan(opt, planner, name, dev, sd)
 	tmp, err := os.MkdirTemp("", "shadowtune-train-*")
 	if err != nil {
 		return nil, err
@@ -222,9 +197,80 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 		Device: sd, Name: name, Dev: dev, Writes: opt.AllowWrite,
 		FioVersion: fioVersion(ctx, fio), SizesSectors: planner.Sizes(),
 	}
-	tr, err := tracer.New(tracer.Options{Devices: []uint32{dev}, Kind: opt.Tracer})
+	traced, planned, err := traceRounds(ctx, opt, fio, tmp, planner, res)
 	if err != nil {
 		return nil, err
+	}
+	res.Planned, _ = planner.Planned()
+	if err := learn(res, traced, planned, capacity, opt.Class, planner.Cells()); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// openDisk resolves opt.Device and reads it, both through the sysfs under
+// opt.Host.Root: its dev_t (major<<20 | minor), kernel name and sysfs
+// description. Errors are *DeviceError, also for a disk of size 0.
+func openDisk(opt Options) (dev uint32, name string, sd sysfs.Device, err error) {
+	dev, name, err = tracer.ResolveDeviceIn(opt.Host.Root, opt.Device)
+	if err != nil {
+		return 0, "", sysfs.Device{}, &DeviceError{err}
+	}
+	sd, err = sysfs.Read(opt.Host.Root, name)
+	if err != nil {
+		return 0, "", sysfs.Device{}, &DeviceError{err}
+	}
+	if sd.SizeBytes/trace.SectorSize == 0 {
+		return 0, "", sysfs.Device{}, &DeviceError{fmt.Errorf("device %s has size 0 (no medium, or a detached loop device)", name)}
+	}
+	return dev, name, sd, nil
+}
+
+// claimForWrites checks that disk is unused ([CheckUnused]) and claims it
+// and its partitions exclusively; release closes the claims. Errors are
+// those of CheckUnused and claimExclusive.
+func claimForWrites(h HostFiles, disk string) (release func(), err error) {
+	if err := CheckUnused(h, disk); err != nil {
+		return nil, err
+	}
+	held, err := claimExclusive(h, disk)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		for _, f := range held {
+			f.Close()
+		}
+	}, nil
+}
+
+// logPlan writes the training plan's summary line to opt.Log, if set.
+func logPlan(opt Options, planner *Planner, name string, dev uint32, sd sysfs.Device) {
+	if opt.Log == nil {
+		return
+	}
+	ops := "reads only"
+	if opt.AllowWrite {
+		ops = "reads and writes"
+	}
+	cols := map[int]bool{}
+	for _, c := range planner.Cells() {
+		cols[c.Col] = true
+	}
+	fmt.Fprintf(opt.Log, "training %s (%s, %d MiB) for %v: %s, %d sizes × %d distance columns = %d cells\n",
+		name, tracer.DevString(dev), sd.SizeBytes>>20, opt.Duration, ops, len(planner.Sizes()), len(cols), len(planner.Cells()))
+}
+
+// traceRounds traces res.Dev while issueRounds runs the planned fio
+// rounds on /dev/res.Name (iologs in tmp), and returns the device's traced
+// requests and the planned ones by key. It sets res.Tracer, res.Dropped
+// and res.Lost. A tracer that fails or quits stops the rounds and is an
+// error ("tracer: …"); so is a failed round.
+func traceRounds(ctx context.Context, opt Options, fio, tmp string, planner *Planner, res *Result) ([]trace.Request, map[reqKey]int, error) {
+	dev := res.Dev
+	tr, err := tracer.New(tracer.Options{Devices: []uint32{dev}, Kind: opt.Tracer})
+	if err != nil {
+		return nil, nil, err
 	}
 	defer tr.Close()
 	res.Tracer = tr.Kind()
@@ -252,25 +298,21 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	}()
 
 	planned := map[reqKey]int{}
-	issueErr := issueRounds(roundCtx, fio, "/dev/"+name, tmp, planner, opt, res, planned)
+	issueErr := issueRounds(roundCtx, fio, "/dev/"+res.Name, tmp, planner, opt, res, planned)
 	tracerQuit := roundCtx.Err() != nil && ctx.Err() == nil
 	stopTrace()
 	if err := <-traceDone; err != nil {
-		return nil, fmt.Errorf("tracer: %w", err)
+		return nil, nil, fmt.Errorf("tracer: %w", err)
 	}
 	if tracerQuit {
-		return nil, errors.New("tracer: stopped before the training ended")
+		return nil, nil, errors.New("tracer: stopped before the training ended")
 	}
 	if issueErr != nil {
-		return nil, issueErr
+		return nil, nil, issueErr
 	}
 	st := tr.Stats()
 	res.Dropped, res.Lost = st.Dropped, st.Lost
-	res.Planned, _ = planner.Planned()
-	if err := learn(res, traced, planned, capacity, opt.Class, planner.Cells()); err != nil {
-		return nil, err
-	}
-	return res, nil
+	return traced, planned, nil
 }
 
 // Round sizing: the first round is one pass over the cells (at most

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,27 +25,9 @@ import (
 func loop(t *testing.T, size int64) (name, backing string) {
 	t.Helper()
 	loopdev.NeedFio(t)
-	name = loopdev.New(t, size)
-	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	backing = strings.TrimSpace(string(b))
-	f, err := os.OpenFile(backing, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rng := rand.NewChaCha8([32]byte{byte(size), 7})
-	if _, err := io.CopyN(f, rng, size); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return name, backing
+	d := loopdev.NewForTest(t, size)
+	d.Fill(t, rand.NewChaCha8([32]byte{byte(size), 7}))
+	return d.Name, d.Backing
 }
 
 func checksum(t *testing.T, path string) []byte {

@@ -143,34 +143,10 @@ var ErrNoServiceTimes = errors.New("trace carries no measured service times (nee
 // learned nor scored. The same inputs and Seed give the same result, bit
 // for bit.
 func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
-	frac := opt.TrainFraction
-	if frac == 0 {
-		frac = 0.5
+	frac, class, window, err := evalParams(reqs, opt)
+	if err != nil {
+		return EvalResult{}, err
 	}
-	if !(frac > 0 && frac < 1) {
-		return EvalResult{}, fmt.Errorf("model eval: train fraction must be in (0, 1), got %g", opt.TrainFraction)
-	}
-	class := opt.Class
-	if class == 0 {
-		class = HDD
-	}
-	if !class.Valid() {
-		return EvalResult{}, fmt.Errorf("model eval: invalid device class %d", uint8(opt.Class))
-	}
-	window := opt.Window
-	if window == 0 {
-		window = 1000
-	}
-	if window < 1 {
-		return EvalResult{}, fmt.Errorf("model eval: window must be ≥ 1 request, got %d", opt.Window)
-	}
-	if opt.HitThreshold < 0 {
-		return EvalResult{}, fmt.Errorf("model eval: hit threshold must be ≥ 0, got %v", opt.HitThreshold)
-	}
-	if len(reqs) == 0 {
-		return EvalResult{}, fmt.Errorf("model eval: %w", trace.ErrEmpty)
-	}
-
 	order, capacity, measured := dispatchOrder(reqs)
 	if measured == 0 {
 		return EvalResult{}, fmt.Errorf("model eval: %w", ErrNoServiceTimes)
@@ -208,10 +184,75 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 	d.SetPredictMode(opt.Predict)
 
 	observeAll(d, reqs, order[:nTrain])
+	s := predictTest(m, d, reqs, order[nTrain:], opt.Mode)
+	if len(s.meas) == 0 {
+		return EvalResult{}, fmt.Errorf("model eval: the test part (%d requests) has no measured service time", res.TestRequests)
+	}
+	if class == HDD && s.reads > 0 {
+		res.MeasuredHitPct = 100 * float64(s.measHits) / float64(s.reads)
+		res.PredictedHitPct = 100 * float64(s.predHits) / float64(s.reads)
+	}
+	res.Windows, res.WindowErrorPct = windowErrors(s.meas, s.pred, window)
+	sm, sp := sum(s.meas), sum(s.pred)
+	n := float64(len(s.meas))
+	if sm > 0 {
+		res.TotalErrorPct = 100 * float64(sp-sm) / float64(sm)
+	}
+	res.MeanMeasuredMs = float64(sm) / n / 1e6
+	res.MeanPredictedMs = float64(sp) / n / 1e6
+	res.DemeritMs = Demerit(s.meas, s.pred) / 1e6
+	return res, nil
+}
 
-	var meas, pred []int64
-	var reads, measHits, predHits int
-	for _, i := range order[nTrain:] {
+// evalParams validates the options of Evaluate and returns the train
+// fraction, device class and window (requests) with their defaults
+// applied. Errors name the offending option; an empty trace wraps
+// trace.ErrEmpty.
+func evalParams(reqs []trace.Request, opt EvalOptions) (frac float64, class Class, window int, err error) {
+	frac = opt.TrainFraction
+	if frac == 0 {
+		frac = 0.5
+	}
+	if !(frac > 0 && frac < 1) {
+		return 0, 0, 0, fmt.Errorf("model eval: train fraction must be in (0, 1), got %g", opt.TrainFraction)
+	}
+	class = opt.Class
+	if class == 0 {
+		class = HDD
+	}
+	if !class.Valid() {
+		return 0, 0, 0, fmt.Errorf("model eval: invalid device class %d", uint8(opt.Class))
+	}
+	window = opt.Window
+	if window == 0 {
+		window = 1000
+	}
+	if window < 1 {
+		return 0, 0, 0, fmt.Errorf("model eval: window must be ≥ 1 request, got %d", opt.Window)
+	}
+	if opt.HitThreshold < 0 {
+		return 0, 0, 0, fmt.Errorf("model eval: hit threshold must be ≥ 0, got %v", opt.HitThreshold)
+	}
+	if len(reqs) == 0 {
+		return 0, 0, 0, fmt.Errorf("model eval: %w", trace.ErrEmpty)
+	}
+	return frac, class, window, nil
+}
+
+// evalSample holds the scored test requests of Evaluate: measured and
+// predicted service times (ns, one pair per request with a measured time)
+// and the read counts behind the hit shares.
+type evalSample struct {
+	meas, pred                []int64
+	reads, measHits, predHits int
+}
+
+// predictTest predicts the test requests test (indices into reqs, in
+// dispatch order) through d, scoring those with a measured service time;
+// in online mode m learns each measured time after its prediction.
+func predictTest(m *Model, d *Disk, reqs []trace.Request, test []int, mode EvalMode) evalSample {
+	var s evalSample
+	for _, i := range test {
 		q := &reqs[i]
 		dist := d.distance(q.Sector)
 		p := d.Service(q.Op, q.Sector, q.Sectors)
@@ -219,17 +260,17 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 			continue
 		}
 		svc := q.ServiceTime()
-		meas, pred = append(meas, svc), append(pred, p)
+		s.meas, s.pred = append(s.meas, svc), append(s.pred, p)
 		if q.Op == trace.Read {
-			reads++
+			s.reads++
 			if d.LastHit() {
-				predHits++
+				s.predHits++
 			}
 			if m.classify(q.Op, q.Sectors, svc) == ReadHit {
-				measHits++
+				s.measHits++
 			}
 		}
-		if opt.Mode == EvalOnline {
+		if mode == EvalOnline {
 			if q.Op == trace.Flush {
 				m.Learn(q.Op, 0, 0, svc)
 			} else {
@@ -237,15 +278,15 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 			}
 		}
 	}
-	if len(meas) == 0 {
-		return EvalResult{}, fmt.Errorf("model eval: the test part (%d requests) has no measured service time", res.TestRequests)
-	}
-	if class == HDD && reads > 0 {
-		res.MeasuredHitPct = 100 * float64(measHits) / float64(reads)
-		res.PredictedHitPct = 100 * float64(predHits) / float64(reads)
-	}
+	return s
+}
 
-	// Window errors.
+// windowErrors splits the measured and predicted service times into
+// windows of window requests (a trailing partial window counts when it
+// holds at least half a window, or when no earlier window was scored) and
+// returns the number of windows scored and the mean, median and largest
+// of their |Σpredicted − Σmeasured| / Σmeasured errors, in %.
+func windowErrors(meas, pred []int64, window int) (int, WindowError) {
 	var errs []float64
 	for lo := 0; lo < len(meas); lo += window {
 		hi := min(lo+window, len(meas))
@@ -257,30 +298,23 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 			errs = append(errs, 100*math.Abs(float64(sp-sm))/float64(sm))
 		}
 	}
-	res.Windows = len(errs)
-	if len(errs) > 0 {
-		var s float64
-		for _, e := range errs {
-			s += e
-		}
-		res.WindowErrorPct.Mean = s / float64(len(errs))
-		slices.Sort(errs)
-		res.WindowErrorPct.Max = errs[len(errs)-1]
-		if k := len(errs); k%2 == 1 {
-			res.WindowErrorPct.Median = errs[k/2]
-		} else {
-			res.WindowErrorPct.Median = (errs[k/2-1] + errs[k/2]) / 2
-		}
+	var we WindowError
+	if len(errs) == 0 {
+		return 0, we
 	}
-	sm, sp := sum(meas), sum(pred)
-	n := float64(len(meas))
-	if sm > 0 {
-		res.TotalErrorPct = 100 * float64(sp-sm) / float64(sm)
+	var s float64
+	for _, e := range errs {
+		s += e
 	}
-	res.MeanMeasuredMs = float64(sm) / n / 1e6
-	res.MeanPredictedMs = float64(sp) / n / 1e6
-	res.DemeritMs = Demerit(meas, pred) / 1e6
-	return res, nil
+	we.Mean = s / float64(len(errs))
+	slices.Sort(errs)
+	we.Max = errs[len(errs)-1]
+	if k := len(errs); k%2 == 1 {
+		we.Median = errs[k/2]
+	} else {
+		we.Median = (errs[k/2-1] + errs[k/2]) / 2
+	}
+	return len(errs), we
 }
 
 // Demerit returns the Ruemmler–Wilkes demerit figure of two equally long

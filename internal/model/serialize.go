@@ -100,113 +100,153 @@ func (m *Model) Save(w io.Writer) error {
 // column out of range, a duplicate position, no samples, more than
 // RingSize samples or a negative sample.
 func Load(r io.Reader) (*Model, error) {
-	data, err := io.ReadAll(io.LimitReader(r, maxModelBytes+1))
+	f, err := decodeModelFile(r)
 	if err != nil {
-		return nil, fmt.Errorf("model: load: %w", err)
+		return nil, err
 	}
-	if len(data) > maxModelBytes {
-		return nil, fmt.Errorf("model: load: input larger than %d bytes", maxModelBytes)
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var f fileModel
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("model: load: %w", describeJSONError(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("model: load: trailing data after the model object")
-	}
-	fieldErr := func(field, format string, args ...any) error {
-		return fmt.Errorf("model: load: field %q: %s", field, fmt.Sprintf(format, args...))
-	}
-	switch {
-	case f.Version == nil:
-		return nil, fieldErr("version", "missing")
-	case *f.Version != FormatVersion:
-		return nil, fieldErr("version", "unsupported version %d (this build reads %d)", *f.Version, FormatVersion)
-	case f.Class == nil:
-		return nil, fieldErr("class", "missing")
-	}
-	class, err := ParseClass(*f.Class)
+	cfg, err := loadConfig(&f)
 	if err != nil {
-		return nil, fieldErr("class", "%v", err)
-	}
-	switch {
-	case f.CapacitySectors == nil:
-		return nil, fieldErr("capacitySectors", "missing")
-	case *f.CapacitySectors == 0:
-		return nil, fieldErr("capacitySectors", "must be > 0")
-	case f.Servers == nil:
-		return nil, fieldErr("servers", "missing")
-	case f.Hit == nil:
-		return nil, fieldErr("hit", "missing")
-	case f.Cache == nil:
-		return nil, fieldErr("cache", "missing")
-	case f.Layout == nil:
-		return nil, fieldErr("layout", "missing")
-	}
-	cfg := Config{
-		Class: class, CapacitySectors: *f.CapacitySectors, Servers: *f.Servers,
-		Hit: *f.Hit, Cache: *f.Cache,
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("model: load: %w", err)
+		return nil, err
 	}
 	m, err := New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("model: load: %w", err)
 	}
 	if l := *f.Layout; l.Rows != NumRows || l.Columns != m.lay.columns() || l.GiBPerColumn != m.lay.gibPerCol {
-		return nil, fieldErr("layout", "%d rows × %d columns of %d GiB does not match this build's %d × %d of %d GiB for %d sectors",
+		return nil, loadFieldErr("layout", "%d rows × %d columns of %d GiB does not match this build's %d × %d of %d GiB for %d sectors",
 			l.Rows, l.Columns, l.GiBPerColumn, NumRows, m.lay.columns(), m.lay.gibPerCol, cfg.CapacitySectors)
 	}
 	if f.Cells == nil {
-		return nil, fieldErr("cells", "missing")
+		return nil, loadFieldErr("cells", "missing")
 	}
-	seen := make(map[[3]int]bool, len(f.Cells))
-	for i, c := range f.Cells {
+	if err := loadCells(m, f.Cells); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// loadFieldErr is Load's error for a bad field.
+func loadFieldErr(field, format string, args ...any) error {
+	return fmt.Errorf("model: load: field %q: %s", field, fmt.Sprintf(format, args...))
+}
+
+// decodeModelFile reads at most maxModelBytes from r and decodes one model
+// object, rejecting unknown fields and trailing data.
+func decodeModelFile(r io.Reader) (fileModel, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxModelBytes+1))
+	if err != nil {
+		return fileModel{}, fmt.Errorf("model: load: %w", err)
+	}
+	if len(data) > maxModelBytes {
+		return fileModel{}, fmt.Errorf("model: load: input larger than %d bytes", maxModelBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f fileModel
+	if err := dec.Decode(&f); err != nil {
+		return fileModel{}, fmt.Errorf("model: load: %w", describeJSONError(err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fileModel{}, fmt.Errorf("model: load: trailing data after the model object")
+	}
+	return f, nil
+}
+
+// loadConfig checks the version and the presence of the header fields of
+// f (layout included) and returns the validated configuration they give.
+func loadConfig(f *fileModel) (Config, error) {
+	switch {
+	case f.Version == nil:
+		return Config{}, loadFieldErr("version", "missing")
+	case *f.Version != FormatVersion:
+		return Config{}, loadFieldErr("version", "unsupported version %d (this build reads %d)", *f.Version, FormatVersion)
+	case f.Class == nil:
+		return Config{}, loadFieldErr("class", "missing")
+	}
+	class, err := ParseClass(*f.Class)
+	if err != nil {
+		return Config{}, loadFieldErr("class", "%v", err)
+	}
+	switch {
+	case f.CapacitySectors == nil:
+		return Config{}, loadFieldErr("capacitySectors", "missing")
+	case *f.CapacitySectors == 0:
+		return Config{}, loadFieldErr("capacitySectors", "must be > 0")
+	case f.Servers == nil:
+		return Config{}, loadFieldErr("servers", "missing")
+	case f.Hit == nil:
+		return Config{}, loadFieldErr("hit", "missing")
+	case f.Cache == nil:
+		return Config{}, loadFieldErr("cache", "missing")
+	case f.Layout == nil:
+		return Config{}, loadFieldErr("layout", "missing")
+	}
+	cfg := Config{
+		Class: class, CapacitySectors: *f.CapacitySectors, Servers: *f.Servers,
+		Hit: *f.Hit, Cache: *f.Cache,
+	}
+	if err := cfg.validate(); err != nil {
+		return Config{}, fmt.Errorf("model: load: %w", err)
+	}
+	return cfg, nil
+}
+
+// loadCells checks the cells of a model file against m's layout and
+// learns their samples (ns) into m.
+func loadCells(m *Model, cells []fileCell) error {
+	seen := make(map[[3]int]bool, len(cells))
+	for i, c := range cells {
 		name := func(sub string) string { return fmt.Sprintf("cells[%d].%s", i, sub) }
 		t, ok := parseTable(c.Table)
 		if !ok {
-			return nil, fieldErr(name("table"), "unknown table %q (want read-miss, read-hit or write)", c.Table)
+			return loadFieldErr(name("table"), "unknown table %q (want read-miss, read-hit or write)", c.Table)
 		}
 		if c.Row == nil {
-			return nil, fieldErr(name("row"), "missing")
+			return loadFieldErr(name("row"), "missing")
 		}
 		if c.Col == nil {
-			return nil, fieldErr(name("col"), "missing")
+			return loadFieldErr(name("col"), "missing")
 		}
 		row, col := *c.Row, *c.Col
 		if row < 0 || row >= NumRows {
-			return nil, fieldErr(name("row"), "%d out of range [0, %d)", row, NumRows)
+			return loadFieldErr(name("row"), "%d out of range [0, %d)", row, NumRows)
 		}
 		if col < 0 || col >= m.lay.columns() {
-			return nil, fieldErr(name("col"), "%d out of range [0, %d)", col, m.lay.columns())
+			return loadFieldErr(name("col"), "%d out of range [0, %d)", col, m.lay.columns())
 		}
 		key := [3]int{int(t), row, col}
 		if seen[key] {
-			return nil, fieldErr(name("table"), "duplicate cell %s row %d col %d", t, row, col)
+			return loadFieldErr(name("table"), "duplicate cell %s row %d col %d", t, row, col)
 		}
 		seen[key] = true
-		if len(c.SamplesNs) == 0 {
-			return nil, fieldErr(name("samplesNs"), "missing or empty")
-		}
-		if len(c.SamplesNs) > RingSize {
-			return nil, fieldErr(name("samplesNs"), "%d samples, at most %d", len(c.SamplesNs), RingSize)
-		}
-		for j, v := range c.SamplesNs {
-			if v < 0 {
-				return nil, fieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "negative service time %d", v)
-			}
-			if v > maxSampleNs {
-				return nil, fieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "service time %d ns exceeds %d ns", v, maxSampleNs)
-			}
+		if err := checkSamples(i, c.SamplesNs); err != nil {
+			return err
 		}
 		for _, v := range c.SamplesNs {
 			m.learnCell(t, row, col, v)
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// checkSamples checks the samples (ns) of cell i: 1 to RingSize of them,
+// each in [0, maxSampleNs].
+func checkSamples(i int, samples []int64) error {
+	if len(samples) == 0 {
+		return loadFieldErr(fmt.Sprintf("cells[%d].samplesNs", i), "missing or empty")
+	}
+	if len(samples) > RingSize {
+		return loadFieldErr(fmt.Sprintf("cells[%d].samplesNs", i), "%d samples, at most %d", len(samples), RingSize)
+	}
+	for j, v := range samples {
+		if v < 0 {
+			return loadFieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "negative service time %d", v)
+		}
+		if v > maxSampleNs {
+			return loadFieldErr(fmt.Sprintf("cells[%d].samplesNs[%d]", i, j), "service time %d ns exceeds %d ns", v, maxSampleNs)
+		}
+	}
+	return nil
 }
 
 // maxSampleNs bounds a stored service time (1 hour), so that sums of a

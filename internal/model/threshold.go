@@ -82,11 +82,39 @@ func (h HitClassifier) IsHit(sectors uint32, serviceNs int64) bool {
 // At least 100 reads are needed.
 func DeriveHitClassifier(reqs []trace.Request) (h HitClassifier, ok bool) {
 	def := DefaultHitClassifier()
-	type rd struct {
-		sectors uint32
-		svc     int64
+	reads, bySize := measuredReads(reqs)
+	if len(reads) < 100 {
+		return def, false
 	}
-	var reads []rd
+	b := transferAllowance(bySize)
+	xs, lo, hi := logResiduals(reads, b)
+	if hi-lo < 0.1 {
+		return def, false
+	}
+	t, ok := otsuThreshold(xs, lo, hi)
+	if !ok || !separated(xs, t) {
+		return def, false
+	}
+	if valleyRatio(xs, lo, hi, t) > 0.5 {
+		return def, false
+	}
+	return HitClassifier{
+		ThresholdNs: int64(math.Round(math.Pow(10, t))),
+		NsPerSector: int64(math.Round(b)),
+	}, true
+}
+
+// timedRead is a read's length (sectors) and measured service time (ns).
+type timedRead struct {
+	sectors uint32
+	svc     int64
+}
+
+// measuredReads returns the reads of reqs that carry a service time, in
+// order, and the service times (ns) of the sequential ones (a read that
+// starts where the previous request, a read, ended) by length in sectors.
+func measuredReads(reqs []trace.Request) ([]timedRead, map[uint32][]int64) {
+	var reads []timedRead
 	bySize := map[uint32][]int64{}
 	var prev *trace.Request
 	for i := range reqs {
@@ -96,68 +124,78 @@ func DeriveHitClassifier(reqs []trace.Request) (h HitClassifier, ok bool) {
 			continue
 		}
 		if q.Op == trace.Read {
-			reads = append(reads, rd{q.Sectors, q.ServiceTime()})
+			reads = append(reads, timedRead{q.Sectors, q.ServiceTime()})
 			if prev != nil && prev.Op == trace.Read && prev.End() == q.Sector {
 				bySize[q.Sectors] = append(bySize[q.Sectors], q.ServiceTime())
 			}
 		}
 		prev = q
 	}
-	if len(reads) < 100 {
-		return def, false
-	}
+	return reads, bySize
+}
 
-	// 1. Transfer allowance from sequential reads.
-	var b float64
-	{
-		var sw, sx, sy float64
-		type pt struct{ x, y, w float64 }
-		var pts []pt
-		minX, maxX := math.Inf(1), 0.0
-		sizes := make([]uint32, 0, len(bySize))
-		for n := range bySize {
-			sizes = append(sizes, n)
-		}
-		slices.Sort(sizes) // fixed summation order: bit-for-bit determinism
-		for _, n := range sizes {
-			ts := bySize[n]
-			if len(ts) < 5 {
-				continue
-			}
-			slices.Sort(ts)
-			p := pt{float64(n), float64(ts[len(ts)/4]), float64(len(ts))}
-			pts = append(pts, p)
-			sw += p.w
-			sx += p.w * p.x
-			sy += p.w * p.y
-			minX, maxX = min(minX, p.x), max(maxX, p.x)
-		}
-		if len(pts) >= 2 && maxX >= 2*minX {
-			mx, my := sx/sw, sy/sw
-			var sxy, sxx float64
-			for _, p := range pts {
-				sxy += p.w * (p.x - mx) * (p.y - my)
-				sxx += p.w * (p.x - mx) * (p.x - mx)
-			}
-			if sxx > 0 && sxy > 0 {
-				b = sxy / sxx
-			}
-		}
+// transferAllowance is step 1 of DeriveHitClassifier: the slope b (ns per
+// sector) of a count-weighted least-squares line through the lower
+// quartiles of the sequential reads' times (ns) by length (sectors),
+// over the lengths with ≥ 5 reads; 0 when fewer than 2 lengths qualify,
+// they span less than 2×, or the slope is not positive. It sorts the
+// slices of bySize in place.
+func transferAllowance(bySize map[uint32][]int64) float64 {
+	var sw, sx, sy float64
+	type pt struct{ x, y, w float64 }
+	var pts []pt
+	minX, maxX := math.Inf(1), 0.0
+	sizes := make([]uint32, 0, len(bySize))
+	for n := range bySize {
+		sizes = append(sizes, n)
 	}
+	slices.Sort(sizes) // fixed summation order: bit-for-bit determinism
+	for _, n := range sizes {
+		ts := bySize[n]
+		if len(ts) < 5 {
+			continue
+		}
+		slices.Sort(ts)
+		p := pt{float64(n), float64(ts[len(ts)/4]), float64(len(ts))}
+		pts = append(pts, p)
+		sw += p.w
+		sx += p.w * p.x
+		sy += p.w * p.y
+		minX, maxX = min(minX, p.x), max(maxX, p.x)
+	}
+	if len(pts) < 2 || maxX < 2*minX {
+		return 0
+	}
+	mx, my := sx/sw, sy/sw
+	var sxy, sxx float64
+	for _, p := range pts {
+		sxy += p.w * (p.x - mx) * (p.y - my)
+		sxx += p.w * (p.x - mx) * (p.x - mx)
+	}
+	if sxx > 0 && sxy > 0 {
+		return sxy / sxx
+	}
+	return 0
+}
 
-	// 2. Log residuals.
-	xs := make([]float64, len(reads))
-	lo, hi := math.Inf(1), math.Inf(-1)
+// logResiduals is step 2 of DeriveHitClassifier: log10 of each read's
+// time less b ns per sector (floored at 1 µs, so log10 of ns ≥ 3), and
+// the smallest and largest of them.
+func logResiduals(reads []timedRead, b float64) (xs []float64, lo, hi float64) {
+	xs = make([]float64, len(reads))
+	lo, hi = math.Inf(1), math.Inf(-1)
 	for i, r := range reads {
 		v := float64(r.svc) - b*float64(r.sectors)
 		xs[i] = math.Log10(max(v, 1000)) // floor at 1 µs
 		lo, hi = min(lo, xs[i]), max(hi, xs[i])
 	}
-	if hi-lo < 0.1 {
-		return def, false
-	}
+	return xs, lo, hi
+}
 
-	// 3. Otsu on a histogram.
+// otsuThreshold is step 3 of DeriveHitClassifier: Otsu's threshold on a
+// 128-bin histogram of xs ∈ [lo, hi], the bin edge that maximises the
+// between-class variance. ok is false when no edge splits xs in two.
+func otsuThreshold(xs []float64, lo, hi float64) (t float64, ok bool) {
 	const bins = 128
 	w := (hi - lo) / bins
 	var hist [bins]float64
@@ -182,42 +220,36 @@ func DeriveHitClassifier(reqs []trace.Request) (h HitClassifier, ok bool) {
 			bestV, bestT = v, lo+float64(i+1)*w
 		}
 	}
-	if bestV < 0 {
-		return def, false
-	}
+	return bestT, bestV >= 0
+}
 
-	// 4. Bimodality test on the two classes.
+// separated is the class part of step 4 of DeriveHitClassifier: the
+// classes of xs below and at or above t each hold ≥ 20 values and ≥ 2 %
+// of them, and their Ashman's D is ≥ 2.
+func separated(xs []float64, t float64) bool {
+	n := float64(len(xs))
 	var na, nb, sa, sb float64
 	for _, x := range xs {
-		if x < bestT {
+		if x < t {
 			na, sa = na+1, sa+x
 		} else {
 			nb, sb = nb+1, sb+x
 		}
 	}
 	if na < 20 || nb < 20 || na < 0.02*n || nb < 0.02*n {
-		return def, false
+		return false
 	}
 	ma, mb := sa/na, sb/nb
 	var va, vb float64
 	for _, x := range xs {
-		if x < bestT {
+		if x < t {
 			va += (x - ma) * (x - ma)
 		} else {
 			vb += (x - mb) * (x - mb)
 		}
 	}
 	va, vb = va/na, vb/nb
-	if va+vb == 0 || math.Sqrt2*math.Abs(mb-ma)/math.Sqrt(va+vb) < 2 {
-		return def, false
-	}
-	if valleyRatio(xs, lo, hi, bestT) > 0.5 {
-		return def, false
-	}
-	return HitClassifier{
-		ThresholdNs: int64(math.Round(math.Pow(10, bestT))),
-		NsPerSector: int64(math.Round(b)),
-	}, true
+	return va+vb != 0 && math.Sqrt2*math.Abs(mb-ma)/math.Sqrt(va+vb) >= 2
 }
 
 // valleyRatio returns the depth of the valley around t in xs ∈ [lo, hi]:

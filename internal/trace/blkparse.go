@@ -277,23 +277,7 @@ type bpEvent struct {
 
 func (b *BlkparseReader) line(line []byte) error {
 	var f [10][]byte
-	nf := 0
-	rest := line
-	for nf < len(f) {
-		for len(rest) > 0 && (rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r') {
-			rest = rest[1:]
-		}
-		if len(rest) == 0 {
-			break
-		}
-		i := 0
-		for i < len(rest) && rest[i] != ' ' && rest[i] != '\t' && rest[i] != '\r' {
-			i++
-		}
-		f[nf] = rest[:i]
-		rest = rest[i:]
-		nf++
-	}
+	nf, _ := splitFields(f[:], line, sepBlankCR, true) // fields past the 10th are not used
 	if nf == 0 {
 		return nil
 	}
@@ -305,17 +289,17 @@ func (b *BlkparseReader) line(line []byte) error {
 	if nf < 7 {
 		return b.ls.errAt("want at least 7 fields (dev cpu seq time pid action rwbs), got %d", nf)
 	}
-	if _, ok := parseUintB(f[1], math.MaxUint32); !ok {
+	if _, ok := ParseUint(f[1], math.MaxUint32); !ok {
 		return b.ls.errAt("field 2 (cpu): want a non-negative integer, got %s", quoteField(f[1]))
 	}
-	if _, ok := parseUintB(f[2], math.MaxUint64); !ok {
+	if _, ok := ParseUint(f[2], math.MaxUint64); !ok {
 		return b.ls.errAt("field 3 (sequence): want a non-negative integer, got %s", quoteField(f[2]))
 	}
 	abs, ok := parseSecondsNS(f[3])
 	if !ok {
 		return b.ls.errAt("field 4 (time): want non-negative seconds.nanoseconds, got %s", quoteField(f[3]))
 	}
-	pid, ok := parseUintB(f[4], math.MaxUint32)
+	pid, ok := ParseUint(f[4], math.MaxUint32)
 	if !ok {
 		return b.ls.errAt("field 5 (pid): want a non-negative integer below 2^32, got %s", quoteField(f[4]))
 	}
@@ -380,8 +364,8 @@ func parseDev(s []byte) (uint32, bool) {
 	if i < 0 {
 		return 0, false
 	}
-	maj, ok1 := parseUintB(s[:i], 1<<12-1)
-	min, ok2 := parseUintB(s[i+1:], 1<<20-1)
+	maj, ok1 := ParseUint(s[:i], 1<<12-1)
+	min, ok2 := ParseUint(s[i+1:], 1<<20-1)
 	if !ok1 || !ok2 {
 		return 0, false
 	}
@@ -484,14 +468,14 @@ func (b *BlkparseReader) payload(ev *bpEvent, p [][]byte) error {
 	if c := p[0][0]; c == '[' || c == '(' {
 		return nil
 	}
-	s, ok := parseUintB(p[0], math.MaxUint64)
+	s, ok := ParseUint(p[0], math.MaxUint64)
 	if !ok {
 		return b.ls.errAt("field 8 (sector): want a sector number, [process] or (…), got %s", quoteField(p[0]))
 	}
 	ev.sector = s
 	switch {
 	case len(p) >= 3 && string(p[1]) == "+":
-		n, ok := parseUintB(p[2], math.MaxUint32)
+		n, ok := ParseUint(p[2], math.MaxUint32)
 		if !ok {
 			return b.ls.errAt("field 10 (sectors): want a sector count below 2^32, got %s", quoteField(p[2]))
 		}
@@ -504,7 +488,7 @@ func (b *BlkparseReader) payload(ev *bpEvent, p [][]byte) error {
 		if ev.act != 'X' {
 			return b.ls.errAt("field 9: want '+' after the sector, got '/' (only splits use it)")
 		}
-		ns, ok := parseUintB(p[2], math.MaxUint64)
+		ns, ok := ParseUint(p[2], math.MaxUint64)
 		if !ok {
 			return b.ls.errAt("field 10 (new sector): want a sector number, got %s", quoteField(p[2]))
 		}
@@ -561,95 +545,121 @@ func (b *BlkparseReader) event(ev *bpEvent) {
 		}
 		b.stats.Orphans++
 	case 'C':
-		r := b.oldest(k, bpDispatched, bpDispatched)
-		if r == nil {
-			r = b.oldest(k, bpQueued, bpInserted) // bio-based devices: Q then C
-		}
-		if r == nil {
-			b.stats.Orphans++
-			return
-		}
-		if ev.hasSect && ev.n < r.q.Sectors-r.done {
-			// Partial completion: the rest is still in flight.
-			b.unlinkStart(r)
-			r.done += ev.n
-			r.cur = ev.sector + uint64(ev.n)
-			b.linkStart(r)
-			return
-		}
-		base := r.q.Arrival
-		if r.q.Dispatch != Unknown {
-			base = r.q.Dispatch
-		}
-		r.q.Complete = b.atLeast(ev.t, base)
-		b.finish(r, bpDone)
+		b.complete(ev, k)
 	case 'M':
-		bio := b.newest(k, bpQueued, bpInserted)
-		target := b.oldestEnd(bpKey{ev.dev, ev.op, ev.sector}, bio)
-		if target == nil || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
-			b.stats.Orphans++
-			if bio != nil {
-				b.finish(bio, bpDropped)
-			}
-			return
-		}
-		if bio != nil {
-			b.finish(bio, bpDropped)
-		}
-		b.unlinkEnd(target)
-		target.q.Sectors += ev.n
-		b.linkEnd(target)
-		b.stats.BackMerges++
+		b.backMerge(ev, k)
 	case 'F':
-		bio := b.newest(k, bpQueued, bpInserted)
-		end := ev.sector + uint64(ev.n)
-		target := b.oldestExcept(bpKey{ev.dev, ev.op, end}, bpQueued, bpInserted, bio)
-		if target == nil || target.done != 0 || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
-			b.stats.Orphans++
-			if bio != nil {
-				b.finish(bio, bpDropped)
-			}
-			return
-		}
-		if bio != nil {
-			b.finish(bio, bpDropped)
-		}
-		b.unlinkStart(target)
-		target.q.Sector = ev.sector
-		target.q.Sectors += ev.n
-		target.cur = ev.sector
-		b.linkStart(target)
-		b.stats.FrontMerges++
+		b.frontMerge(ev, k)
 	case 'X':
-		r := b.newest(k, bpQueued, bpInserted)
-		if r == nil || r.done != 0 {
-			b.stats.Orphans++
-			return
-		}
-		ns := ev.newSect
-		if ns <= ev.sector || ns >= r.q.End() {
-			// blkparse prints the new sector as 32 bits: restore the
-			// high bits from the bio's own sector.
-			ns = ev.sector&^0xffffffff | ns&0xffffffff
-			if ns <= ev.sector {
-				ns += 1 << 32
-			}
-		}
-		if ns <= ev.sector || ns >= r.q.End() {
-			b.stats.Orphans++
-			return
-		}
-		rest := *ev
-		rest.sector, rest.n, rest.t = ns, uint32(r.q.End()-ns), r.q.Arrival
-		rest.pid = r.q.PID
-		b.unlinkEnd(r)
-		r.q.Sectors = uint32(ns - ev.sector)
-		b.linkEnd(r)
-		nr := b.add(&rest, r.state)
-		nr.q.Flags = r.q.Flags
-		nr.fromSplit = true
-		b.stats.Splits++
+		b.split(ev, k)
 	}
+}
+
+// complete applies a C event at k: the request completes, or, for a
+// completion of fewer sectors (ev.n) than it has left, moves its start
+// past them.
+func (b *BlkparseReader) complete(ev *bpEvent, k bpKey) {
+	r := b.oldest(k, bpDispatched, bpDispatched)
+	if r == nil {
+		r = b.oldest(k, bpQueued, bpInserted) // bio-based devices: Q then C
+	}
+	if r == nil {
+		b.stats.Orphans++
+		return
+	}
+	if ev.hasSect && ev.n < r.q.Sectors-r.done {
+		// Partial completion: the rest is still in flight.
+		b.unlinkStart(r)
+		r.done += ev.n
+		r.cur = ev.sector + uint64(ev.n)
+		b.linkStart(r)
+		return
+	}
+	base := r.q.Arrival
+	if r.q.Dispatch != Unknown {
+		base = r.q.Dispatch
+	}
+	r.q.Complete = b.atLeast(ev.t, base)
+	b.finish(r, bpDone)
+}
+
+// backMerge applies an M event: the bio queued at k (if seen) is dropped
+// and the queued request ending at ev.sector grows by ev.n sectors (an
+// orphan when there is none).
+func (b *BlkparseReader) backMerge(ev *bpEvent, k bpKey) {
+	bio := b.newest(k, bpQueued, bpInserted)
+	target := b.oldestEnd(bpKey{ev.dev, ev.op, ev.sector}, bio)
+	b.drop(bio)
+	if target == nil || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
+		b.stats.Orphans++
+		return
+	}
+	b.unlinkEnd(target)
+	target.q.Sectors += ev.n
+	b.linkEnd(target)
+	b.stats.BackMerges++
+}
+
+// frontMerge applies an F event: the bio queued at k (if seen) is dropped
+// and the queued request starting where the bio ends now starts at
+// ev.sector, ev.n sectors longer.
+func (b *BlkparseReader) frontMerge(ev *bpEvent, k bpKey) {
+	bio := b.newest(k, bpQueued, bpInserted)
+	end := ev.sector + uint64(ev.n)
+	target := b.oldestExcept(bpKey{ev.dev, ev.op, end}, bpQueued, bpInserted, bio)
+	b.drop(bio)
+	if target == nil || target.done != 0 || uint64(target.q.Sectors)+uint64(ev.n) > math.MaxUint32 {
+		b.stats.Orphans++
+		return
+	}
+	b.unlinkStart(target)
+	target.q.Sector = ev.sector
+	target.q.Sectors += ev.n
+	target.cur = ev.sector
+	b.linkStart(target)
+	b.stats.FrontMerges++
+}
+
+// drop forgets bio, a merged bio (nil: none was seen), whether or not
+// its merge found a request to join: it is never returned on its own.
+func (b *BlkparseReader) drop(bio *bpReq) {
+	if bio != nil {
+		b.finish(bio, bpDropped)
+	}
+}
+
+// split applies an X event: the newest queued bio at k ends at
+// ev.newSect and a new request, with the bio's arrival, PID and flags,
+// holds the sectors from there on.
+func (b *BlkparseReader) split(ev *bpEvent, k bpKey) {
+	r := b.newest(k, bpQueued, bpInserted)
+	if r == nil || r.done != 0 {
+		b.stats.Orphans++
+		return
+	}
+	ns := ev.newSect
+	if ns <= ev.sector || ns >= r.q.End() {
+		// blkparse prints the new sector as 32 bits: restore the
+		// high bits from the bio's own sector.
+		ns = ev.sector&^0xffffffff | ns&0xffffffff
+		if ns <= ev.sector {
+			ns += 1 << 32
+		}
+	}
+	if ns <= ev.sector || ns >= r.q.End() {
+		b.stats.Orphans++
+		return
+	}
+	rest := *ev
+	rest.sector, rest.n, rest.t = ns, uint32(r.q.End()-ns), r.q.Arrival
+	rest.pid = r.q.PID
+	b.unlinkEnd(r)
+	r.q.Sectors = uint32(ns - ev.sector)
+	b.linkEnd(r)
+	nr := b.add(&rest, r.state)
+	nr.q.Flags = r.q.Flags
+	nr.fromSplit = true
+	b.stats.Splits++
 }
 
 // atLeast returns t, raised to floor (and counted) if it is earlier.

@@ -81,19 +81,9 @@ func (b *blkreplayReader) Next() (Request, error) {
 
 func (b *blkreplayReader) parse(t []byte) (Request, error) {
 	var f [6][]byte
-	n := 0
-	for rest := t; ; n++ {
-		i := bytes.IndexByte(rest, ';')
-		if n == len(f) {
-			return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got more")
-		}
-		if i < 0 {
-			f[n] = trimSpaceB(rest)
-			n++
-			break
-		}
-		f[n] = trimSpaceB(rest[:i])
-		rest = rest[i+1:]
+	n, more := splitFields(f[:], t, sepSemicolon, false)
+	if more {
+		return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got more")
 	}
 	if n != len(f) {
 		return Request{}, b.ls.errAt("want 6 ';'-separated fields (start ; sector ; length ; op ; delay ; duration), got %d", n)
@@ -102,11 +92,11 @@ func (b *blkreplayReader) parse(t []byte) (Request, error) {
 	if !ok {
 		return Request{}, b.ls.errAt("field 1 (start): want non-negative seconds, got %s", quoteField(f[0]))
 	}
-	sector, ok := parseUintB(f[1], math.MaxUint64)
+	sector, ok := ParseUint(f[1], math.MaxUint64)
 	if !ok {
 		return Request{}, b.ls.errAt("field 2 (sector): want a non-negative integer, got %s", quoteField(f[1]))
 	}
-	length, ok := parseUintB(f[2], math.MaxUint32)
+	length, ok := ParseUint(f[2], math.MaxUint32)
 	if !ok || length == 0 {
 		return Request{}, b.ls.errAt("field 3 (length): want a positive sector count below 2^32, got %s", quoteField(f[2]))
 	}

@@ -112,23 +112,9 @@ func (f *fioReader) Next() (Request, error) {
 // parse parses one body line; ok is false for lines that carry no request.
 func (f *fioReader) parse(t []byte) (q Request, ok bool, err error) {
 	var fs [6][]byte
-	n := 0
-	for rest := t; len(rest) > 0; {
-		i := bytes.IndexAny(rest, " \t")
-		if i < 0 {
-			i = len(rest)
-		}
-		if i > 0 {
-			if n == len(fs) {
-				return q, false, f.ls.errAt("too many fields")
-			}
-			fs[n] = rest[:i]
-			n++
-		}
-		rest = rest[i:]
-		if len(rest) > 0 {
-			rest = rest[1:]
-		}
+	n, more := splitFields(fs[:], t, sepBlank, true)
+	if more {
+		return q, false, f.ls.errAt("too many fields")
 	}
 	fld := fs[:n]
 	ts := int64(-1)
@@ -137,7 +123,7 @@ func (f *fioReader) parse(t []byte) (q Request, ok bool, err error) {
 		if n == 0 {
 			return q, false, nil
 		}
-		v, ok := parseUintB(fld[0], math.MaxInt64/1000)
+		v, ok := ParseUint(fld[0], math.MaxInt64/1000)
 		if !ok {
 			return q, false, f.ls.errAt("field 1 (timestamp): want non-negative microseconds, got %s", quoteField(fld[0]))
 		}
@@ -162,11 +148,11 @@ func (f *fioReader) parse(t []byte) (q Request, ok bool, err error) {
 		}
 		return q, false, f.ls.errAt("field %d (action): want add, open or close on a 2-argument line, got %s", col+1, quoteField(act))
 	}
-	off, ok := parseUintB(fld[2], math.MaxUint64)
+	off, ok := ParseUint(fld[2], math.MaxUint64)
 	if !ok {
 		return q, false, f.ls.errAt("field %d (offset): want a non-negative byte offset, got %s", col+2, quoteField(fld[2]))
 	}
-	length, ok := parseUintB(fld[3], math.MaxUint32)
+	length, ok := ParseUint(fld[3], math.MaxUint32)
 	if !ok {
 		return q, false, f.ls.errAt("field %d (length): want a byte count below 2^32, got %s", col+3, quoteField(fld[3]))
 	}

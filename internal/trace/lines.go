@@ -47,3 +47,63 @@ func (s *lineScanner) errorf(format string, args ...any) error {
 func (s *lineScanner) errAt(format string, args ...any) error {
 	return &ParseError{File: s.name, Line: s.line, Msg: fmt.Sprintf(format, args...)}
 }
+
+// fieldSeps is a set of field-separator bytes for splitFields.
+type fieldSeps [256]bool
+
+// newFieldSeps returns the set of the bytes of s.
+func newFieldSeps(s string) *fieldSeps {
+	var f fieldSeps
+	for i := range len(s) {
+		f[s[i]] = true
+	}
+	return &f
+}
+
+// The separators of the text formats.
+var (
+	sepSemicolon = newFieldSeps(";")     // blkreplay
+	sepComma     = newFieldSeps(",")     // MSR CSV
+	sepBlank     = newFieldSeps(" \t")   // fio iolog
+	sepBlankCR   = newFieldSeps(" \t\r") // blkparse
+)
+
+// splitFields splits line into dst, without allocating, and returns the
+// number of fields stored and whether line holds more fields than dst.
+// With collapse, a run of separators is one separator and blank fields are
+// dropped (whitespace-separated formats; fields are not trimmed). Without,
+// every separator ends a field, fields may be empty, and each is trimmed
+// of spaces and tabs (and a trailing CR, as trimSpaceB); a line always
+// holds at least one field.
+func splitFields(dst [][]byte, line []byte, sep *fieldSeps, collapse bool) (n int, more bool) {
+	rest := line
+	for {
+		if collapse {
+			for len(rest) > 0 && sep[rest[0]] {
+				rest = rest[1:]
+			}
+			if len(rest) == 0 {
+				return n, false
+			}
+		}
+		if n == len(dst) {
+			return n, true
+		}
+		i := 0
+		for i < len(rest) && !sep[rest[i]] {
+			i++
+		}
+		if collapse {
+			dst[n] = rest[:i]
+			rest = rest[i:]
+			n++
+			continue
+		}
+		dst[n] = trimSpaceB(rest[:i])
+		n++
+		if i == len(rest) {
+			return n, false
+		}
+		rest = rest[i+1:]
+	}
+}

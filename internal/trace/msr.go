@@ -110,24 +110,14 @@ func (m *msrReader) Next() (Request, error) {
 // Complete the raw ResponseTime, both in ticks; Next converts them.
 func (m *msrReader) parse(t []byte) (Request, error) {
 	var f [7][]byte
-	n := 0
-	for rest := t; ; n++ {
-		if n == len(f) {
-			return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got more")
-		}
-		i := bytes.IndexByte(rest, ',')
-		if i < 0 {
-			f[n] = trimSpaceB(rest)
-			n++
-			break
-		}
-		f[n] = trimSpaceB(rest[:i])
-		rest = rest[i+1:]
+	n, more := splitFields(f[:], t, sepComma, false)
+	if more {
+		return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got more")
 	}
 	if n != len(f) {
 		return Request{}, m.ls.errAt("want 7 comma-separated fields (Timestamp,Hostname,DiskNumber,Type,Offset,Size,ResponseTime), got %d", n)
 	}
-	ts, ok := parseUintB(f[0], math.MaxInt64)
+	ts, ok := ParseUint(f[0], math.MaxInt64)
 	if !ok {
 		return Request{}, m.ls.errAt("field 1 (Timestamp): want a non-negative integer filetime, got %s", quoteField(f[0]))
 	}
@@ -140,7 +130,7 @@ func (m *msrReader) parse(t []byte) (Request, error) {
 	if len(f[1]) == 0 {
 		return Request{}, m.ls.errAt("field 2 (Hostname): empty")
 	}
-	disk, ok := parseUintB(f[2], math.MaxUint32)
+	disk, ok := ParseUint(f[2], math.MaxUint32)
 	if !ok {
 		return Request{}, m.ls.errAt("field 3 (DiskNumber): want a non-negative integer below 2^32, got %s", quoteField(f[2]))
 	}
@@ -153,11 +143,11 @@ func (m *msrReader) parse(t []byte) (Request, error) {
 	default:
 		return Request{}, m.ls.errAt("field 4 (Type): want Read or Write, got %s", quoteField(f[3]))
 	}
-	off, ok := parseUintB(f[4], math.MaxUint64)
+	off, ok := ParseUint(f[4], math.MaxUint64)
 	if !ok {
 		return Request{}, m.ls.errAt("field 5 (Offset): want a non-negative byte offset, got %s", quoteField(f[4]))
 	}
-	size, ok := parseUintB(f[5], math.MaxUint64)
+	size, ok := ParseUint(f[5], math.MaxUint64)
 	if !ok || size == 0 {
 		return Request{}, m.ls.errAt("field 6 (Size): want a positive byte count, got %s", quoteField(f[5]))
 	}
@@ -165,7 +155,7 @@ func (m *msrReader) parse(t []byte) (Request, error) {
 	if !ok {
 		return Request{}, m.ls.errAt("field 6 (Size): %d bytes at offset %d is out of range", size, off)
 	}
-	resp, ok := parseUintB(f[6], msrMaxResponse)
+	resp, ok := ParseUint(f[6], msrMaxResponse)
 	if !ok {
 		return Request{}, m.ls.errAt("field 7 (ResponseTime): want a non-negative tick count up to %d, got %s", int64(msrMaxResponse), quoteField(f[6]))
 	}

@@ -8,8 +8,12 @@ import (
 // Allocation-free number parsers for the text readers. They accept plain
 // ASCII decimal only: no sign, no exponent, no underscores, no spaces.
 
-// parseUintB parses a non-empty decimal integer no larger than max.
-func parseUintB(b []byte, max uint64) (uint64, bool) {
+// ParseUint parses b, a non-empty plain ASCII decimal integer (no sign,
+// exponent, underscore or space), without allocating. It reports false
+// for anything else, for a value above max and for one that overflows
+// uint64 (pass math.MaxUint64 for no other bound). The tracefs tracer
+// shares it.
+func ParseUint(b []byte, max uint64) (uint64, bool) {
 	if len(b) == 0 || len(b) > 20 {
 		return 0, false
 	}
@@ -41,7 +45,7 @@ func parseSecondsNS(b []byte) (int64, bool) {
 	for i < len(b) && b[i] != '.' {
 		i++
 	}
-	sec, ok := parseUintB(b[:i], maxSeconds)
+	sec, ok := ParseUint(b[:i], maxSeconds)
 	if !ok {
 		return 0, false
 	}

@@ -8,6 +8,7 @@ package loopdev
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -21,18 +22,48 @@ import (
 	"time"
 )
 
-// New attaches a fresh loop device (direct I/O on) to a file of sizeBytes
-// in t.TempDir() and returns its kernel name ("loop3"). It skips the test
-// when not root or when no loop device can be attached.
-func New(t testing.TB, sizeBytes int64) string {
+// Dev is a loop device a test attached with NewForTest.
+type Dev struct {
+	Name      string // kernel name, "loop3"
+	Path      string // device node, "/dev/loop3"
+	Backing   string // the backing file, in t.TempDir()
+	SizeBytes int64  // size, bytes
+	// Queue is SnapshotQueue of the device as attached: what it is
+	// restored to before it is detached.
+	Queue map[string]string
+}
+
+// NeedLoop skips t unless it runs as root with losetup and loop devices
+// (/dev/loop-control). why says what the test needs root for, as in
+// "needs root: why (run go test as root)".
+func NeedLoop(t testing.TB, why string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for loop devices")
+		t.Skipf("needs root: %s (run go test as root)", why)
 	}
-	losetup, err := exec.LookPath("losetup")
-	if err != nil {
+	if _, err := exec.LookPath("losetup"); err != nil {
 		t.Skip("needs losetup (util-linux) for loop devices")
 	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		t.Skip("needs loop devices (/dev/loop-control)")
+	}
+}
+
+// New attaches a fresh loop device with NewForTest and returns its kernel
+// name ("loop3").
+func New(t testing.TB, sizeBytes int64) string {
+	t.Helper()
+	return NewForTest(t, sizeBytes).Name
+}
+
+// NewForTest attaches a fresh loop device (direct I/O on) to a sparse file
+// of sizeBytes in t.TempDir(). It skips the test when not root, without
+// losetup or when no loop device can be attached, and fails it when the
+// device is not backed by that file. When t ends, every queue setting the
+// test changed is put back (Dev.Queue) and the device is detached.
+func NewForTest(t testing.TB, sizeBytes int64) *Dev {
+	t.Helper()
+	NeedLoop(t, "creates loop devices")
 	img := filepath.Join(t.TempDir(), "disk.img")
 	f, err := os.Create(img)
 	if err != nil {
@@ -42,24 +73,8 @@ func New(t testing.TB, sizeBytes int64) string {
 		t.Fatal(err)
 	}
 	f.Close()
-	var out []byte
-	for range 5 { // --find can race with another losetup
-		out, err = exec.Command(losetup, "--find", "--show", "--direct-io=on", img).CombinedOutput()
-		if err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Skipf("cannot attach a loop device (no /dev/loop-control in this container?): %v: %s", err, out)
-	}
-	devPath := strings.TrimSpace(string(out))
+	devPath := attach(t, img)
 	name := filepath.Base(devPath)
-	t.Cleanup(func() {
-		if out, err := exec.Command(losetup, "-d", devPath).CombinedOutput(); err != nil {
-			t.Errorf("losetup -d %s: %v: %s", devPath, err, out)
-		}
-	})
 	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
 	if err != nil || strings.TrimSpace(string(b)) != img {
 		t.Fatalf("%s is not backed by our %s (%q, %v): refusing to touch it", devPath, img, b, err)
@@ -70,7 +85,78 @@ func New(t testing.TB, sizeBytes int64) string {
 	// run last-in first-out).
 	attached := SnapshotQueue(t, name)
 	t.Cleanup(func() { RestoreQueue(t, name, attached) })
-	return name
+	return &Dev{Name: name, Path: devPath, Backing: img, SizeBytes: sizeBytes, Queue: maps.Clone(attached)}
+}
+
+// attach attaches img to a free loop device with direct I/O and returns
+// the device node; t.Cleanup detaches it. It skips t when no device can
+// be attached.
+func attach(t testing.TB, img string) string {
+	t.Helper()
+	var out []byte
+	var err error
+	for range 5 { // --find can race with another losetup
+		out, err = exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
+		if err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Skipf("cannot attach a loop device (no /dev/loop-control in this container?): %v: %s", err, out)
+	}
+	devPath := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", devPath).CombinedOutput(); err != nil {
+			t.Errorf("losetup -d %s: %v: %s", devPath, err, out)
+		}
+	})
+	return devPath
+}
+
+// Allocate allocates the backing file's blocks (best effort: where the
+// file system cannot, the file stays sparse), so that reads reach the
+// backing disk.
+func (d *Dev) Allocate(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(d.Backing, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Fallocate(int(f.Fd()), 0, 0, d.SizeBytes)
+	f.Close()
+}
+
+// Fill writes SizeBytes from r over the backing file and syncs it, so
+// that reads reach allocated blocks and any write to the device changes
+// the file's contents.
+func (d *Dev) Fill(t testing.TB, r io.Reader) {
+	t.Helper()
+	f, err := os.OpenFile(d.Backing, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(f, r, d.SizeBytes); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// NeedHeavyIO is the preamble of the tests that keep a loop device under
+// fio load for long: it skips t unless root with loop devices and fio
+// (NeedLoop, NeedFio), waits for the other such tests (LockHeavyIO) and
+// returns fio's path. why is as in NeedLoop.
+func NeedHeavyIO(t testing.TB, why string) (fio string) {
+	t.Helper()
+	NeedLoop(t, why)
+	fio = NeedFio(t)
+	LockHeavyIO(t)
+	return fio
 }
 
 // RestoreQueue writes back every writable file under /sys/block/NAME/queue
