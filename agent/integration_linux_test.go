@@ -53,15 +53,6 @@ const (
 	integLostOneIn = 200
 )
 
-// needRootAndFio skips t unless it runs as root with fio installed.
-func needRootAndFio(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates loop devices, loads BPF programs and changes queue settings (run go test as root)")
-	}
-	return loopdev.NeedFio(t)
-}
-
 // integWorkload is one fio load; its flags come after the common ones
 // (--filename, --direct=1, --time_based, --runtime).
 type integWorkload struct {
@@ -107,14 +98,13 @@ type integResult struct {
 // turn (sequentially: the machine has two cores), each on its own loop
 // device, with a fifth loop device attached but not selected.
 func TestAgentIntegration(t *testing.T) {
-	fio := needRootAndFio(t)
 	if testing.Short() {
 		t.Skip("about a minute of fio: not with -short")
 	}
-	loopdev.LockHeavyIO(t)
+	fio := loopdev.NeedHeavyIO(t, "creates loop devices, loads BPF programs and changes queue settings")
 	start := time.Now()
-	bystander := loopdev.New(t, 64<<20)
-	byBefore := loopdev.SnapshotQueue(t, bystander)
+	by := loopdev.NewForTest(t, 64<<20)
+	bystander, byBefore := by.Name, by.Queue
 
 	var results []integResult
 	for _, w := range integWorkloads {
@@ -145,8 +135,8 @@ func TestAgentIntegration(t *testing.T) {
 }
 
 func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander string) integResult {
-	name := loopdev.New(t, 1<<30)
-	orig := loopdev.SnapshotQueue(t, name)
+	dev := loopdev.NewForTest(t, 1<<30)
+	name, orig := dev.Name, dev.Queue
 	byOrig := loopdev.SnapshotQueue(t, bystander)
 	stateDir := t.TempDir()
 	if w.prefill != "" {

@@ -40,16 +40,14 @@ import (
 // device exactly. With -v the test prints what kubectl shows meanwhile
 // (the README's figures come from here).
 func TestOperatorAndAgent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a loop device, loads BPF programs and changes queue settings (run go test as root)")
-	}
+	loopdev.NeedLoop(t, "creates a loop device, loads BPF programs and changes queue settings")
 	fio := loopdev.NeedFio(t)
 	ctrl.SetLogger(testr.New(t))
 	env := envtest.StartEnv(t)
 	c := env.Client
 	loopdev.LockHeavyIO(t)
-	dev := loopdev.New(t, 256<<20)
-	orig := loopdev.SnapshotQueue(t, dev)
+	ld := loopdev.NewForTest(t, 256<<20)
+	dev, orig := ld.Name, ld.Queue
 	if ra, _ := strconv.Atoi(strings.TrimSpace(orig["read_ahead_kb"])); ra < 512 {
 		t.Fatalf("%s has read_ahead_kb %d: the test needs one at least 2× 256 KiB (the agent leaves depths within 1.5× alone)", dev, ra)
 	}

@@ -48,15 +48,13 @@ import (
 // device's), so that a change is recommended whatever the simulation says
 // of the schedulers.
 func TestClusterAgent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a loop device, loads BPF programs and changes queue settings (run go test as root)")
-	}
+	loopdev.NeedLoop(t, "creates a loop device, loads BPF programs and changes queue settings")
 	fio := loopdev.NeedFio(t)
 	cfg, c := envtest.Start(t)
 	loopdev.LockHeavyIO(t)
 	start := time.Now()
-	dev := loopdev.New(t, 256<<20)
-	orig := loopdev.SnapshotQueue(t, dev)
+	ld := loopdev.NewForTest(t, 256<<20)
+	dev, orig := ld.Name, ld.Queue
 	if ra := strings.TrimSpace(orig["read_ahead_kb"]); ra == "1024" {
 		t.Fatalf("%s already has read_ahead_kb 1024: the test needs another depth", dev)
 	}
@@ -251,14 +249,12 @@ func TestClusterAgent(t *testing.T) {
 // the node) with a final status, and only ungoverned disks that are not
 // virtual are listed besides the governed one.
 func TestClusterAgentRestoresAtShutdown(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a loop device, loads BPF programs and changes queue settings (run go test as root)")
-	}
+	loopdev.NeedLoop(t, "creates a loop device, loads BPF programs and changes queue settings")
 	fio := loopdev.NeedFio(t)
 	cfg, c := envtest.Start(t)
 	loopdev.LockHeavyIO(t)
-	dev := loopdev.New(t, 256<<20)
-	orig := loopdev.SnapshotQueue(t, dev)
+	ld := loopdev.NewForTest(t, 256<<20)
+	dev, orig := ld.Name, ld.Queue
 	if ra := strings.TrimSpace(orig["read_ahead_kb"]); ra == "512" {
 		t.Fatalf("%s already has read_ahead_kb 512: the test needs another depth", dev)
 	}
