@@ -4,7 +4,11 @@
 //     under agent/: the operator reads what the agents write through the
 //     API (api/v1alpha1), never their code;
 //   - only cmd/shadowtune (package main) imports the command line,
-//     cmd/shadowtune/app (its own tests aside).
+//     cmd/shadowtune/app (its own tests aside);
+//   - the node agent (package agent, not its tests) reaches the simulator
+//     only through internal/engine: it imports none of internal/sim,
+//     internal/sched, internal/redcap and internal/readahead (the disk
+//     model it learns online, internal/model, is its own).
 //
 // The rules are checked on every package of the module, test packages and
 // the e2e build tag included.
@@ -27,7 +31,14 @@ const (
 	agentTree    = module + "/agent"
 	mainPkg      = module + "/cmd/shadowtune"
 	appPkg       = module + "/cmd/shadowtune/app"
+	agentPkg     = module + "/agent"
 )
+
+// behindEngine are the simulator's packages, which the agent reaches only
+// through internal/engine.
+var behindEngine = []string{
+	module + "/internal/sim", module + "/internal/sched", module + "/internal/redcap", module + "/internal/readahead",
+}
 
 // pkg is one package as go list reports it. Paths are ImportPaths: a test
 // variant's is "m/x [m/x.test]", an external test package's
@@ -86,6 +97,13 @@ func violations(pkgs []pkg) []string {
 		}
 		if b != mainPkg && b != appPkg && slices.ContainsFunc(p.imports, func(i string) bool { return plain(i) == appPkg }) {
 			out = append(out, fmt.Sprintf("%s imports %s: only %s may", p.path, appPkg, mainPkg))
+		}
+		if p.path == agentPkg {
+			for _, i := range p.imports {
+				if slices.Contains(behindEngine, plain(i)) {
+					out = append(out, fmt.Sprintf("%s imports %s: the agent reaches the simulator through internal/engine only", p.path, i))
+				}
+			}
 		}
 	}
 	slices.Sort(out)
@@ -227,6 +245,13 @@ func TestViolations(t *testing.T) {
 			clus + " imports " + appPkg + ": only " + mainPkg + " may",
 			module + "/cmd/shadowtune/app/sub imports " + appPkg + ": only " + mainPkg + " may",
 			module + "/e2e [" + module + "/e2e.test] imports " + appPkg + ": only " + mainPkg + " may",
+		}},
+		{"agent past the engine", []pkg{
+			{path: agentPkg, imports: []string{engine, module + "/internal/model", module + "/internal/sim"}},
+			{path: agentPkg + " [" + agentPkg + ".test]", imports: []string{engine, module + "/internal/sched"}},
+			{path: clus, imports: []string{module + "/internal/redcap"}},
+		}, []string{
+			agentPkg + " imports " + module + "/internal/sim: the agent reaches the simulator through internal/engine only",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
