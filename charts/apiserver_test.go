@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,6 +108,29 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	allowed("agent writes its own node's status", status(agentA, "node-a"))
 	forbidden("agent writes another node's status", status(agentA, "node-b"),
 		"the shadowtune agent on node 'node-a' may only update the NodeStorageState named 'node-a', not 'node-b'")
+	// RBAC refuses the agent any update of the object itself (it updates
+	// only the status); grant it that update here, to check that the
+	// admission policy also keeps spec (the grant) out of its reach.
+	forbidden("agent grants itself (RBAC)", grant(agentA, "node-a"), "cannot update resource")
+	const extra = "test-agent-updates-nodestoragestates"
+	for _, o := range []client.Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: extra}, Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{v1alpha1.Group}, Resources: []string{"nodestoragestates"}, Verbs: []string{"update"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: extra},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: extra},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: agentName, Namespace: testNS}}},
+	} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for err := grant(agentA, "node-a"); err != nil && strings.Contains(err.Error(), "cannot update resource"); err = grant(agentA, "node-a") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the extra ClusterRole does not take effect: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	forbidden("agent grants itself", grant(agentA, "node-a"), "may not change spec of NodeStorageState 'node-a'")
 	forbidden("agent creates another node's object",
 		agentA.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: "node-c"}}),

@@ -51,10 +51,14 @@ import (
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
-// RBAC the agent needs (the Helm chart's ClusterRole).
+// RBAC the agent needs, generated into the Helm chart's ClusterRole
+// (charts/shadowtune/files/rbac/agent-role.yaml, make manifests): the policies
+// (cache and direct list); its own Node and NodeStorageState (cache with a
+// name field selector, direct get; create at start, delete when no policy
+// selects the node); the status update. It writes no events.
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
 // FieldOwner is the agent's field manager name.

@@ -154,7 +154,7 @@ func TestLoadAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if st.Spec.Evaluation.Window == nil || st.Spec.Schedulers.Default != DefaultScheduler {
+			if st.Spec.Evaluation.Window == nil || st.Spec.Schedulers.Default != SchedulerMQDeadline {
 				t.Errorf("not defaulted: %+v", st.Spec)
 			}
 		})
@@ -204,7 +204,7 @@ func TestDefault(t *testing.T) {
 	ks := kept.Spec
 	if ks.Mode != ModeApply || ks.Schedulers.Candidates == nil || len(ks.Schedulers.Candidates) != 0 ||
 		*ks.ReadAhead.Enabled || *ks.Evaluation.MarginPercent != 0 || *ks.Rollout.ToleratedRegressionPercent != 0 ||
-		*ks.Tunables[0].Steps != DefaultTunableSteps {
+		*ks.Tunables[0].Steps != 3 {
 		t.Errorf("Default changed set values: %+v", ks)
 	}
 }

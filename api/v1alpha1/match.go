@@ -88,13 +88,13 @@ func (s *StorageTuningSpec) MatchesNode(nodeLabels map[string]string) (bool, err
 // Values returns the candidate values of the range, ascending and without
 // repeats: Steps values spread evenly from Min to Max, both included, each
 // rounded down to an integer (Min alone when Min == Max; Steps unset means
-// DefaultTunableSteps). It returns nil when the range is invalid (Max unset
+// the schema default, 3). It returns nil when the range is invalid (Max unset
 // or below Min, Steps below 2).
 func (t *TunableRange) Values() []int64 {
 	if t.Max == nil || *t.Max < t.Min || t.Min < 0 {
 		return nil
 	}
-	steps := int64(DefaultTunableSteps)
+	steps := tunableStepsDefault()
 	if t.Steps != nil {
 		steps = int64(*t.Steps)
 	}

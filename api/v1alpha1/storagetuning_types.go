@@ -29,28 +29,22 @@ const (
 	MaxMarginPercent = 50
 )
 
-// Schema defaults, applied by the API server from the CRD and by Default.
+// Defaults the node agent still reads (agent/policy.go) for fields it finds
+// unset. The schema (the +kubebuilder:default markers below) is the one
+// source of defaults, which Default applies; TestAgentDefaultConstants fails
+// when one of these differs from it. Drop them once the agent relies on
+// Default alone.
 const (
-	DefaultMode                       = ModeObserve
-	DefaultScheduler                  = SchedulerMQDeadline
-	DefaultTunableSteps               = 3
 	DefaultReadAheadEnabled           = true
-	DefaultReadAheadMinKiB            = 16   // internal/readahead.DefaultMinKiB
-	DefaultReadAheadMaxKiB            = 4096 // internal/readahead.DefaultMaxKiB
-	DefaultCacheMemoryBudget          = "64Mi"
-	DefaultWindow                     = "5s"
-	DefaultMarginPercent              = 5 // DADS §4.2, internal/decide.DefaultMarginPct
-	DefaultThrashGuardChanges         = 5 // internal/decide.DefaultGuardChanges
-	DefaultThrashGuardQuietChecks     = 7 // internal/decide.DefaultQuietChecks
-	DefaultCPUBudgetPercent           = 10
-	DefaultMaxUnavailable             = 1
-	DefaultMinDwell                   = "10m"
-	DefaultToleratedRegressionPercent = 5
+	DefaultReadAheadMinKiB            = 16   // KiB; internal/readahead.DefaultMinKiB
+	DefaultReadAheadMaxKiB            = 4096 // KiB; internal/readahead.DefaultMaxKiB
+	DefaultWindow                     = "5s" // a time.ParseDuration string
+	DefaultMarginPercent              = 5    // percent; DADS §4.2, internal/decide.DefaultMarginPct
+	DefaultThrashGuardChanges         = 5    // changes; internal/decide.DefaultGuardChanges
+	DefaultThrashGuardQuietChecks     = 7    // checks; internal/decide.DefaultQuietChecks
+	DefaultCPUBudgetPercent           = 10   // percent of one core
+	DefaultToleratedRegressionPercent = 5    // percent
 )
-
-// DefaultCandidates returns the default spec.schedulers.candidates: all
-// four schedulers.
-func DefaultCandidates() []SchedulerName { return SchedulerNames() }
 
 // TuningMode says whether shadowtune only reports or also changes devices.
 // +kubebuilder:validation:Enum=Observe;Apply

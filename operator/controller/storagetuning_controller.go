@@ -37,9 +37,16 @@ import (
 // Name is the controllers' reporting name (events, field manager).
 const Name = "shadowtune-operator"
 
-// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates,verbs=get;list;watch;update;patch;delete
+// RBAC the operator's controllers need, generated into the Helm chart's
+// ClusterRole (charts/shadowtune/files/rbac/operator-role.yaml, make
+// manifests): the policies (cache) and their status (update); the
+// NodeStorageStates (cache, update of spec.grant, delete of a departed
+// node's); the nodes (metadata cache, direct get); events about the policies
+// (events.k8s.io/v1, cluster-scoped objects' events go to "default"). Leader
+// election's Lease and events are the chart's namespaced Role.
+// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings,verbs=get;list;watch
+// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings/status,verbs=update
+// +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates,verbs=get;list;watch;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 

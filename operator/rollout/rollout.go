@@ -361,10 +361,12 @@ func settings(m map[string]int32) []v1alpha1.SchedulerCount {
 
 // MaxUnavailable resolves spec.rollout.maxUnavailable for a number of
 // selected nodes: a count as given, a percentage of the nodes rounded up;
-// at least 1 either way.
+// at least 1 either way. Unset (nil) takes the schema default.
 func MaxUnavailable(v *intstr.IntOrString, nodes int) int {
 	if v == nil {
-		return v1alpha1.DefaultMaxUnavailable
+		var s v1alpha1.StorageTuningSpec
+		s.Default()
+		v = s.Rollout.MaxUnavailable
 	}
 	n, err := intstr.GetScaledValueFromIntOrPercent(v, nodes, true)
 	if err != nil || n < 1 {
