@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
@@ -223,35 +222,6 @@ func TestDefaultSetsEveryPointer(t *testing.T) {
 		}
 	}
 	walk("", reflect.ValueOf(s).Elem())
-}
-
-// TestAgentDefaultConstants checks that the Default* constants the agent
-// still reads are the schema's defaults.
-func TestAgentDefaultConstants(t *testing.T) {
-	s := &StorageTuningSpec{}
-	s.Default()
-	window, err := time.ParseDuration(DefaultWindow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name          string
-		constant, got any
-	}{
-		{"DefaultReadAheadEnabled", DefaultReadAheadEnabled, *s.ReadAhead.Enabled},
-		{"DefaultReadAheadMinKiB", int32(DefaultReadAheadMinKiB), *s.ReadAhead.MinKiB},
-		{"DefaultReadAheadMaxKiB", int32(DefaultReadAheadMaxKiB), *s.ReadAhead.MaxKiB},
-		{"DefaultWindow", window, s.Evaluation.Window.Duration},
-		{"DefaultMarginPercent", int32(DefaultMarginPercent), *s.Evaluation.MarginPercent},
-		{"DefaultThrashGuardChanges", int32(DefaultThrashGuardChanges), *s.Evaluation.ThrashGuard.Changes},
-		{"DefaultThrashGuardQuietChecks", int32(DefaultThrashGuardQuietChecks), *s.Evaluation.ThrashGuard.QuietChecks},
-		{"DefaultCPUBudgetPercent", int32(DefaultCPUBudgetPercent), *s.Evaluation.CPUBudgetPercent},
-		{"DefaultToleratedRegressionPercent", int32(DefaultToleratedRegressionPercent), *s.Rollout.ToleratedRegressionPercent},
-	} {
-		if c.constant != c.got {
-			t.Errorf("%s = %v, schema default %v", c.name, c.constant, c.got)
-		}
-	}
 }
 
 // TestDefaultKeepsEmptyLists checks that explicit empty lists and maps

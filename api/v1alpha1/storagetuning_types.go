@@ -29,23 +29,6 @@ const (
 	MaxMarginPercent = 50
 )
 
-// Defaults the node agent still reads (agent/policy.go) for fields it finds
-// unset. The schema (the +kubebuilder:default markers below) is the one
-// source of defaults, which Default applies; TestAgentDefaultConstants fails
-// when one of these differs from it. Drop them once the agent relies on
-// Default alone.
-const (
-	DefaultReadAheadEnabled           = true
-	DefaultReadAheadMinKiB            = 16   // KiB; internal/readahead.DefaultMinKiB
-	DefaultReadAheadMaxKiB            = 4096 // KiB; internal/readahead.DefaultMaxKiB
-	DefaultWindow                     = "5s" // a time.ParseDuration string
-	DefaultMarginPercent              = 5    // percent; DADS §4.2, internal/decide.DefaultMarginPct
-	DefaultThrashGuardChanges         = 5    // changes; internal/decide.DefaultGuardChanges
-	DefaultThrashGuardQuietChecks     = 7    // checks; internal/decide.DefaultQuietChecks
-	DefaultCPUBudgetPercent           = 10   // percent of one core
-	DefaultToleratedRegressionPercent = 5    // percent
-)
-
 // TuningMode says whether shadowtune only reports or also changes devices.
 // +kubebuilder:validation:Enum=Observe;Apply
 type TuningMode string
