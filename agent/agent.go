@@ -114,6 +114,9 @@ type Agent struct {
 	others []sysfs.Device
 	st     Status
 	notes  []string // the tracer's notes
+	// writers names other writers of the devices' settings (nil when no
+	// probe could be loaded).
+	writers WriterWatcher
 	window time.Duration
 	budget *cpuBudget
 }
@@ -294,7 +297,7 @@ func (a *Agent) ingest() {
 
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
-	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant}
+	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers}
 	for _, d := range a.devs {
 		n := d.ctrl.win.total
 		d.window(now, env)
@@ -339,6 +342,7 @@ func (a *Agent) shutdown() error {
 		a.publish()
 		return nil
 	}
+	a.leaveToOtherWriters()
 	done, err := a.act.RevertAll()
 	if m := a.opt.Metrics; m != nil {
 		for _, dev := range done {
