@@ -201,6 +201,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	if info.EBPFError != nil {
 		a.notes = append(a.notes, "eBPF not used: "+info.EBPFError.Error())
 	}
+	if wp, err := tracer.NewWriterProbe(); err != nil {
+		a.notes = append(a.notes, "other writers are detected but not named: "+err.Error())
+	} else {
+		defer wp.Close()
+		a.writers = probeWriters{wp}
+	}
 	a.st.Notes = append(a.notes, a.st.Notes...)
 	if err := a.loop(ctx); err != nil {
 		return err

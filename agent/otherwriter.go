@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -80,6 +81,18 @@ type WriterWatcher interface {
 	// device's queue settings by now ("bash (pid 4242, cgroup 1234)"),
 	// or "" when it saw none.
 	Writer(device string, now time.Time) string
+}
+
+// probeWriters names writers with the tracer's eBPF probe on the sysfs
+// store paths.
+type probeWriters struct{ p *tracer.WriterProbe }
+
+// Writer is the probe's last writer of device, "" when none.
+func (w probeWriters) Writer(device string, _ time.Time) string {
+	if wr, ok := w.p.Last(device); ok {
+		return wr.String()
+	}
+	return ""
 }
 
 // leaveToOtherWriters drops the records of the devices the agent yielded
