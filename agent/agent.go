@@ -117,8 +117,8 @@ type Agent struct {
 	// writers names other writers of the devices' settings (nil when no
 	// probe could be loaded).
 	writers WriterWatcher
-	window time.Duration
-	budget *cpuBudget
+	window  time.Duration
+	budget  *cpuBudget
 }
 
 // New returns an agent for opt; StateDir defaults to DefaultStateDir.
