@@ -114,8 +114,11 @@ type Agent struct {
 	others []sysfs.Device
 	st     Status
 	notes  []string // the tracer's notes
-	window time.Duration
-	budget *cpuBudget
+	// writers names other writers of the devices' settings (nil when no
+	// probe could be loaded).
+	writers WriterWatcher
+	window  time.Duration
+	budget  *cpuBudget
 }
 
 // New returns an agent for opt; StateDir defaults to DefaultStateDir.
@@ -197,6 +200,12 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.st.Tracer, a.notes = info.Kind, info.Notes
 	if info.EBPFError != nil {
 		a.notes = append(a.notes, "eBPF not used: "+info.EBPFError.Error())
+	}
+	if wp, err := tracer.NewWriterProbe(); err != nil {
+		a.notes = append(a.notes, "other writers are detected but not named: "+err.Error())
+	} else {
+		defer wp.Close()
+		a.writers = probeWriters{wp}
 	}
 	a.st.Notes = append(a.notes, a.st.Notes...)
 	if err := a.loop(ctx); err != nil {
@@ -294,7 +303,7 @@ func (a *Agent) ingest() {
 
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
-	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant}
+	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers}
 	for _, d := range a.devs {
 		n := d.ctrl.win.total
 		d.window(now, env)
@@ -339,6 +348,7 @@ func (a *Agent) shutdown() error {
 		a.publish()
 		return nil
 	}
+	a.leaveToOtherWriters()
 	done, err := a.act.RevertAll()
 	if m := a.opt.Metrics; m != nil {
 		for _, dev := range done {

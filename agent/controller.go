@@ -112,6 +112,9 @@ type Gate struct {
 	// MinDwell is the least time a setting is kept after a change
 	// (spec.rollout.minDwell); 0 for none.
 	MinDwell time.Duration
+	// Yielded: another writer changed the device and the policy yields to
+	// it (spec.otherWriters Yield).
+	Yielded bool
 }
 
 // Hold says why the gate held back a decided change.
@@ -126,6 +129,9 @@ const (
 	HoldDwell
 	// HoldGrant: no grant allows the change.
 	HoldGrant
+	// HoldOtherWriter: another writer changed the device, and the agent
+	// yields to it.
+	HoldOtherWriter
 )
 
 // hold returns why the gate holds a change back at now, given the time of
@@ -134,6 +140,8 @@ func (g Gate) hold(lastChange, now time.Time) Hold {
 	switch {
 	case g.Paused:
 		return HoldPaused
+	case g.Yielded:
+		return HoldOtherWriter
 	case g.MinDwell > 0 && !lastChange.IsZero() && now.Sub(lastChange) < g.MinDwell:
 		return HoldDwell
 	case !g.Granted:
@@ -442,6 +450,13 @@ func (c *deviceController) commit(a Action, now time.Time) {
 	case a.verify != nil:
 		c.verify = a.verify
 	}
+}
+
+// resync tells the controller that the device has setting s, which the
+// agent did not write (another writer): the window goes on from it, and a
+// verification in progress is dropped (it measured another setting).
+func (c *deviceController) resync(s Setting) {
+	c.current, c.verify = s, nil
 }
 
 // simulate evaluates the window over reqs (its newest requests, in arrival

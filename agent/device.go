@@ -31,6 +31,9 @@ type device struct {
 	policy *v1alpha1.StorageTuning // the governing policy
 	key    string                  // policyKey(policy)
 	target *Setting                // the last evaluated window's recommendation
+	// yielded: another writer changed the device and the policy yields to
+	// it (watchWriters): no change is made any more.
+	yielded bool
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -46,6 +49,8 @@ type windowEnv struct {
 	// grant reports whether the operator's grant allows changing the
 	// device under its policy now; nil allows every change.
 	grant func(device string, policy *v1alpha1.StorageTuning) bool
+	// writers names other writers; nil when no probe runs.
+	writers WriterWatcher
 }
 
 // newDevice builds a device's controller under its governing policy, whose
@@ -94,11 +99,11 @@ func (d *device) ingest(mu *sync.Mutex) {
 // gate is the device's gate now: its policy's pause and minDwell, and, in
 // Apply mode, the grant (asked only then).
 func (d *device) gate(e *windowEnv) Gate {
-	g := Gate{Paused: d.policy.Spec.Paused, Granted: true}
+	g := Gate{Paused: d.policy.Spec.Paused, Granted: true, Yielded: d.yielded}
 	if dw := d.policy.Spec.Rollout.MinDwell; dw != nil {
 		g.MinDwell = dw.Duration
 	}
-	if d.apply() && !g.Paused && e.grant != nil {
+	if d.apply() && !g.Paused && !g.Yielded && e.grant != nil {
 		g.Granted = e.grant(d.sys.Name, d.policy)
 	}
 	return g
@@ -107,6 +112,7 @@ func (d *device) gate(e *windowEnv) Gate {
 // window ends the device's window at now: evaluation (within the CPU
 // budget), the action the controller asks for, and the status.
 func (d *device) window(now time.Time, e *windowEnv) {
+	d.watchWriters(now, e)
 	in := windowInput{Now: now, Gate: d.gate(e)}
 	if !e.budget.allow() {
 		in.Skip = "over the CPU budget"
@@ -269,7 +275,7 @@ func (d *device) refresh(act *actuate.Actuator, g Gate) {
 	}
 	st.ModelCalibrated = d.ctrl.calibrated
 	pending := d.target != nil && !sameSetting(*d.target, d.ctrl.current)
-	st.AwaitingGrant = pending && d.apply() && !g.Paused && !g.Granted
+	st.AwaitingGrant = pending && d.apply() && !g.Paused && !g.Yielded && !g.Granted
 }
 
 func ptrTime(t time.Time) *metav1.Time {

@@ -570,3 +570,69 @@ func TestReportIsTheAPISchema(t *testing.T) {
 		t.Errorf("decoded entry lost figures: %s", doc.Devices[0])
 	}
 }
+
+// TestOtherWriterYields: another writer changes the scheduler the agent
+// set; the agent notices before the next window, reports OtherWriter,
+// simulates from the new setting and, under the default policy (Yield),
+// changes the device no more and leaves the other writer's value at exit.
+// Under Reclaim it keeps governing.
+func TestOtherWriterYields(t *testing.T) {
+	for _, policy := range []v1alpha1.OtherWritersPolicy{v1alpha1.OtherWritersYield, v1alpha1.OtherWritersReclaim} {
+		t.Run(string(policy), func(t *testing.T) {
+			p := testTuning("fleet", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+				s.OtherWriters = policy
+				s.Rollout.MinDwell = &metav1.Duration{}
+			})
+			e := newGateEnv(t, "sda", p)
+			e.allow = true
+			st := e.window(t, 1)
+			if st.Applied == nil || st.Current.Scheduler == "none" {
+				t.Fatalf("no change to start from: %+v", st.Current)
+			}
+			agentSet := st.Current.Scheduler
+			other := "kyber"
+			if agentSet == other {
+				other = "bfq"
+			}
+			if err := e.fake.Write("sda", actuate.AttrScheduler, other); err != nil {
+				t.Fatal(err)
+			}
+			writes := len(e.schedulerWrites())
+			st = e.window(t, 1)
+			ow := st.OtherWriter
+			if ow == nil || ow.Change != "scheduler "+agentSet+" -> "+other || ow.Yielded != (policy == v1alpha1.OtherWritersYield) {
+				t.Fatalf("otherWriter %+v, want scheduler %s -> %s", ow, agentSet, other)
+			}
+			if policy == v1alpha1.OtherWritersReclaim {
+				// The window went on from the other writer's setting and
+				// took the device back.
+				if got := e.schedulerWrites(); len(got) != writes+1 || !strings.HasSuffix(got[writes], "scheduler="+agentSet) {
+					t.Errorf("scheduler writes after the other writer %v, want one back to %s", got[writes:], agentSet)
+				}
+				return
+			}
+			if e.d.ctrl.current.Candidate.Scheduler != other {
+				t.Errorf("the controller simulates from %s, want the other writer's %s", e.d.ctrl.current.Candidate.Name(), other)
+			}
+			for range 4 {
+				st = e.window(t, 1)
+			}
+			if got := e.schedulerWrites(); len(got) != writes {
+				t.Errorf("scheduler writes after the other writer: %v", got[writes:])
+			}
+			if st.Current.Scheduler != other || st.AwaitingGrant {
+				t.Errorf("current %s awaiting %v, want %s left alone", st.Current.Scheduler, st.AwaitingGrant, other)
+			}
+			a := &Agent{act: e.act, devs: []*device{e.d}, opt: Options{Log: testr.New(t)}}
+			if left := a.leaveToOtherWriters(); len(left) != 1 || left[0] != "sda" {
+				t.Fatalf("left %v, want sda", left)
+			}
+			if _, err := e.act.RevertAll(); err != nil {
+				t.Fatal(err)
+			}
+			if s, _ := e.act.Read("sda"); s.Scheduler != other {
+				t.Errorf("at exit the scheduler is %s, want the other writer's %s kept", s.Scheduler, other)
+			}
+		})
+	}
+}

@@ -501,3 +501,65 @@ func prefixed(p, s string) string {
 	}
 	return p + s
 }
+
+// TestOtherWriterLive: while the agent runs in Apply mode on a loaded loop
+// device, another process (sh) writes queue/scheduler. The agent reports
+// OtherWriter naming the change and the writer (the eBPF probe on the
+// sysfs store path), makes no change after it, and at exit leaves the
+// other writer's scheduler in place instead of restoring its original.
+func TestOtherWriterLive(t *testing.T) {
+	fio := loopdev.NeedHeavyIO(t, "creates loop devices, loads BPF programs and changes queue settings")
+	dev := loopdev.NewForTest(t, 256<<20)
+	name := dev.Name
+	spec := v1alpha1.StorageTuningSpec{
+		Mode:       v1alpha1.ModeApply,
+		Devices:    v1alpha1.DeviceSelector{Include: []string{name}},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: time.Second}, CPUBudgetPercent: ptr.To[int32](50)},
+		Rollout:    v1alpha1.RolloutPolicy{MinDwell: &metav1.Duration{}},
+	}
+	spec.Default()
+	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t)})
+	load := exec.Command(fio, "--name=ow", "--filename=/dev/"+name, "--direct=1", "--rw=randread", "--bs=4k",
+		"--ioengine=libaio", "--iodepth=8", "--time_based", "--runtime=20", "--output-format=terse")
+	if err := load.Start(); err != nil {
+		a.stop(t)
+		t.Fatal(err)
+	}
+	defer func() { _ = load.Process.Kill(); _ = load.Wait() }()
+	a.waitWindowAfter(t, time.Now().Add(2*time.Second))
+	cur, _ := readSetting(name)
+	other := "bfq"
+	if cur == other {
+		other = "kyber"
+	}
+	wrote := time.Now()
+	if out, err := exec.Command("sh", "-c", "echo "+other+" > /sys/block/"+name+"/queue/scheduler").CombinedOutput(); err != nil {
+		a.stop(t)
+		t.Fatalf("the other writer: %v: %s", err, out)
+	}
+	a.waitWindowAfter(t, wrote.Add(3*time.Second))
+	after := len(a.changeLog())
+	a.waitWindowAfter(t, time.Now().Add(3*time.Second))
+	final := a.stop(t)
+	var ow *v1alpha1.OtherWriterState
+	for _, d := range final.Devices {
+		if d.Name == name {
+			ow = d.OtherWriter
+		}
+	}
+	t.Logf("otherWriter %+v; changes %v", ow, a.changeLog())
+	if ow == nil || !strings.Contains(ow.Change, "scheduler ") || !strings.HasSuffix(ow.Change, "-> "+other) || !ow.Yielded {
+		t.Fatalf("otherWriter %+v, want scheduler … -> %s, yielded", ow, other)
+	}
+	if noProbe := slices.ContainsFunc(final.Notes, func(n string) bool { return strings.HasPrefix(n, "other writers are detected but not named") }); noProbe {
+		t.Logf("the writer is not named on this kernel: %v", final.Notes)
+	} else if !strings.HasPrefix(ow.Writer, "sh (pid ") || !strings.Contains(ow.Writer, "scheduler="+other) {
+		t.Errorf("writer %q, want sh writing scheduler=%s", ow.Writer, other)
+	}
+	if got := a.changeLog(); len(got) != after {
+		t.Errorf("changes after yielding: %v", got[after:])
+	}
+	if s, _ := readSetting(name); s != other {
+		t.Errorf("at exit the scheduler is %s, want the other writer's %s left in place", s, other)
+	}
+}

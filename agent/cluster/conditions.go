@@ -16,8 +16,10 @@ package cluster
 //     device changed → True Applied; else True NothingToApply.
 //   - Degraded, first that holds: a regression revert within
 //     agent.RegressionBackoff → True Reverted; a change failed → True
-//     ApplyFailed; events dropped within DroppedDegradedFor → True
-//     EventsDropped; else False AgentReady.
+//     ApplyFailed; another writer changed a governed device → True
+//     OtherWriter (naming the device, the change and the writer); events
+//     dropped within DroppedDegradedFor → True EventsDropped; else False
+//     AgentReady.
 //   - Ready: True AgentReady when TracingActive and ModelReady are True
 //     and Degraded is False; else False with the reason of the first of
 //     them that is not.
@@ -107,6 +109,8 @@ func degraded(in StatusInput, f facts) metav1.Condition {
 		return condition(typ, yes, v1alpha1.ReasonReverted, "a change was put back after a measured regression on "+list(f.reverted))
 	case len(f.failed) > 0:
 		return condition(typ, yes, v1alpha1.ReasonApplyFailed, "a change failed on "+list(f.failed))
+	case len(f.otherWriter) > 0:
+		return condition(typ, yes, v1alpha1.ReasonOtherWriter, "another writer changed a setting the agent governs: "+strings.Join(f.otherWriter, "; "))
 	case dropped:
 		return condition(typ, yes, v1alpha1.ReasonEventsDropped, "the tracer dropped block I/O events")
 	}

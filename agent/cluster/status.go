@@ -170,6 +170,10 @@ func governedEntry(d *v1alpha1.DeviceState, tracer v1alpha1.TracerKind) v1alpha1
 	}
 	ds.LastRevertTime, ds.LastChangeTime = secondOf(ds.LastRevertTime), secondOf(ds.LastChangeTime)
 	ds.LastChange, ds.LastError = truncate(ds.LastChange, 1024), truncate(ds.LastError, 1024)
+	if ow := ds.OtherWriter; ow != nil {
+		ow.Time = metav1.NewTime(ow.Time.Truncate(time.Second))
+		ow.Change, ow.Writer = truncate(ow.Change, 1024), truncate(ow.Writer, 512)
+	}
 	if w := ds.Window; w != nil {
 		w.Requests = 0
 		w.Best, w.Skipped, w.Note = truncate(w.Best, 256), truncate(w.Skipped, 1024), truncate(w.Note, 1024)
@@ -182,6 +186,9 @@ func governedEntry(d *v1alpha1.DeviceState, tracer v1alpha1.TracerKind) v1alpha1
 type facts struct {
 	apply, failed, verifying, changed, learning []string
 	awaiting, expired, reverted                 []string
+	// otherWriter: "DEVICE: CHANGE by WRITER" of each device another
+	// writer changed.
+	otherWriter []string
 }
 
 // summarize counts the status's devices and gathers the facts of the
@@ -209,6 +216,13 @@ func summarize(st *v1alpha1.NodeStorageStateStatus, in StatusInput) facts {
 		}
 		if ds.Window != nil && ds.Window.ApplyError != "" {
 			f.failed = append(f.failed, n)
+		}
+		if ow := ds.OtherWriter; ow != nil {
+			what := n + ": " + ow.Change
+			if ow.Writer != "" {
+				what += " by " + ow.Writer
+			}
+			f.otherWriter = append(f.otherWriter, what)
 		}
 		if ds.Mode != v1alpha1.ModeApply {
 			continue

@@ -164,6 +164,14 @@ func TestBuildStatusConditions(t *testing.T) {
 			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}, "Ready": {T, v1alpha1.ReasonAgentReady}},
 		},
 		{
+			name: "another writer",
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
+					d.OtherWriter = &v1alpha1.OtherWriterState{Time: metav1.NewTime(now), Change: "scheduler none -> bfq", Writer: "bash (pid 7)", Yielded: true}
+				})}}},
+			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonOtherWriter}, "Ready": {F, v1alpha1.ReasonOtherWriter}},
+		},
+		{
 			name: "events dropped recently",
 			in: StatusInput{EventsDroppedAt: now.Add(-10 * time.Second), Agent: agent.Status{Tracer: "ebpf",
 				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},

@@ -153,6 +153,7 @@ type Metrics struct {
 	evalCPU        *prometheus.CounterVec
 	windowsSkipped *prometheus.CounterVec
 	screened       *prometheus.CounterVec
+	otherWriter    *prometheus.CounterVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
 	mu             sync.Mutex
@@ -226,13 +227,15 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).", []string{"device", "reason"}),
 		screened: counter("windows_screened_total",
 			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no switch, and no candidate within 1.5 points of the switching margin).", dev),
+		otherWriter: counter("other_writer_changes_total",
+			"Changes to a setting the agent governs on the device that the agent did not make (another writer).", dev),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
 	m.all = []prometheus.Collector{
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
-		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened,
+		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -348,6 +351,16 @@ func (m *Metrics) IncRevert(dev, reason string) {
 	m.reverts.WithLabelValues(dev, closed(reason, revertReasons)).Inc()
 }
 
+// IncOtherWriter counts one change of dev's setting that the agent did not
+// make.
+func (m *Metrics) IncOtherWriter(dev string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.otherWriter.WithLabelValues(dev).Inc()
+}
+
 // SetThrashGuard records the thrash guard's state on dev (DESIGN §6):
 // changes decided in consecutive checks, consecutive quiet checks while
 // pinned, and whether the default is pinned.
@@ -427,6 +440,7 @@ func (m *Metrics) device(dev string) *deviceState {
 	st = &deviceState{}
 	m.devices[dev] = st
 	m.changes.WithLabelValues(dev)
+	m.otherWriter.WithLabelValues(dev)
 	for _, r := range revertReasons {
 		m.reverts.WithLabelValues(dev, r)
 	}

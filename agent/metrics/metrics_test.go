@@ -99,6 +99,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_evaluation_cpu_seconds_total":     {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_windows_skipped_total":            {dto.MetricType_COUNTER, []string{"device", "reason"}},
 		"shadowtune_agent_windows_screened_total":           {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_other_writer_changes_total":       {dto.MetricType_COUNTER, []string{"device"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {

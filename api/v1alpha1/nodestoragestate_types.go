@@ -231,6 +231,10 @@ type DeviceState struct {
 	// Window is what the last window found.
 	// +optional
 	Window *WindowState `json:"window,omitempty"`
+	// OtherWriter is set once something other than the agent changed a
+	// setting the agent governs on the device.
+	// +optional
+	OtherWriter *OtherWriterState `json:"otherWriter,omitempty"`
 
 	// ModelErrorPercent is the disk model's mean absolute error on the
 	// device's measured service times, percent, decimal string ("12.5").
@@ -378,6 +382,26 @@ type ThrashGuardState struct {
 	Pinned bool `json:"pinned,omitempty"`
 }
 
+// OtherWriterState is the last change to a device's setting that the
+// agent did not make.
+type OtherWriterState struct {
+	// Time is when the agent saw the change (at the start of a window).
+	Time metav1.Time `json:"time"`
+	// Change says what changed, from → to ("scheduler kyber -> bfq").
+	// +kubebuilder:validation:MaxLength=1024
+	Change string `json:"change"`
+	// Writer names the process that wrote it, when the agent could see it
+	// ("bash (pid 4242, cgroup /user.slice)"); empty when not known.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Writer string `json:"writer,omitempty"`
+	// Yielded is true when the agent stopped changing the device
+	// (spec.otherWriters Yield): it leaves the other writer's value in
+	// place, at exit too.
+	// +optional
+	Yielded bool `json:"yielded,omitempty"`
+}
+
 // WindowState is what the agent's last window of a device found.
 type WindowState struct {
 	// Requests is the number of the window's traced requests. The
@@ -453,6 +477,7 @@ const (
 	ReasonApplyFailed       = "ApplyFailed"
 	ReasonEventsDropped     = "EventsDropped"
 	ReasonAgentReady        = "AgentReady"
+	ReasonOtherWriter       = "OtherWriter"
 )
 
 // NodeStorageState is one node's storage state: the operator's grant in

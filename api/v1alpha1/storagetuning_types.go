@@ -118,7 +118,27 @@ type StorageTuningSpec struct {
 	// the simulation keeps reporting.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// OtherWriters says what the agent does when something else (a udev
+	// rule, TuneD, a cloud guest agent, an administrator) changes a
+	// setting it governs: Yield (the default) stops changing the device
+	// and, at exit, leaves the other writer's value in place; Reclaim
+	// keeps governing it and restores the original at exit as usual.
+	// +kubebuilder:validation:Enum=Yield;Reclaim
+	// +kubebuilder:default=Yield
+	// +optional
+	OtherWriters OtherWritersPolicy `json:"otherWriters,omitempty"`
 }
+
+// OtherWritersPolicy is spec.otherWriters: Yield or Reclaim.
+type OtherWritersPolicy string
+
+const (
+	// OtherWritersYield stops changing a device another writer changed.
+	OtherWritersYield OtherWritersPolicy = "Yield"
+	// OtherWritersReclaim keeps governing a device another writer changed.
+	OtherWritersReclaim OtherWritersPolicy = "Reclaim"
+)
 
 // DeviceSelector selects block devices by kernel name, kind and size.
 //

@@ -182,6 +182,15 @@ func printRunTable(w io.Writer, s agent.Status) {
 		case win.Skipped != "":
 			note = "  skipped: " + win.Skipped
 		}
+		if ow := d.OtherWriter; ow != nil {
+			note += "  OtherWriter: " + ow.Change
+			if ow.Writer != "" {
+				note += " by " + ow.Writer
+			}
+			if ow.Yielded {
+				note += " (yielded)"
+			}
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\t%s\t%s%%\t%d KiB\t%s%%\t%d\t%d\t%s%s\n",
 			d.Name, d.Class, d.Current.Scheduler, d.Current.ReadAheadKiB, orDash(win.Best), orZero(win.BestGainPercent),
 			win.ReadAheadAdviceKiB, orZero(d.ModelErrorPercent), win.Requests, d.EventsDropped, last, note)
