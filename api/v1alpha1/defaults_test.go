@@ -116,6 +116,7 @@ func TestDefaultIsTheSchema(t *testing.T) {
 		"rollout.minDwell":                   "0s",
 		"rollout.toleratedRegressionPercent": int64(0),
 		"priority":                           int64(7),
+		"otherWriters":                       "Reclaim",
 	}
 	var paths, rows []string
 	for p := range schemaDefaults {
