@@ -2,6 +2,7 @@ package app
 
 import (
 	"errors"
+	"runtime"
 
 	"github.com/spf13/pflag"
 
@@ -9,14 +10,32 @@ import (
 )
 
 // The default --max-requests of the commands that hold a whole trace in
-// memory, chosen so that their peak RSS stays under 512 MiB
-// (docs/performance.md): simulate takes about 480 bytes per request (the
-// requests, the replay plan and a simulation state per candidate run at
-// once), model eval and model learn about 220.
+// memory, chosen so that their peak RSS stays under memoryBudgetBytes
+// (docs/performance.md): model eval and model learn take about 250 bytes
+// per request; simulate, about simulateBaseBytes per request (the
+// requests, the replay plan, the learned model) plus simulateRunBytes per
+// request for each candidate simulated at once.
 const (
 	defaultMaxSimulateRequests = 1_000_000
-	defaultMaxModelRequests    = 2_000_000
+	defaultMaxModelRequests    = 1_500_000
+
+	memoryBudgetBytes = 512 << 20
+	simulateBaseBytes = 280
+	simulateRunBytes  = 128
 )
+
+// simulateParallel returns the number of candidates to simulate at once
+// for a trace of n requests: par when the user set it (> 0); otherwise
+// GOMAXPROCS, but no more than fit in memoryBudgetBytes, and at least one.
+// The result does not change the output (each candidate's simulation is
+// deterministic and reported in candidate order), only the wall time.
+func simulateParallel(par, n int) int {
+	if par > 0 {
+		return par
+	}
+	fit := (memoryBudgetBytes - simulateBaseBytes*n) / max(simulateRunBytes*n, 1)
+	return max(1, min(runtime.GOMAXPROCS(0), fit))
+}
 
 // addMaxRequestsFlag adds --max-requests to fl, with default def.
 func addMaxRequestsFlag(fl *pflag.FlagSet, p *int, def int) {

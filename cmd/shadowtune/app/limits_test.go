@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -145,4 +146,26 @@ func TestTraceConvertHead(t *testing.T) {
 	}
 	out, errOut, code := run(t, "trace", "convert", "--from", "disksim", "-i", atlas, "--head", "-3")
 	checkOneLineError(t, out, errOut, code, ExitUsage, "--head: must be ≥ 0, got -3")
+}
+
+// TestSimulateParallelFitsTheBudget: by default simulate runs no more
+// candidates at once than fit in memoryBudgetBytes, and at least one; an
+// explicit --parallel is kept.
+func TestSimulateParallelFitsTheBudget(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, n := range []int{1, 10_000, 269_007, defaultMaxSimulateRequests, 10 * defaultMaxSimulateRequests} {
+		p := simulateParallel(0, n)
+		if p < 1 || p > procs {
+			t.Errorf("n=%d: %d at once, want 1…%d", n, p, procs)
+		}
+		if p > 1 && (simulateBaseBytes+p*simulateRunBytes)*n > memoryBudgetBytes {
+			t.Errorf("n=%d: %d at once exceed the budget", n, p)
+		}
+	}
+	if p := simulateParallel(0, 10_000); p != procs {
+		t.Errorf("a small trace: %d at once, want GOMAXPROCS %d", p, procs)
+	}
+	if p := simulateParallel(7, 10*defaultMaxSimulateRequests); p != 7 {
+		t.Errorf("--parallel 7: %d at once", p)
+	}
 }
