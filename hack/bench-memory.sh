@@ -30,7 +30,7 @@ measure() { # LINES CMD...
 	/usr/bin/time -f '%M %e' -o "$out.time" "$bin" "$@" --trace "$t" --format disksim >/dev/null 2>"$out"
 	local rc=$?
 	set -e
-	read -r kib secs <"$out.time"
+	read -r kib secs < <(tail -n 1 "$out.time") # GNU time first notes a non-zero exit
 	printf '%-11s  %-12s  %4d  %8d MiB  %7.1f s  %s\n' "$n" "$*" "$rc" "$((kib / 1024))" "$secs" \
 		"$(head -c 160 "$out" | head -n 1)"
 	rm -f "$out" "$out.time"
