@@ -17,11 +17,12 @@ HELM                  := $(BIN)/helm-$(HELM_VERSION)
 CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
-# `make bench-agent-parts BENCH_ROUNDS=16`.
+# `make bench-agent-parts BENCH_ROUNDS=16`, `make bench-memory BENCH_LINES=4000000`.
 BENCH_COUNT ?= 5
 BENCH_RUNS  ?= 5
 BENCH_PAIRS ?= 5
 BENCH_ROUNDS ?= 10
+BENCH_LINES ?= 40000000
 
 .PHONY: all
 all: build
@@ -72,6 +73,10 @@ fuzz: ## Fuzz every trace reader for FUZZTIME each (default 30s).
 bench: build ## Simulator benchmarks: Go benchmarks plus whole-process runs on linux-webserver-2.
 	$(GO) test -run='^$$' -bench=. -benchmem -count=$(BENCH_COUNT) ./internal/sim/ | tee $(BIN)/bench-go.txt
 	hack/bench-process.sh $(BIN)/shadowtune $(BENCH_RUNS) | tee $(BIN)/bench-process.txt
+
+.PHONY: bench-memory
+bench-memory: build ## Peak RSS and wall time of simulate / model eval / model learn on generated DiskSim traces (40 M requests and at the --max-requests defaults; traces in /tmp).
+	hack/bench-memory.sh $(BIN)/shadowtune $(BENCH_LINES) | tee $(BIN)/bench-memory.txt
 
 .PHONY: bench-agent
 bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs.

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,8 +68,13 @@ func (e *FileError) Unwrap() error { return e.Err }
 // fields, duplicate keys and fields of the wrong type are errors, and field
 // names are case-sensitive. The object is then defaulted (Default) and
 // validated (Validate). Any error is a *FileError.
+//
+// The file must be a regular file of at most MaxConfigBytes (1 MiB): a
+// named pipe, a device such as /dev/zero, a directory or a larger file is
+// refused at once, without reading it, with a FileError that wraps
+// ErrNotRegularFile or ErrConfigTooLarge.
 func LoadStorageTuningFile(path string) (*StorageTuning, error) {
-	data, err := os.ReadFile(path)
+	data, err := readConfigFile(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
@@ -81,6 +88,67 @@ func LoadStorageTuningFile(path string) (*StorageTuning, error) {
 		return nil, ferr
 	}
 	return st, nil
+}
+
+// MaxConfigBytes is the largest configuration file LoadStorageTuningFile
+// reads, in bytes (1 MiB): a StorageTuning is a few KiB.
+const MaxConfigBytes = 1 << 20
+
+// Errors of LoadStorageTuningFile (wrapped in a *FileError).
+var (
+	// ErrNotRegularFile: the path is a named pipe, a device, a socket or a
+	// directory.
+	ErrNotRegularFile = errors.New("not a regular file")
+	// ErrConfigTooLarge: the file holds more than MaxConfigBytes.
+	ErrConfigTooLarge = errors.New("file too large")
+)
+
+// readConfigFile reads path, a regular file of at most MaxConfigBytes. It
+// opens without blocking (O_NONBLOCK: opening a named pipe for reading
+// would otherwise wait for a writer), checks the open file's type and size,
+// and reads through an io.LimitReader so that a file growing meanwhile is
+// cut off and refused too.
+func readConfigFile(path string) ([]byte, error) {
+	fh, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w (%s): want a YAML file", ErrNotRegularFile, fileKind(fi.Mode()))
+	}
+	if fi.Size() > MaxConfigBytes {
+		return nil, fmt.Errorf("%w: %d bytes, the limit is %d (1 MiB)", ErrConfigTooLarge, fi.Size(), MaxConfigBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(fh, MaxConfigBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxConfigBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes (1 MiB), the limit", ErrConfigTooLarge, MaxConfigBytes)
+	}
+	return data, nil
+}
+
+// fileKind names the type of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
 }
 
 // yamlLine finds "line N: what" in a go-yaml error.

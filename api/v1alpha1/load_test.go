@@ -5,7 +5,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,5 +208,71 @@ func TestDefault(t *testing.T) {
 		*ks.ReadAhead.Enabled || *ks.Evaluation.MarginPercent != 0 || *ks.Rollout.ToleratedRegressionPercent != 0 ||
 		*ks.Tunables[0].Steps != 3 {
 		t.Errorf("Default changed set values: %+v", ks)
+	}
+}
+
+// TestLoadRefusesUnboundedFiles: a file that is not regular or larger than
+// MaxConfigBytes is refused at once with a short one-line error naming it
+// (a named pipe without a writer would block a read forever; /dev/zero
+// never ends).
+func TestLoadRefusesUnboundedFiles(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "config.fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	big := filepath.Join(dir, "big.yaml")
+	// A valid document followed by comments past the limit.
+	content := "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata:\n  name: x\n" +
+		strings.Repeat("# padding\n", MaxConfigBytes/10+1)
+	if err := os.WriteFile(big, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	longName := filepath.Join(dir, "long-name.yaml")
+	longContent := "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata:\n  name: " + strings.Repeat("a", 100<<20) + "\n"
+	if err := os.WriteFile(longName, []byte(longContent), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		is   error
+		want string
+	}{
+		{fifo, ErrNotRegularFile, fifo + ": not a regular file (a named pipe): want a YAML file"},
+		{"/dev/zero", ErrNotRegularFile, "/dev/zero: not a regular file (a character device): want a YAML file"},
+		{dir, ErrNotRegularFile, dir + ": not a regular file (a directory): want a YAML file"},
+		{big, ErrConfigTooLarge, big + ": file too large: " + strconv.Itoa(len(content)) + " bytes, the limit is 1048576 (1 MiB)"},
+		{longName, ErrConfigTooLarge, longName + ": file too large: " + strconv.Itoa(len(longContent)) + " bytes, the limit is 1048576 (1 MiB)"},
+	} {
+		done := make(chan error, 1)
+		go func() {
+			_, err := LoadStorageTuningFile(tc.path)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, tc.is) {
+				t.Errorf("%s: error %v, want %v", tc.path, err, tc.is)
+				continue
+			}
+			if err.Error() != tc.want {
+				t.Errorf("%s: error\n%q, want\n%q", tc.path, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: LoadStorageTuningFile blocked", tc.path)
+		}
+	}
+}
+
+// TestLoadAtLimit: a file of exactly MaxConfigBytes is read.
+func TestLoadAtLimit(t *testing.T) {
+	head := "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata:\n  name: x\n"
+	pad := MaxConfigBytes - len(head)
+	content := head + strings.Repeat("#", pad-1) + "\n"
+	if len(content) != MaxConfigBytes {
+		t.Fatalf("content is %d bytes", len(content))
+	}
+	if _, err := LoadStorageTuningFile(writeFile(t, "limit.yaml", content)); err != nil {
+		t.Fatal(err)
 	}
 }

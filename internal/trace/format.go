@@ -101,9 +101,23 @@ func OpenFile(format, path string) (Reader, io.Closer, error) {
 	return r, fh, nil
 }
 
+// ErrTooManyRequests is returned, wrapped, by ReadAllLimit and
+// ReadFileLimit when a trace holds more requests than the limit.
+var ErrTooManyRequests = errors.New("more requests than the limit")
+
 // ReadAll drains r into a slice. It returns ErrEmpty (wrapped with the
 // source name when known) if the trace holds no request.
 func ReadAll(r Reader) ([]Request, error) {
+	return ReadAllLimit(r, 0)
+}
+
+// ReadAllLimit drains r into a slice of at most limit requests (limit ≤ 0:
+// no limit). It stops at the request after the limit and returns an error
+// wrapping ErrTooManyRequests, having read no further: the slice then
+// takes at most about 2 × limit × 64 bytes of memory (with its growth),
+// whatever the size of the input. It returns ErrEmpty if the trace holds
+// no request, and the reader's error (a *ParseError for malformed input).
+func ReadAllLimit(r Reader, limit int) ([]Request, error) {
 	var out []Request
 	for {
 		q, err := r.Next()
@@ -112,6 +126,9 @@ func ReadAll(r Reader) ([]Request, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if limit > 0 && len(out) == limit {
+			return nil, fmt.Errorf("%w of %d", ErrTooManyRequests, limit)
 		}
 		out = append(out, q)
 	}
@@ -123,14 +140,47 @@ func ReadAll(r Reader) ([]Request, error) {
 
 // ReadFile opens, reads and closes a whole trace file.
 func ReadFile(format, path string) ([]Request, error) {
+	return ReadFileLimit(format, path, 0)
+}
+
+// ReadFileLimit opens, reads and closes a trace file of at most limit
+// requests (limit ≤ 0: no limit), as ReadAllLimit; its ErrEmpty and
+// ErrTooManyRequests errors are prefixed with path, e.g.
+// "trace.gz: more requests than the limit of 1000000".
+func ReadFileLimit(format, path string, limit int) ([]Request, error) {
 	r, c, err := OpenFile(format, path)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	reqs, err := ReadAll(r)
-	if errors.Is(err, ErrEmpty) {
+	reqs, err := ReadAllLimit(r, limit)
+	if errors.Is(err, ErrEmpty) || errors.Is(err, ErrTooManyRequests) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return reqs, err
+}
+
+// Head returns a Reader that yields the first n requests of r and then
+// io.EOF, without reading further from r (n ≤ 0: every request).
+func Head(r Reader, n int) Reader {
+	if n <= 0 {
+		return r
+	}
+	return &headReader{r: r, left: n}
+}
+
+type headReader struct {
+	r    Reader
+	left int
+}
+
+func (h *headReader) Next() (Request, error) {
+	if h.left == 0 {
+		return Request{}, io.EOF
+	}
+	q, err := h.r.Next()
+	if err == nil {
+		h.left--
+	}
+	return q, err
 }

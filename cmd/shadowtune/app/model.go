@@ -28,6 +28,7 @@ func newModelEvalCommand() *cobra.Command {
 		path, format, mode, predict, class, output string
 		frac                                       float64
 		seed                                       int64
+		maxRequests                                int
 		threshold                                  time.Duration
 	)
 	cmd := &cobra.Command{
@@ -65,9 +66,9 @@ usually gives a smaller demerit.`,
 			if !(frac > 0 && frac < 1) {
 				return badInputf("--train-fraction: must be between 0 and 1 (exclusive), got %g", frac)
 			}
-			reqs, err := trace.ReadFile(format, path)
+			reqs, err := readTrace(format, path, maxRequests)
 			if err != nil {
-				return badInput(err)
+				return err
 			}
 			res, err := model.Evaluate(reqs, model.EvalOptions{
 				TrainFraction: frac, Mode: em, Predict: pm, Class: cl, Seed: seed, HitThreshold: threshold,
@@ -96,6 +97,7 @@ usually gives a smaller demerit.`,
 	fl.Int64Var(&seed, "seed", 1, "seed for --predict sample")
 	fl.DurationVar(&threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
 	fl.StringVarP(&output, "output", "o", "table", "output: table or json")
+	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd
@@ -117,6 +119,7 @@ func newModelLearnCommand() *cobra.Command {
 	var (
 		path, format, class, out string
 		capacity                 uint64
+		maxRequests              int
 	)
 	cmd := &cobra.Command{
 		Use:   "learn --trace FILE --format FMT -o MODEL.json",
@@ -127,9 +130,9 @@ func newModelLearnCommand() *cobra.Command {
 			if err != nil {
 				return badInputf("--device-class: %w", err)
 			}
-			reqs, err := trace.ReadFile(format, path)
+			reqs, err := readTrace(format, path, maxRequests)
 			if err != nil {
-				return badInput(err)
+				return err
 			}
 			m, err := model.Fit(reqs, model.FitOptions{Class: cl, CapacitySectors: capacity})
 			if err != nil {
@@ -147,6 +150,7 @@ func newModelLearnCommand() *cobra.Command {
 	fl.StringVar(&class, "device-class", "hdd", "device class: hdd, ssd or nvme")
 	fl.Uint64Var(&capacity, "capacity-sectors", 0, "device size in 512-byte sectors (default: the largest sector in the trace)")
 	fl.StringVarP(&out, "output", "o", "-", "model file to write, or - for standard output")
+	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd

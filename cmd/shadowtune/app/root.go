@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -89,13 +90,34 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return ExitOK
 	}
-	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
-	fmt.Fprintf(stderr, "shadowtune: error: %s\n", msg)
+	fmt.Fprintf(stderr, "shadowtune: error: %s\n", errorLine(err.Error(), MaxErrorBytes))
 	var in inputError
 	if errors.As(err, &in) || isCobraUsageError(err) {
 		return ExitUsage
 	}
 	return ExitFailure
+}
+
+// MaxErrorBytes bounds the message Main prints after "shadowtune: error: ",
+// in bytes: an error that quotes a huge input (a 100 MB field value, a
+// binary line) is cut, so that the error stays one readable line.
+const MaxErrorBytes = 512
+
+// errorLine folds msg onto one line (newlines become "; ") and cuts it to
+// at most limit bytes, at a UTF-8 boundary, ending it with "… (N more
+// bytes)" when it was cut.
+func errorLine(msg string, limit int) string {
+	msg = strings.ReplaceAll(strings.TrimSpace(msg), "\r", "")
+	msg = strings.ReplaceAll(msg, "\n", "; ")
+	if len(msg) <= limit {
+		return msg
+	}
+	// Leave room for the suffix, which is at most 40 bytes.
+	cut := max(limit-40, 0)
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", msg[:cut], len(msg)-cut)
 }
 
 // isCobraUsageError recognises cobra's own argument and command errors,

@@ -39,6 +39,7 @@ type simulateFlags struct {
 	raMin, raMax      int
 	cacheMiB          int
 	parallel          int
+	maxRequests       int
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -78,8 +79,9 @@ documented parametric default for --device-class.`,
 	fl.Float64Var(&f.margin, "margin", decide.DefaultMarginPct, "switch only when the gain exceeds this margin, %")
 	fl.IntVar(&f.raMin, "read-ahead-min", readahead.DefaultMinKiB, "smallest read-ahead to recommend, KiB")
 	fl.IntVar(&f.raMax, "read-ahead-max", readahead.DefaultMaxKiB, "largest read-ahead to recommend, KiB")
-	fl.IntVar(&f.parallel, "parallel", 0, "candidates simulated at once (default: number of CPUs)")
+	fl.IntVar(&f.parallel, "parallel", 0, "candidates simulated at once (default: number of CPUs, fewer if more would not fit in 512 MiB)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json")
+	addMaxRequestsFlag(fl, &f.maxRequests, defaultMaxSimulateRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd
@@ -206,9 +208,9 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 		return badInputf("--margin: %w", err)
 	}
 
-	reqs, err := trace.ReadFile(f.format, f.tracePath)
+	reqs, err := readTrace(f.format, f.tracePath, f.maxRequests)
 	if err != nil {
-		return badInput(err)
+		return err
 	}
 	w, err := sim.NewWindow(reqs, loop)
 	if err != nil {
@@ -228,7 +230,7 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 		Cache:     cacheConfig(f.cacheMiB),
 		Decide:    dcfg,
 		ReadAhead: bounds,
-		Parallel:  f.parallel,
+		Parallel:  simulateParallel(f.parallel, len(reqs)),
 	})
 	if err != nil {
 		return err

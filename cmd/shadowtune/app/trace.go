@@ -45,11 +45,17 @@ func newTraceFormatsCommand() *cobra.Command {
 }
 
 func newTraceConvertCommand() *cobra.Command {
-	var in, out, from, to, target string
+	var (
+		in, out, from, to, target string
+		head                      int
+	)
 	cmd := &cobra.Command{
 		Use:   "convert --from FMT --to FMT -i IN -o OUT",
 		Short: "Convert a trace between formats",
 		Long: `Convert a trace between formats. gzip input is read transparently.
+It streams: memory stays constant whatever the length of the trace.
+--head N converts only the first N requests (a sample of a trace too long
+for 'simulate' or 'model eval', whose --max-requests bounds their memory).
 Writing the fio-iolog format produces a version 3 iolog that
 'fio --read_iolog=FILE' replays against --target.
 
@@ -65,11 +71,15 @@ output behind.`,
 			if wf.NewWriter == nil {
 				return badInputf("trace format %q cannot be written", to)
 			}
+			if head < 0 {
+				return badInputf("--head: must be ≥ 0, got %d", head)
+			}
 			r, c, err := trace.OpenFile(from, in)
 			if err != nil {
 				return badInput(err)
 			}
 			defer c.Close()
+			r = trace.Head(r, head)
 			n, err := writeAtomically(out, cmd.OutOrStdout(), func(dst io.Writer) (int64, error) {
 				tw, err := wf.NewWriter(dst, trace.WriterOptions{Target: target})
 				if err != nil {
@@ -101,6 +111,7 @@ output behind.`,
 	f.StringVarP(&out, "output", "o", "-", "output file, or - for standard output")
 	f.StringVar(&from, "from", "", "input format: "+trace.FormatNames()+" (required)")
 	f.StringVar(&to, "to", "native", "output format")
+	f.IntVar(&head, "head", 0, "convert only the first N requests (0: all)")
 	f.StringVar(&target, "target", "", "device or file named in formats that name one (fio-iolog); default /dev/sdX")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("from")
