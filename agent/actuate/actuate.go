@@ -173,15 +173,15 @@ type Change struct {
 
 // Original is the record of a device the Actuator has changed.
 type Original struct {
-	Device     string    // kernel name
-	MajorMinor string    // "dev" when recorded
-	DiskSeq    uint64    // "diskseq" when recorded, 0 if absent
+	Device     string // kernel name
+	MajorMinor string // "dev" when recorded
+	DiskSeq    uint64 // "diskseq" when recorded, 0 if absent
 	// BootID is the kernel's boot_id when recorded ("" if unknown): a
 	// diskseq means something only within one boot.
 	BootID string
 	// StableID is the disk's own identity when recorded (wwid, else
 	// serial; "" if it has none, as loop devices).
-	StableID string
+	StableID   string
 	RecordedAt time.Time // when the original was recorded
 	State      State     // the device before the first change
 	// Interrupted is the journal of a change that did not finish (the

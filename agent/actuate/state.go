@@ -269,9 +269,15 @@ func writeState(dir string, o *Original, create bool) error {
 	if err != nil {
 		return fmt.Errorf("actuate: encode state of %s: %w", o.Device, err)
 	}
-	b = append(b, '\n')
-	final := statePath(dir, o.Device)
-	tmp, err := os.CreateTemp(dir, "."+o.Device+stateSuffix+".tmp")
+	return writeFileAtomic(dir, statePath(dir, o.Device), append(b, '\n'), create)
+}
+
+// writeFileAtomic writes b to final (in dir) durably: a temporary file
+// in dir, fsynced, then linked (create: fails if final exists) or renamed
+// onto final, then dir fsynced.
+func writeFileAtomic(dir, final string, b []byte, create bool) error {
+	base := filepath.Base(final)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp")
 	if err != nil {
 		return fmt.Errorf("actuate: state file: %w", err)
 	}
