@@ -235,10 +235,13 @@ type Actuator struct {
 	// bad are the state files that could not be loaded, by device name
 	// (Open only; New fails on them): never applied, reported by
 	// RevertAll until fixed or forgotten.
-	bad     map[string]error
-	claims  map[string]*claim
-	pageKiB int
-	bootID  string
+	bad    map[string]error
+	claims map[string]*claim
+	// claimsOff is why no claim can be taken (a read-only claim
+	// directory), or nil.
+	claimsOff error
+	pageKiB   int
+	bootID    string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
@@ -299,14 +302,7 @@ func open(o Options, strict bool) (*Actuator, error) {
 	if st == nil {
 		st = SysfsStore{Root: o.HostRoot}
 	}
-	claimDir := o.ClaimDir
-	if claimDir == "" {
-		if cd, ok := st.(interface{ ClaimDir() string }); ok {
-			claimDir = cd.ClaimDir()
-		} else {
-			claimDir = filepath.Join(hostRootOf(o.HostRoot), DefaultClaimDir)
-		}
-	}
+	claimDir := claimDirFor(o, st)
 	stateDir := o.StateDir
 	if abs, err := filepath.Abs(stateDir); err == nil {
 		stateDir = abs

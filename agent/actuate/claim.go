@@ -153,12 +153,34 @@ func (a *Actuator) claim(dev string) error {
 		// The name now belongs to another device: the old claim is moot.
 		a.dropClaim(dev)
 	}
+	if a.claimsOff != nil {
+		return nil
+	}
 	c, err := a.acquire(dev, id)
 	if err != nil {
+		if errors.Is(err, syscall.EROFS) {
+			// No claim can be taken on this host root (see
+			// ClaimsUnavailable).
+			a.claimsOff = err
+			return nil
+		}
 		return err
 	}
 	a.claims[dev] = c
 	return nil
+}
+
+// ClaimsUnavailable returns why this Actuator cannot take claims (the
+// claim directory is on a read-only file system, e.g. a container's
+// read-only root without a mount for it), or nil. Without claims the
+// Actuator works as before they existed: nothing stops another Actuator
+// from changing the same device. The agent should report it; the fix is to
+// mount a writable host directory there (the host's /run/shadowtune at
+// HOSTROOT/run/shadowtune).
+func (a *Actuator) ClaimsUnavailable() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.claimsOff
 }
 
 // settle releases dev's claim unless it is explicit or dev has a record.

@@ -84,6 +84,11 @@ func statePath(dir, dev string) string { return filepath.Join(dir, dev+stateSuff
 // naming the file (ErrCorruptState); the others load. err is for a state
 // directory that cannot be read at all.
 func loadState(dir string) (recs map[string]*Original, bad map[string]error, err error) {
+	return loadRecords(dir, true)
+}
+
+// loadRecords is loadState; clean removes stale temporary files.
+func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[string]error, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("actuate: state directory: %w", err)
@@ -92,7 +97,7 @@ func loadState(dir string) (recs map[string]*Original, bad map[string]error, err
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
-			if strings.Contains(name, stateSuffix+".tmp") {
+			if clean && strings.Contains(name, stateSuffix+".tmp") {
 				// An interrupted write; the real file is intact. A
 				// read-only state directory keeps it: harmless.
 				_ = os.Remove(filepath.Join(dir, name))
