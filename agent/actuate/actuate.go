@@ -44,6 +44,47 @@
 //     wbt_lat_usec, then the scheduler's tunables, then read_ahead_kb,
 //     reads everything back and removes the record only when every value
 //     matches.
+//   - A journal that cannot be written (full or read-only state file
+//     system) does not block a change once the original is recorded: a
+//     crash then leaves the device to Revert, which restores the original
+//     regardless.
+//
+// Ownership: one Actuator (one state directory) per device. Before it
+// changes or reverts a device, an Actuator claims it host-wide (an flock
+// on CLAIMDIR/MAJOR:MINOR.lock, see Claim); a second Actuator is refused
+// with an *OwnedError naming the owner's state directory and pid, and
+// writes nothing. Otherwise it would record the first one's change as the
+// "original" and whichever reverted last would leave the device changed.
+//
+// Identity: a record is for one device, not for a name. A device is the
+// recorded one when its MAJOR:MINOR matches and, within the boot it was
+// recorded in (the kernel's boot_id), its diskseq matches: a loop device
+// detached and another attached under its name (new diskseq) is a new
+// device, never written with the old record's values (Revert returns
+// ErrDeviceGone; forget the record). diskseq restarts at every boot, so
+// across a reboot the disk's own identity decides: the same wwid (else
+// serial) when the disk has one; without one, the same MAJOR:MINOR,
+// except for loop, nbd, zram, ram, dm and md devices, which are new
+// devices in every boot. A disk that comes back as itself after a reboot
+// is restored to its recorded original.
+//
+// Records that are not trustworthy are never applied: a state file that
+// cannot be parsed, has another version, holds a value that is not
+// writable (a scheduler that is not a name, a tunable or queue value that
+// is not an integer, read_ahead_kb outside [0, MaxReadAheadKiB]), or is a
+// symlink or other non-regular file is reported naming the file and field
+// (ErrCorruptState; New fails, Open loads the others and reports it in
+// BadRecords and RevertAll). Before any write of a revert, the record is
+// checked against the device (scheduler offered, tunables existing,
+// read-ahead in whole pages): all or nothing per device.
+//
+// State writes: the original must be durable before a device's first
+// change; nothing else depends on writing the state directory. A revert
+// restores the device first and only then removes the record (a read-only
+// or full state file system leaves the record, *RecordError); a change
+// whose journal cannot be written proceeds (the original is durable) and
+// reports Applied.RecordError; failed updates are retried at the next
+// operation (Flush).
 //
 // Kernel behaviour this relies on (verified on Linux 6.18 loop devices by
 // the integration tests): writing an unknown scheduler name fails with
@@ -656,6 +697,9 @@ func (a *Actuator) validate(s Setting) error {
 	}
 	if s.ReadAheadKiB < 0 {
 		return bad("read_ahead_kb %d is negative", s.ReadAheadKiB)
+	}
+	if s.ReadAheadKiB > MaxReadAheadKiB {
+		return bad("read_ahead_kb %d is above %d", s.ReadAheadKiB, MaxReadAheadKiB)
 	}
 	if s.ReadAheadKiB%a.pageKiB != 0 {
 		return bad("read_ahead_kb %d is not a multiple of the %d KiB page (the kernel would round it down)", s.ReadAheadKiB, a.pageKiB)

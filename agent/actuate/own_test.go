@@ -621,3 +621,27 @@ func TestClaimLifecycle(t *testing.T) {
 	_ = actuatetest.Default
 	_ = sched.Tunables{}
 }
+
+// A claim directory on a read-only file system (a container's read-only
+// root without a mount for it) cannot hold claims: the Actuator works
+// unclaimed and says why.
+func TestClaimsUnavailableOnReadOnlyClaimDir(t *testing.T) {
+	e := newEnv(t)
+	mnt := mountFS(t, "tmpfs", "size=64k")
+	remountRO(t, mnt)
+	a, err := Open(Options{Store: e.fake, StateDir: filepath.Join(t.TempDir(), "s"), ClaimDir: filepath.Join(mnt, "claims")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Apply("vda", Setting{ReadAheadKiB: 64}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ClaimsUnavailable(); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("ClaimsUnavailable = %v", err)
+	}
+	if err := a.Revert("vda"); err != nil {
+		t.Fatal(err)
+	}
+	e.assertPristine(t, "vda")
+}

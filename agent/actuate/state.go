@@ -30,6 +30,8 @@ const StateVersion = 1
 //	  "device": "sda",                 // kernel name, must match the file name
 //	  "dev": "8:0",                    // MAJOR:MINOR when recorded
 //	  "diskseq": 1,                    // /sys/block/DEV/diskseq when recorded; 0 if the kernel has none
+//	  "boot_id": "…",                  // /proc/sys/kernel/random/boot_id when recorded (optional)
+//	  "stable_id": "naa.5000…",        // the disk's wwid, else serial, when recorded (optional)
 //	  "recorded_at": "2026-01-02T15:04:05Z",
 //	  "original": {                    // the device before shadowtune's first change (a State)
 //	    "scheduler": "mq-deadline",    // "" if the device has no queue/scheduler
@@ -51,6 +53,10 @@ const StateVersion = 1
 // an original is never overwritten) or renamed (journal updates) onto
 // DEV.json, and STATEDIR is fsynced. A crash leaves either the old or the
 // new file, plus possibly a stale ".DEV.json.tmp*" that New removes.
+//
+// STATEDIR/memo/DEV.json holds the agent's DeviceMemo (not a record);
+// files other than DEV.json are ignored. A DEV.json that is a symlink or
+// not a regular file is refused (ErrCorruptState), never followed.
 
 // stateFile is the JSON document.
 type stateFile struct {
