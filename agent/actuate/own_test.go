@@ -645,3 +645,36 @@ func TestClaimsUnavailableOnReadOnlyClaimDir(t *testing.T) {
 	}
 	e.assertPristine(t, "vda")
 }
+
+// Open claims the devices its records say it changed, so that a restarted
+// agent owns them again before its first window.
+func TestOpenClaimsRecordedDevices(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.a.Apply("sda", Setting{ReadAheadKiB: 64}); err != nil {
+		t.Fatal(err)
+	}
+	e.a.Close()
+	a, err := Open(Options{Store: e.fake, StateDir: e.stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if got := a.Claimed(); !slices.Equal(got, []string{"sda"}) {
+		t.Errorf("Claimed after Open = %v", got)
+	}
+	b, err := Open(Options{Store: e.fake, StateDir: filepath.Join(t.TempDir(), "B")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Apply("sda", Setting{Scheduler: "bfq"}); !errors.Is(err, ErrOwned) {
+		t.Errorf("Apply by another state dir: %v", err)
+	}
+	// A revert by the owner, then a Claim by B, goes through.
+	if _, err := a.RevertAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Claim("sda"); err != nil {
+		t.Errorf("Claim after the owner's revert: %v", err)
+	}
+}
