@@ -60,8 +60,8 @@ func (e *OwnedError) Error() string {
 	if e.Live {
 		return fmt.Sprintf("actuate: %s (dev %s) is %s (%s; claim %s)", e.Device, e.MajorMinor, ErrOwned, owner, e.Path)
 	}
-	return fmt.Sprintf("actuate: %s (dev %s) is %s that exited leaving it changed (%s, no longer running; claim %s): run `shadowtune run --revert --state-dir %s` or `shadowtune state forget %s --state-dir %s` first",
-		e.Device, e.MajorMinor, ErrOwned, owner, e.Path, e.StateDir, e.Device, e.StateDir)
+	return fmt.Sprintf("actuate: %s (dev %s) is %s that exited leaving it changed (%s, no longer running; claim %s): put it back first with `shadowtune run --revert --state-dir %s`",
+		e.Device, e.MajorMinor, ErrOwned, owner, e.Path, e.StateDir)
 }
 
 // Is matches ErrOwned.
