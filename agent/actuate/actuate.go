@@ -44,6 +44,47 @@
 //     wbt_lat_usec, then the scheduler's tunables, then read_ahead_kb,
 //     reads everything back and removes the record only when every value
 //     matches.
+//   - A journal that cannot be written (full or read-only state file
+//     system) does not block a change once the original is recorded: a
+//     crash then leaves the device to Revert, which restores the original
+//     regardless.
+//
+// Ownership: one Actuator (one state directory) per device. Before it
+// changes or reverts a device, an Actuator claims it host-wide (an flock
+// on CLAIMDIR/MAJOR:MINOR.lock, see Claim); a second Actuator is refused
+// with an *OwnedError naming the owner's state directory and pid, and
+// writes nothing. Otherwise it would record the first one's change as the
+// "original" and whichever reverted last would leave the device changed.
+//
+// Identity: a record is for one device, not for a name. A device is the
+// recorded one when its MAJOR:MINOR matches and, within the boot it was
+// recorded in (the kernel's boot_id), its diskseq matches: a loop device
+// detached and another attached under its name (new diskseq) is a new
+// device, never written with the old record's values (Revert returns
+// ErrDeviceGone; forget the record). diskseq restarts at every boot, so
+// across a reboot the disk's own identity decides: the same wwid (else
+// serial) when the disk has one; without one, the same MAJOR:MINOR,
+// except for loop, nbd, zram, ram, dm and md devices, which are new
+// devices in every boot. A disk that comes back as itself after a reboot
+// is restored to its recorded original.
+//
+// Records that are not trustworthy are never applied: a state file that
+// cannot be parsed, has another version, holds a value that is not
+// writable (a scheduler that is not a name, a tunable or queue value that
+// is not an integer, read_ahead_kb outside [0, MaxReadAheadKiB]), or is a
+// symlink or other non-regular file is reported naming the file and field
+// (ErrCorruptState; New fails, Open loads the others and reports it in
+// BadRecords and RevertAll). Before any write of a revert, the record is
+// checked against the device (scheduler offered, tunables existing,
+// read-ahead in whole pages): all or nothing per device.
+//
+// State writes: the original must be durable before a device's first
+// change; nothing else depends on writing the state directory. A revert
+// restores the device first and only then removes the record (a read-only
+// or full state file system leaves the record, *RecordError); a change
+// whose journal cannot be written proceeds (the original is durable) and
+// reports Applied.RecordError; failed updates are retried at the next
+// operation (Flush).
 //
 // Kernel behaviour this relies on (verified on Linux 6.18 loop devices by
 // the integration tests): writing an unknown scheduler name fails with
@@ -67,6 +108,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -172,14 +214,22 @@ type Change struct {
 
 // Original is the record of a device the Actuator has changed.
 type Original struct {
-	Device     string    // kernel name
-	MajorMinor string    // "dev" when recorded
-	DiskSeq    uint64    // "diskseq" when recorded, 0 if absent
+	Device     string // kernel name
+	MajorMinor string // "dev" when recorded
+	DiskSeq    uint64 // "diskseq" when recorded, 0 if absent
+	// BootID is the kernel's boot_id when recorded ("" if unknown): a
+	// diskseq means something only within one boot.
+	BootID string
+	// StableID is the disk's own identity when recorded (wwid, else
+	// serial; "" if it has none, as loop devices).
+	StableID   string
 	RecordedAt time.Time // when the original was recorded
 	State      State     // the device before the first change
 	// Interrupted is the journal of a change that did not finish (the
 	// agent died during Apply, or its rollback failed); nil otherwise.
 	Interrupted *Change
+
+	dirty bool // the file on disk is behind this record (a failed update)
 }
 
 func (o *Original) clone() Original {
@@ -204,22 +254,57 @@ type Applied struct {
 	// /sys/block/DEV ("queue/scheduler", "queue/iosched/slice_idle", ...);
 	// empty when the device already had the setting.
 	Written []string
+	// RecordError is non-nil when the device has the setting (the
+	// change succeeded) but its state file could not be updated (a full
+	// or read-only state file system): the journal was not written or
+	// not cleared. The original record is intact either way. The
+	// Actuator retries the update at its next operation (see Flush).
+	RecordError *RecordError
 }
 
 // Actuator applies and reverts settings. It is safe for concurrent use;
 // one mutex serialises all operations. Only one Actuator may use a state
-// directory at a time (an exclusive flock on STATEDIR/.lock).
+// directory at a time (an exclusive flock on STATEDIR/.lock), and only one
+// may own a device at a time (see Claim).
 type Actuator struct {
 	mu       sync.Mutex
 	store    Store
 	stateDir string
+	claimDir string
 	lock     *os.File
 	records  map[string]*Original
-	pageKiB  int
+	// bad are the state files that could not be loaded, by device name
+	// (Open only; New fails on them): never applied, reported by
+	// RevertAll until fixed or forgotten.
+	bad    map[string]error
+	claims map[string]*claim
+	// claimsOff is why no claim can be taken (a read-only claim
+	// directory), or nil.
+	claimsOff error
+	pageKiB   int
+	bootID    string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
 	hook func(point string)
+}
+
+// Options configure Open.
+type Options struct {
+	// HostRoot prefixes /sys and the claim directory ("" is the real
+	// root; "/host" when the host's / is mounted there in a container).
+	HostRoot string
+	// Store is the kernel's attribute files; nil is SysfsStore{Root:
+	// HostRoot}.
+	Store Store
+	// StateDir keeps the records (required; created 0700 if needed). It
+	// must outlive the agent process (a hostPath on the node).
+	StateDir string
+	// ClaimDir holds the host-wide device claims (see Claim); "" is
+	// HostRoot + DefaultClaimDir, or for a Store with a ClaimDir() string
+	// method (the fake kernel of package actuatetest), its ClaimDir().
+	// Every Actuator on a host must use the same directory.
+	ClaimDir string
 }
 
 // New returns an Actuator for the block devices below hostRoot ("" for the
@@ -227,15 +312,41 @@ type Actuator struct {
 // stateDir must outlive the agent process (a hostPath on the node, not a
 // container's scratch space), or a crash loses what must be reverted.
 // New loads the records of a previous run; a corrupt record makes New fail
-// (ErrCorruptState) rather than forget what must be reverted.
+// (ErrCorruptState) rather than forget what must be reverted. Open loads
+// the other records instead and reports the bad one (the agent should use
+// Open).
 func New(hostRoot, stateDir string) (*Actuator, error) {
-	return NewWithStore(SysfsStore{Root: hostRoot}, stateDir)
+	return open(Options{HostRoot: hostRoot, StateDir: stateDir}, true)
 }
 
 // NewWithStore is New with another Store (a fake kernel in tests).
 func NewWithStore(st Store, stateDir string) (*Actuator, error) {
-	if stateDir == "" {
+	return open(Options{Store: st, StateDir: stateDir}, true)
+}
+
+// Open returns an Actuator for o. Unlike New, a state file that cannot be
+// loaded (corrupt, invalid values, a symlink or other non-regular file)
+// does not make Open fail: that device is never changed or reverted by
+// this Actuator, BadRecords and RevertAll report it (naming the file), and
+// every other device is governed as usual. A state directory that is
+// read-only is accepted: Apply then refuses to make a first change (it
+// cannot record the original), while Revert still restores every device
+// from its record and reports that the record could not be removed.
+// Open also claims every recorded device it can (see Claim).
+func Open(o Options) (*Actuator, error) { return open(o, false) }
+
+func open(o Options, strict bool) (*Actuator, error) {
+	if o.StateDir == "" {
 		return nil, errors.New("actuate: no state directory")
+	}
+	st := o.Store
+	if st == nil {
+		st = SysfsStore{Root: o.HostRoot}
+	}
+	claimDir := claimDirFor(o, st)
+	stateDir := o.StateDir
+	if abs, err := filepath.Abs(stateDir); err == nil {
+		stateDir = abs
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("actuate: state directory: %w", err)
@@ -244,7 +355,10 @@ func NewWithStore(st Store, stateDir string) (*Actuator, error) {
 	if err != nil {
 		return nil, err
 	}
-	recs, err := loadState(stateDir)
+	recs, bad, err := loadState(stateDir)
+	if err == nil && strict && len(bad) > 0 {
+		err = bad[slices.Sorted(maps.Keys(bad))[0]]
+	}
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -253,19 +367,56 @@ func NewWithStore(st Store, stateDir string) (*Actuator, error) {
 	if page < 1 {
 		page = 1
 	}
-	return &Actuator{store: st, stateDir: stateDir, lock: lock, records: recs, pageKiB: page}, nil
+	a := &Actuator{store: st, stateDir: stateDir, claimDir: claimDir, lock: lock, records: recs, bad: bad,
+		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st)}
+	if !strict {
+		for _, dev := range slices.Sorted(maps.Keys(recs)) {
+			if a.checkIdentity(dev, recs[dev]) == nil {
+				_ = a.claim(dev) // best effort: Apply and Revert claim again
+			}
+		}
+	}
+	return a, nil
 }
 
-// Close releases the state directory. The records stay on disk.
+func hostRootOf(r string) string {
+	if r == "" {
+		return "/"
+	}
+	return r
+}
+
+// Close releases every claim and the state directory. The records stay
+// on disk.
 func (a *Actuator) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lock == nil {
 		return nil
 	}
-	err := a.lock.Close()
+	var errs []error
+	for _, dev := range slices.Sorted(maps.Keys(a.claims)) {
+		errs = append(errs, a.dropClaim(dev))
+	}
+	errs = append(errs, a.lock.Close())
 	a.lock = nil
-	return err
+	return errors.Join(errs...)
+}
+
+// StateDir returns the state directory (absolute).
+func (a *Actuator) StateDir() string { return a.stateDir }
+
+// ClaimDir returns the claim directory.
+func (a *Actuator) ClaimDir() string { return a.claimDir }
+
+// BadRecords returns the state files Open could not load, by device name:
+// each error names the file and what is wrong (ErrCorruptState). Such a
+// device is neither changed nor reverted until the file is fixed or
+// forgotten (Forget).
+func (a *Actuator) BadRecords() map[string]error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.bad)
 }
 
 // Originals returns a copy of the records: for each changed device, its
@@ -323,22 +474,44 @@ func (a *Actuator) Interrupted() []string {
 }
 
 // Forget drops the record of dev without touching the device: for a
-// device that is gone for good (ErrDeviceGone), whose settings died with
-// it.
-func (a *Actuator) Forget(dev string) error {
+// device that is gone for good or replaced by another (ErrDeviceGone),
+// whose settings died with it, or for a state file that cannot be loaded
+// (BadRecords). It refuses (ErrNotGone) a valid record of a device that is
+// still there: Revert it instead, or ForceForget. The claim of dev is
+// released unless it was taken with Claim. Forgetting a device without a
+// record is a no-op.
+func (a *Actuator) Forget(dev string) error { return a.forget(dev, false) }
+
+// ForceForget is Forget even for a device that is still there: the device
+// keeps whatever it has now, and nothing will put its original back.
+func (a *Actuator) ForceForget(dev string) error { return a.forget(dev, true) }
+
+// ErrNotGone: Forget of a device that is still the recorded one.
+var ErrNotGone = errors.New("the device is still there")
+
+func (a *Actuator) forget(dev string, force bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lock == nil {
 		return errClosed
 	}
-	if _, ok := a.records[dev]; !ok {
+	if !validAttrName(dev) {
+		return fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)
+	}
+	rec, isBad := a.records[dev], a.bad[dev] != nil
+	if rec == nil && !isBad {
 		return nil
+	}
+	if rec != nil && !force && a.checkIdentity(dev, rec) == nil {
+		return fmt.Errorf("actuate: forget %s: %w (dev %s, recorded in %s): revert it to put its original back, or force",
+			dev, ErrNotGone, rec.MajorMinor, statePath(a.stateDir, dev))
 	}
 	if err := removeState(a.stateDir, dev); err != nil {
 		return err
 	}
 	delete(a.records, dev)
-	return nil
+	delete(a.bad, dev)
+	return a.settle(dev)
 }
 
 var errClosed = errors.New("actuate: actuator closed")
@@ -367,19 +540,32 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	if err := a.validate(s); err != nil {
 		return Applied{}, err
 	}
+	a.flush()
+	if err := a.bad[dev]; err != nil {
+		return Applied{}, fmt.Errorf("actuate: %s: its state file cannot be loaded, so its original is unknown; fix or forget it first: %w", dev, err)
+	}
 	rec := a.records[dev]
 	if err := a.checkIdentity(dev, rec); err != nil {
 		return Applied{}, err
 	}
+	if err := a.claim(dev); err != nil {
+		return Applied{}, err
+	}
+	defer a.settle(dev)
 	if rec != nil && rec.Interrupted != nil {
 		// Finish the interrupted change's rollback first, so this
 		// change starts from a known state.
+		if err := a.restorable(dev, rec.Interrupted.Before, "in_progress.before"); err != nil {
+			return Applied{}, err
+		}
 		if err := a.restore(dev, rec.Interrupted.Before); err != nil {
 			return Applied{}, fmt.Errorf("actuate: %s: putting back the state before an interrupted change: %w", dev, errors.Join(ErrRollback, err))
 		}
 		rec.Interrupted = nil
 		if err := writeState(a.stateDir, rec, false); err != nil {
-			return Applied{}, err
+			// The device is as before the interrupted change; the
+			// journal on disk says so too, harmlessly. Try later.
+			rec.dirty = true
 		}
 	}
 	before, err := a.readState(dev)
@@ -400,8 +586,10 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		if err != nil {
 			return Applied{}, err
 		}
-		rec = &Original{Device: dev, MajorMinor: id.majorMinor, DiskSeq: id.diskSeq,
+		rec = &Original{Device: dev, MajorMinor: id.majorMinor, DiskSeq: id.diskSeq, BootID: a.bootID, StableID: id.stableID,
 			RecordedAt: time.Now().UTC(), State: before.clone()}
+		// The original must be durable before the first change: no
+		// record, no change.
 		if err := writeState(a.stateDir, rec, true); err != nil {
 			return Applied{}, err
 		}
@@ -411,11 +599,19 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	}
 	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
 		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
+	journaled := true
 	if err := writeState(a.stateDir, rec, false); err != nil {
+		// The original is durable, so the change can be made without
+		// a journal (a crash now leaves the device to Revert, which
+		// restores the original regardless): a full or read-only state
+		// file system must not block a change back, e.g. a regression
+		// revert.
 		rec.Interrupted = nil
-		return Applied{}, err
+		journaled = false
+		res.RecordError = &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "journal", Err: err}
+	} else {
+		a.at("journaled")
 	}
-	a.at("journaled")
 
 	written, after, cause := a.change(dev, before, s)
 	res.Written = written
@@ -431,8 +627,11 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 				if serr == nil {
 					delete(a.records, dev)
 				}
-			} else {
+			} else if journaled {
 				serr = writeState(a.stateDir, rec, false)
+				if serr != nil {
+					rec.dirty = true
+				}
 			}
 			if serr != nil {
 				cause = errors.Join(cause, serr)
@@ -442,13 +641,48 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	}
 	res.After = after
 	rec.Interrupted = nil
-	if err := writeState(a.stateDir, rec, false); err != nil {
-		// The device has the setting, but the journal still says the
-		// change is in progress: the next Apply will first undo it.
-		rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(), Target: s}
-		return res, err
+	if journaled {
+		if err := writeState(a.stateDir, rec, false); err != nil {
+			// The device has the setting, and the original is intact;
+			// the journal on disk still says the change is in progress
+			// (after a crash the next Apply would first undo it). The
+			// Actuator rewrites the file at its next operation (or
+			// Flush).
+			rec.dirty = true
+			res.RecordError = &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "clear the journal of", Err: err}
+		}
 	}
 	return res, nil
+}
+
+// flush rewrites the records whose last update failed (best effort).
+func (a *Actuator) flush() error {
+	var errs []error
+	for _, dev := range slices.Sorted(maps.Keys(a.records)) {
+		rec := a.records[dev]
+		if !rec.dirty {
+			continue
+		}
+		if err := writeState(a.stateDir, rec, false); err != nil {
+			errs = append(errs, &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "update", Err: err})
+			continue
+		}
+		rec.dirty = false
+	}
+	return errors.Join(errs...)
+}
+
+// Flush retries writing the state files whose last update failed (a full
+// or read-only state file system): it returns nil when every record on
+// disk is up to date, else a *RecordError per file. Every operation also
+// retries first; the agent may call Flush every window.
+func (a *Actuator) Flush() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return errClosed
+	}
+	return a.flush()
 }
 
 // validate checks s on its own, before any I/O.
@@ -463,6 +697,9 @@ func (a *Actuator) validate(s Setting) error {
 	}
 	if s.ReadAheadKiB < 0 {
 		return bad("read_ahead_kb %d is negative", s.ReadAheadKiB)
+	}
+	if s.ReadAheadKiB > MaxReadAheadKiB {
+		return bad("read_ahead_kb %d is above %d", s.ReadAheadKiB, MaxReadAheadKiB)
 	}
 	if s.ReadAheadKiB%a.pageKiB != 0 {
 		return bad("read_ahead_kb %d is not a multiple of the %d KiB page (the kernel would round it down)", s.ReadAheadKiB, a.pageKiB)
@@ -626,55 +863,164 @@ func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 // Revert puts dev back to its recorded original state and then removes
 // the record. It does nothing (nil) for a device without a record. A
 // device that is gone, or whose name now belongs to another device,
-// returns ErrDeviceGone and keeps its record (see Forget). If any value
-// cannot be restored or read back, the others are still restored, the
-// record is kept and the error joins every failure.
+// returns ErrDeviceGone, is not touched and keeps its record (see
+// Forget). A device another Actuator owns returns an *OwnedError
+// (ErrOwned), nothing written. A record that cannot be loaded
+// (BadRecords) or whose values do not fit the device (a scheduler the
+// kernel does not offer, a tunable the scheduler does not have, read-ahead
+// out of range) returns ErrCorruptState and nothing is written. If any
+// value cannot be restored or read back, the others are still restored,
+// the record is kept and the error joins every failure. Revert does not
+// write the state directory before restoring: when the device is restored
+// but its record cannot be removed (a read-only or full state file
+// system), the error is a *RecordError (ErrRecordNotUpdated) and the
+// record is kept; reverting again verifies the device and retries.
 func (a *Actuator) Revert(dev string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lock == nil {
 		return errClosed
 	}
+	a.flush()
 	return a.revert(dev)
 }
 
 func (a *Actuator) revert(dev string) error {
 	rec := a.records[dev]
 	if rec == nil {
-		return nil
+		return a.bad[dev]
 	}
 	if err := a.checkIdentity(dev, rec); err != nil {
+		return err
+	}
+	if err := a.claim(dev); err != nil {
+		return err
+	}
+	defer a.settle(dev)
+	if err := a.restorable(dev, rec.State, "original"); err != nil {
 		return err
 	}
 	if err := a.restore(dev, rec.State); err != nil {
 		return fmt.Errorf("actuate: revert %s: %w", dev, err)
 	}
 	if err := removeState(a.stateDir, dev); err != nil {
-		return err
+		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
 	}
 	delete(a.records, dev)
 	return nil
 }
 
 // RevertAll reverts every recorded device, in name order, and returns
-// those reverted. A failure on one device does not stop the others; the
-// error joins every failure.
+// those restored (their original values read back). A failure on one
+// device does not stop the others. The error is nil when every record was
+// restored and removed, else a *RevertError that sorts the others: Gone
+// (gone or replaced, untouched: not a failure of the revert, report them
+// and Forget them), Failed (not restored: a write failed, a record that
+// cannot be loaded or does not fit the device, a device another Actuator
+// owns) and RecordKept (restored, but the record could not be removed;
+// these are in the returned list too).
 func (a *Actuator) RevertAll() ([]string, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.lock == nil {
 		return nil, errClosed
 	}
+	a.flush()
 	var done []string
-	var errs []error
-	for _, dev := range slices.Sorted(maps.Keys(a.records)) {
-		if err := a.revert(dev); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		done = append(done, dev)
+	re := &RevertError{}
+	devs := slices.Sorted(maps.Keys(a.records))
+	for dev := range a.bad {
+		devs = append(devs, dev)
 	}
-	return done, errors.Join(errs...)
+	slices.Sort(devs)
+	for _, dev := range devs {
+		err := a.revert(dev)
+		var rerr *RecordError
+		switch {
+		case err == nil:
+			done = append(done, dev)
+		case errors.As(err, &rerr) && rerr.Restored:
+			done = append(done, dev)
+			re.RecordKept = append(re.RecordKept, DeviceError{dev, err})
+		case errors.Is(err, ErrDeviceGone):
+			re.Gone = append(re.Gone, DeviceError{dev, err})
+		default:
+			re.Failed = append(re.Failed, DeviceError{dev, err})
+		}
+	}
+	if len(re.Gone)+len(re.Failed)+len(re.RecordKept) == 0 {
+		return done, nil
+	}
+	return done, re
+}
+
+// knownTunables are the writable queue/iosched files of each scheduler
+// on Linux 5.x-6.x: what a record may hold for a scheduler that is not
+// current (when it is current, its files are checked instead).
+var knownTunables = map[string][]string{
+	"none":        nil,
+	"mq-deadline": {"async_depth", "fifo_batch", "front_merges", "prio_aging_expire", "read_expire", "write_expire", "writes_starved"},
+	"bfq":         allowed["bfq"],
+	"kyber":       allowed["kyber"],
+}
+
+// restorable checks a recorded State against the device's current
+// options before anything is written: the scheduler is offered, every
+// tunable exists (or is a known tunable of a scheduler that is not
+// current), every queue attribute exists, read-ahead is whole pages in
+// [0, MaxReadAheadKiB]. what names the record's field ("original").
+func (a *Actuator) restorable(dev string, want State, what string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", what, field, fmt.Sprintf(format, args...)))
+	}
+	if err := want.check(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", what, err))
+	}
+	offered, cur, err := a.readScheduler(dev)
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrNotAllowed):
+		if want.Scheduler != "" {
+			bad("scheduler", "%q, but the device has no scheduler (bio-based)", want.Scheduler)
+		}
+	default:
+		return err
+	}
+	if want.Scheduler != "" && err == nil {
+		if !slices.Contains(offered, want.Scheduler) {
+			bad("scheduler", "%q is not offered by the kernel (offers %s)", want.Scheduler, strings.Join(offered, ", "))
+		} else if want.Scheduler == cur && cur != "none" {
+			exposed, err := a.list(dev, AttrIosched)
+			if err != nil {
+				return err
+			}
+			for _, k := range slices.Sorted(maps.Keys(want.Tunables)) {
+				if !slices.Contains(exposed, k) {
+					bad("tunables", "%s: %s has no such file", k, a.store.Path(dev, AttrIosched))
+				}
+			}
+		} else if known, ok := knownTunables[want.Scheduler]; ok {
+			for _, k := range slices.Sorted(maps.Keys(want.Tunables)) {
+				if !slices.Contains(known, k) {
+					bad("tunables", "%s is not a tunable of %s", k, want.Scheduler)
+				}
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.Queue)) {
+		if _, err := a.read(dev, "queue/"+k); err != nil {
+			bad("queue", "%s: %v", k, err)
+		}
+	}
+	if want.ReadAheadKiB%a.pageKiB != 0 {
+		bad("read_ahead_kb", "%d is not a multiple of the %d KiB page", want.ReadAheadKiB, a.pageKiB)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("actuate: %s: record %s does not fit the device, nothing written: %w: %w",
+		dev, statePath(a.stateDir, dev), ErrCorruptState, errors.Join(errs...))
 }
 
 // restore puts dev into state want: the scheduler, then the queue
@@ -829,9 +1175,14 @@ func (a *Actuator) readScheduler(dev string) (list []string, current string, err
 type identity struct {
 	majorMinor string
 	diskSeq    uint64
+	stableID   string
 }
 
-// identity reads the device's dev and diskseq.
+// stableIDAttrs are read, in order, for a disk's own identity: the
+// first that exists and is not empty is the disk's stable ID.
+var stableIDAttrs = []string{"wwid", "device/wwid", "serial", "device/serial"}
+
+// identity reads the device's dev, diskseq and stable ID.
 func (a *Actuator) identity(dev string) (identity, error) {
 	mm, err := a.read(dev, attrDev)
 	if err != nil {
@@ -845,7 +1196,72 @@ func (a *Actuator) identity(dev string) (identity, error) {
 	if s, err := a.read(dev, attrDiskSeq); err == nil {
 		id.diskSeq, _ = strconv.ParseUint(s, 10, 64)
 	}
+	for _, attr := range stableIDAttrs {
+		if s, err := a.read(dev, attr); err == nil && s != "" {
+			id.stableID = s
+			break
+		}
+	}
 	return id, nil
+}
+
+// bootIDOf returns the kernel's boot_id through the store (a method
+// BootID() (string, error)), or /proc/sys/kernel/random/boot_id for the
+// real sysfs (boot_id is not namespaced: a container sees the host's);
+// "" if unknown.
+func bootIDOf(st Store) string {
+	var id string
+	switch s := st.(type) {
+	case interface{ BootID() (string, error) }:
+		id, _ = s.BootID()
+	case SysfsStore:
+		b, err := os.ReadFile(filepath.Join(hostRootOf(s.Root), "proc/sys/kernel/random/boot_id"))
+		if err != nil && s.Root != "" && s.Root != "/" {
+			b, err = os.ReadFile("/proc/sys/kernel/random/boot_id")
+		}
+		if err == nil {
+			id = string(b)
+		}
+	}
+	return strings.TrimSpace(id)
+}
+
+// sameDevice decides whether the device now named like rec is the device
+// rec was recorded for (see the package documentation, "Identity").
+func (a *Actuator) sameDevice(rec *Original, id identity) (bool, string) {
+	if id.majorMinor != rec.MajorMinor {
+		return false, "another device number"
+	}
+	sameBoot := rec.BootID == "" || a.bootID == "" || rec.BootID == a.bootID
+	if sameBoot {
+		if rec.DiskSeq != 0 && id.diskSeq != 0 && id.diskSeq != rec.DiskSeq {
+			return false, "another diskseq: the device was detached and another attached under its name"
+		}
+		return true, ""
+	}
+	// After a reboot diskseq restarts: the disk's own identity decides.
+	switch {
+	case rec.StableID != "" || id.stableID != "":
+		if rec.StableID != id.stableID {
+			return false, fmt.Sprintf("the machine rebooted and the disk's wwid/serial is now %q, recorded %q", id.stableID, rec.StableID)
+		}
+		return true, ""
+	case isVolatile(rec.Device):
+		return false, "the machine rebooted, and a " + rec.Device + " of a new boot is a new device"
+	}
+	return true, ""
+}
+
+// isVolatile reports whether devices of this kind never survive a reboot
+// as the same disk: loop, nbd, zram, ram disks and device-mapper/md
+// devices whose numbers are handed out at set-up time.
+func isVolatile(dev string) bool {
+	for _, p := range []string{"loop", "nbd", "zram", "ram", "dm-", "md"} {
+		if strings.HasPrefix(dev, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkIdentity returns ErrDeviceGone if dev does not exist, or if rec is
@@ -858,10 +1274,10 @@ func (a *Actuator) checkIdentity(dev string, rec *Original) error {
 	if rec == nil {
 		return nil
 	}
-	if id.majorMinor != rec.MajorMinor || (rec.DiskSeq != 0 && id.diskSeq != 0 && id.diskSeq != rec.DiskSeq) {
+	if ok, why := a.sameDevice(rec, id); !ok {
 		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, attrDev), Kind: ErrDeviceGone,
-			Err: fmt.Errorf("now dev %s diskseq %d, but the original was recorded at %s for dev %s diskseq %d: another device has the name (Forget the record)",
-				id.majorMinor, id.diskSeq, rec.RecordedAt.Format(time.RFC3339), rec.MajorMinor, rec.DiskSeq)}
+			Err: fmt.Errorf("now dev %s diskseq %d, but the original was recorded at %s for dev %s diskseq %d: %s; a new device never inherits a setting (forget the record: shadowtune state forget %s)",
+				id.majorMinor, id.diskSeq, rec.RecordedAt.Format(time.RFC3339), rec.MajorMinor, rec.DiskSeq, why, dev)}
 	}
 	return nil
 }

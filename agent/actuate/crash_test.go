@@ -18,12 +18,13 @@ import (
 // new Actuator on the same state directory reverts exactly.
 
 const (
-	envCrashRoot  = "SHADOWTUNE_CRASH_ROOT"  // fake tree, or "" with envCrashReal for real sysfs
-	envCrashReal  = "SHADOWTUNE_CRASH_REAL"  // "1": use SysfsStore{Root: ""}
-	envCrashState = "SHADOWTUNE_CRASH_STATE" // state directory
-	envCrashPoint = "SHADOWTUNE_CRASH_POINT" // the hook point to die at
-	envCrashDev   = "SHADOWTUNE_CRASH_DEV"
-	envCrashSet   = "SHADOWTUNE_CRASH_SETTINGS" // JSON []Setting applied in order
+	envCrashRoot   = "SHADOWTUNE_CRASH_ROOT"  // fake tree, or "" with envCrashReal for real sysfs
+	envCrashReal   = "SHADOWTUNE_CRASH_REAL"  // "1": use SysfsStore{Root: ""}
+	envCrashState  = "SHADOWTUNE_CRASH_STATE" // state directory
+	envCrashPoint  = "SHADOWTUNE_CRASH_POINT" // the hook point to die at
+	envCrashDev    = "SHADOWTUNE_CRASH_DEV"
+	envCrashSet    = "SHADOWTUNE_CRASH_SETTINGS" // JSON []Setting applied in order
+	envCrashClaims = "SHADOWTUNE_CRASH_CLAIMS"   // claim directory ("" : the Store's default)
 )
 
 // TestCrashChild is the child's body; it does nothing in a normal run.
@@ -36,7 +37,7 @@ func TestCrashChild(t *testing.T) {
 	if os.Getenv(envCrashReal) == "1" {
 		st = SysfsStore{}
 	}
-	a, err := NewWithStore(st, stateDir)
+	a, err := open(Options{Store: st, StateDir: stateDir, ClaimDir: os.Getenv(envCrashClaims)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -170,3 +170,84 @@ func (e *ChangeError) Unwrap() []error {
 	}
 	return []error{e.Cause, ErrRollback, e.Rollback}
 }
+
+// ErrRecordNotUpdated: the device is as intended (changed, or restored)
+// but its state file could not be written or removed (a read-only or full
+// state file system). The error is a *RecordError.
+var ErrRecordNotUpdated = errors.New("state file not updated")
+
+// RecordError is a state file that could not be updated while the device
+// itself was changed or restored as asked.
+type RecordError struct {
+	Device string
+	Path   string // STATEDIR/DEV.json
+	Op     string // "journal", "clear the journal of", "update", "remove"
+	// Restored is true for a revert: the device has its original values
+	// (read back), only the record is left.
+	Restored bool
+	Err      error
+}
+
+func (e *RecordError) Error() string {
+	if e.Restored {
+		return fmt.Sprintf("actuate: %s restored, but could not remove its record %s (%v): it stays until a revert can remove it", e.Device, e.Path, e.Err)
+	}
+	return fmt.Sprintf("actuate: %s: could not %s record %s (%v); the original record is intact", e.Device, e.Op, e.Path, e.Err)
+}
+
+// Unwrap returns ErrRecordNotUpdated and the cause (e.g. syscall.ENOSPC).
+func (e *RecordError) Unwrap() []error { return []error{ErrRecordNotUpdated, e.Err} }
+
+// DeviceError is an error about one device.
+type DeviceError struct {
+	Device string
+	Err    error
+}
+
+// RevertError is RevertAll's account of the devices it did not simply
+// restore; each list is in name order.
+type RevertError struct {
+	// Gone: devices gone or replaced by another device (ErrDeviceGone);
+	// not touched, records kept until Forget. Not a failed restore:
+	// nothing shadowtune wrote is in effect on them.
+	Gone []DeviceError
+	// Failed: devices not restored (a write failed, a record that cannot
+	// be loaded or does not fit the device, another owner); records kept.
+	Failed []DeviceError
+	// RecordKept: devices restored whose record could not be removed
+	// (*RecordError); a later revert retries.
+	RecordKept []DeviceError
+}
+
+// AllRestored reports whether every device that still exists was
+// restored (only Gone or RecordKept entries).
+func (e *RevertError) AllRestored() bool { return len(e.Failed) == 0 }
+
+func (e *RevertError) Error() string {
+	var parts []string
+	list := func(what string, l []DeviceError) {
+		if len(l) == 0 {
+			return
+		}
+		msgs := make([]string, len(l))
+		for i, d := range l {
+			msgs[i] = d.Err.Error()
+		}
+		parts = append(parts, fmt.Sprintf("%d %s: %s", len(l), what, strings.Join(msgs, "; ")))
+	}
+	list("not restored", e.Failed)
+	list("gone or replaced (not touched, record kept)", e.Gone)
+	list("restored with the record kept", e.RecordKept)
+	return "actuate: revert: " + strings.Join(parts, "; ")
+}
+
+// Unwrap returns every device's error.
+func (e *RevertError) Unwrap() []error {
+	var out []error
+	for _, l := range [][]DeviceError{e.Failed, e.Gone, e.RecordKept} {
+		for _, d := range l {
+			out = append(out, d.Err)
+		}
+	}
+	return out
+}

@@ -53,7 +53,8 @@ func needSchedulers(t *testing.T, name string, want ...string) {
 
 func newLoopActuator(t *testing.T) *Actuator {
 	t.Helper()
-	a, err := New("", t.TempDir())
+	// Claims in the test's own directory, not the host's /run.
+	a, err := Open(Options{StateDir: t.TempDir(), ClaimDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,15 +162,15 @@ func TestLoopCrash(t *testing.T) {
 	name := loopdev.New(t, 64<<20)
 	needSchedulers(t, name, "bfq")
 	before := loopdev.SnapshotQueue(t, name)
-	stateDir := t.TempDir()
+	stateDir, claimDir := t.TempDir(), t.TempDir()
 	for _, point := range []string{"wrote " + AttrScheduler, "wrote queue/iosched/slice_idle"} {
 		runCrashChild(t, envCrashReal+"=1", envCrashState+"="+stateDir, envCrashPoint+"="+point,
-			envCrashDev+"="+name,
+			envCrashDev+"="+name, envCrashClaims+"="+claimDir,
 			envCrashSet+"="+settingsJSON(t, Setting{Scheduler: "bfq", Tunables: sched.Tunables{"slice_idle": 0}, ReadAheadKiB: 512}))
 		if got := sysRead(t, name, AttrScheduler); !strings.Contains(got, "[bfq]") {
 			t.Fatalf("child did not switch before dying: %s", got)
 		}
-		a, err := New("", stateDir)
+		a, err := open(Options{StateDir: stateDir, ClaimDir: claimDir}, true)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,6 +30,8 @@ const StateVersion = 1
 //	  "device": "sda",                 // kernel name, must match the file name
 //	  "dev": "8:0",                    // MAJOR:MINOR when recorded
 //	  "diskseq": 1,                    // /sys/block/DEV/diskseq when recorded; 0 if the kernel has none
+//	  "boot_id": "…",                  // /proc/sys/kernel/random/boot_id when recorded (optional)
+//	  "stable_id": "naa.5000…",        // the disk's wwid, else serial, when recorded (optional)
 //	  "recorded_at": "2026-01-02T15:04:05Z",
 //	  "original": {                    // the device before shadowtune's first change (a State)
 //	    "scheduler": "mq-deadline",    // "" if the device has no queue/scheduler
@@ -50,6 +53,10 @@ const StateVersion = 1
 // an original is never overwritten) or renamed (journal updates) onto
 // DEV.json, and STATEDIR is fsynced. A crash leaves either the old or the
 // new file, plus possibly a stale ".DEV.json.tmp*" that New removes.
+//
+// STATEDIR/memo/DEV.json holds the agent's DeviceMemo (not a record);
+// files other than DEV.json are ignored. A DEV.json that is a symlink or
+// not a regular file is refused (ErrCorruptState), never followed.
 
 // stateFile is the JSON document.
 type stateFile struct {
@@ -57,6 +64,8 @@ type stateFile struct {
 	Device     string    `json:"device"`
 	MajorMinor string    `json:"dev"`
 	DiskSeq    uint64    `json:"diskseq,omitempty"`
+	BootID     string    `json:"boot_id,omitempty"`
+	StableID   string    `json:"stable_id,omitempty"`
 	RecordedAt time.Time `json:"recorded_at"`
 	Original   *State    `json:"original"`
 	InProgress *Change   `json:"in_progress,omitempty"`
@@ -66,6 +75,7 @@ func (o *Original) file() stateFile {
 	st := o.State
 	return stateFile{
 		Version: StateVersion, Device: o.Device, MajorMinor: o.MajorMinor, DiskSeq: o.DiskSeq,
+		BootID: o.BootID, StableID: o.StableID,
 		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted,
 	}
 }
@@ -74,48 +84,100 @@ const stateSuffix = ".json"
 
 func statePath(dir, dev string) string { return filepath.Join(dir, dev+stateSuffix) }
 
-// loadState reads every DEV.json of dir. A file that cannot be parsed or
-// has another version makes the whole load fail (ErrCorruptState), naming
-// the file.
-func loadState(dir string) (map[string]*Original, error) {
+// loadState reads every DEV.json of dir. A file that cannot be loaded
+// (unparsable, another version, invalid values, a symlink or another
+// non-regular file) is returned in bad, by device name, with an error
+// naming the file (ErrCorruptState); the others load. err is for a state
+// directory that cannot be read at all.
+func loadState(dir string) (recs map[string]*Original, bad map[string]error, err error) {
+	return loadRecords(dir, true)
+}
+
+// loadRecords is loadState; clean removes stale temporary files.
+func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[string]error, err error) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, fmt.Errorf("actuate: state directory: %w", err)
+		return nil, nil, fmt.Errorf("actuate: state directory: %w", err)
 	}
-	out := map[string]*Original{}
+	recs, bad = map[string]*Original{}, map[string]error{}
 	for _, e := range ents {
 		name := e.Name()
 		if strings.HasPrefix(name, ".") {
-			if strings.Contains(name, stateSuffix+".tmp") {
-				// An interrupted write; the real file is intact.
-				if err := os.Remove(filepath.Join(dir, name)); err != nil {
-					return nil, fmt.Errorf("actuate: remove stale temporary state file: %w", err)
-				}
+			if clean && strings.Contains(name, stateSuffix+".tmp") {
+				// An interrupted write; the real file is intact. A
+				// read-only state directory keeps it: harmless.
+				_ = os.Remove(filepath.Join(dir, name))
 			}
 			continue
 		}
 		dev, ok := strings.CutSuffix(name, stateSuffix)
-		if !ok || !e.Type().IsRegular() {
+		if !ok {
 			continue
 		}
 		path := filepath.Join(dir, name)
+		if !e.Type().IsRegular() {
+			bad[dev] = fmt.Errorf("actuate: state file %s: %w: a %s, not a regular file: refused (left in place; inspect it, then replace it by the real record or forget it)",
+				path, ErrCorruptState, typeName(e.Type()))
+			continue
+		}
 		o, err := readStateFile(path, dev)
 		if err != nil {
-			return nil, err
+			bad[dev] = err
+			continue
 		}
-		out[dev] = o
+		recs[dev] = o
 	}
-	return out, nil
+	return recs, bad, nil
+}
+
+func typeName(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case m.IsDir():
+		return "directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	case m&fs.ModeDevice != 0:
+		return "device file"
+	}
+	return "non-regular file"
+}
+
+// readFileNoFollow reads a regular file, refusing a symlink (O_NOFOLLOW)
+// or anything else that is not a regular file.
+func readFileNoFollow(path string) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link: refused", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is a %s, not a regular file: refused", path, typeName(fi.Mode()))
+	}
+	return io.ReadAll(io.LimitReader(f, 1<<20))
 }
 
 func readStateFile(path, dev string) (*Original, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("actuate: state file: %w", err)
-	}
 	corrupt := func(format string, a ...any) error {
 		return fmt.Errorf("actuate: state file %s: %w: %s (left in place; inspect it, then revert by hand or delete it)",
 			path, ErrCorruptState, fmt.Sprintf(format, a...))
+	}
+	b, err := readFileNoFollow(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, fmt.Errorf("actuate: state file: %w", err)
+		}
+		return nil, corrupt("%v", err)
 	}
 	var f stateFile
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -145,28 +207,70 @@ func readStateFile(path, dev string) (*Original, error) {
 		}
 	}
 	return &Original{
-		Device: f.Device, MajorMinor: f.MajorMinor, DiskSeq: f.DiskSeq, RecordedAt: f.RecordedAt,
-		State: *f.Original, Interrupted: f.InProgress,
+		Device: f.Device, MajorMinor: f.MajorMinor, DiskSeq: f.DiskSeq, BootID: f.BootID, StableID: f.StableID,
+		RecordedAt: f.RecordedAt, State: *f.Original, Interrupted: f.InProgress,
 	}, nil
 }
 
-// check validates a recorded State: only names and values that Apply or
-// Revert may write back.
+// MaxReadAheadKiB is the largest read_ahead_kb a record may hold or a
+// Setting may ask for: 1 GiB, in KiB.
+const MaxReadAheadKiB = 1 << 20
+
+// check validates a recorded State on its own: only names and values that
+// Apply or Revert may write back (a scheduler name, integer tunables and
+// queue attributes, read-ahead in [0, MaxReadAheadKiB]). Each error names
+// the field.
 func (s *State) check() error {
-	if s.ReadAheadKiB < 0 {
-		return fmt.Errorf("negative read_ahead_kb %d", s.ReadAheadKiB)
+	if s.Scheduler != "" && !validSchedName(s.Scheduler) {
+		return fmt.Errorf("scheduler %q is not a scheduler name", s.Scheduler)
+	}
+	if s.ReadAheadKiB < 0 || s.ReadAheadKiB > MaxReadAheadKiB {
+		return fmt.Errorf("read_ahead_kb %d is out of range [0, %d]", s.ReadAheadKiB, MaxReadAheadKiB)
 	}
 	for k, v := range s.Tunables {
 		if !validAttrName(k) || strings.ContainsAny(v, "\n\x00") {
 			return fmt.Errorf("bad tunable %q=%q", k, v)
+		}
+		if !isInteger(v) {
+			return fmt.Errorf("tunable %s=%q is not an integer", k, v)
 		}
 	}
 	for k, v := range s.Queue {
 		if !isQueueSideEffect(k) || strings.ContainsAny(v, "\n\x00") {
 			return fmt.Errorf("bad queue attribute %q=%q", k, v)
 		}
+		if !isInteger(v) {
+			return fmt.Errorf("queue attribute %s=%q is not an integer", k, v)
+		}
 	}
 	return nil
+}
+
+// validSchedName accepts an elevator name: lower-case letters, digits,
+// '-' and '_', at most 32 bytes (ELV_NAME_MAX is 16).
+func validSchedName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func isInteger(s string) bool {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // writeState writes o to DIR/DEV.json durably. With create set the file
@@ -176,9 +280,15 @@ func writeState(dir string, o *Original, create bool) error {
 	if err != nil {
 		return fmt.Errorf("actuate: encode state of %s: %w", o.Device, err)
 	}
-	b = append(b, '\n')
-	final := statePath(dir, o.Device)
-	tmp, err := os.CreateTemp(dir, "."+o.Device+stateSuffix+".tmp")
+	return writeFileAtomic(dir, statePath(dir, o.Device), append(b, '\n'), create)
+}
+
+// writeFileAtomic writes b to final (in dir) durably: a temporary file
+// in dir, fsynced, then linked (create: fails if final exists) or renamed
+// onto final, then dir fsynced.
+func writeFileAtomic(dir, final string, b []byte, create bool) error {
+	base := filepath.Base(final)
+	tmp, err := os.CreateTemp(dir, "."+base+".tmp")
 	if err != nil {
 		return fmt.Errorf("actuate: state file: %w", err)
 	}
@@ -231,9 +341,19 @@ func syncDir(dir string) error {
 }
 
 // lockDir takes an exclusive flock on DIR/.lock so that two agents never
-// share a state directory. The lock dies with the process.
+// share a state directory. The lock dies with the process. On a read-only
+// state directory (EROFS, EACCES) the lock file is opened read-only, or,
+// if it does not exist, the directory itself is locked: a revert must not
+// depend on being able to write.
 func lockDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	path := filepath.Join(dir, ".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil && (errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)) {
+		f, err = os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			f, err = os.Open(dir)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("actuate: lock state directory: %w", err)
 	}

@@ -49,6 +49,21 @@ func (s *Store) Writes() []string {
 	return append([]string(nil), s.writes...)
 }
 
+// ClaimDir returns ROOT/run/shadowtune/claims: the fake host's claim
+// directory (package actuate's Options.ClaimDir default for this Store),
+// so two Actuators on one fake root see each other's claims.
+func (s *Store) ClaimDir() string { return filepath.Join(s.root, "run", "shadowtune", "claims") }
+
+// BootID returns the content of ROOT/proc/sys/kernel/random/boot_id
+// (write it to simulate a reboot), or "" when absent.
+func (s *Store) BootID() (string, error) {
+	b, err := os.ReadFile(filepath.Join(s.root, "proc", "sys", "kernel", "random", "boot_id"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	return strings.TrimSpace(string(b)), err
+}
+
 // Path returns ROOT/sys/block/DEV/ATTR.
 func (s *Store) Path(dev, attr string) string {
 	return filepath.Join(s.root, "sys", "block", dev, attr)

@@ -62,6 +62,7 @@ applies the setting predicted to be fastest.`,
 		newTraceCommand(),
 		newOperatorCommand(),
 		newCleanupCommand(),
+		newStateCommand(),
 		newVersionCommand(),
 	)
 	return root

@@ -77,12 +77,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	}
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: verbosity})
 	if f.revert {
-		done, err := agent.Revert(f.hostRoot, f.stateDir)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
-		return nil
+		return runRevert(stdout, f.hostRoot, f.stateDir)
 	}
 	if f.config == "" {
 		return badInputf("--config is required (or --revert)")

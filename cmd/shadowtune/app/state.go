@@ -1,0 +1,175 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/actuate"
+)
+
+// newStateCommand is `shadowtune state`: the host operator's view of the
+// agent's records of original settings.
+func newStateCommand() *cobra.Command {
+	var stateDir, hostRoot, claimDir string
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "List or forget the records of original device settings kept in the state directory",
+		Long: `The agent records a device's original settings in STATEDIR/DEV.json before its
+first change, and removes the record when it has put them back. 'state list'
+shows the records and whether each device is still there ("present": a revert
+restores it), gone or replaced by another device ("gone": a revert skips it;
+nothing the agent wrote is in effect on the new device), or unreadable ("bad").
+'state forget DEVICE' removes the record of a gone device, or a bad file,
+without touching any device.`,
+	}
+	pf := cmd.PersistentFlags()
+	pf.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory")
+	pf.StringVar(&hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
+	pf.StringVar(&claimDir, "claim-dir", "", "device claims (default HOST-ROOT"+actuate.DefaultClaimDir+")")
+	opts := func() actuate.Options {
+		return actuate.Options{HostRoot: hostRoot, StateDir: stateDir, ClaimDir: claimDir}
+	}
+
+	var output string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the recorded devices (read-only; safe while an agent runs)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return badInputf("--output: want table or json, got %q", output)
+			}
+			recs, err := actuate.List(opts())
+			if err != nil {
+				return err
+			}
+			return printStateList(cmd.OutOrStdout(), recs, output)
+		},
+	}
+	list.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+
+	var force bool
+	forget := &cobra.Command{
+		Use:   "forget DEVICE",
+		Short: "Remove the record of a device that is gone or replaced, or a bad record, without touching any device",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dev := args[0]
+			a, err := actuate.Open(opts())
+			if err != nil {
+				return err
+			}
+			defer a.Close()
+			_, had := a.Original(dev)
+			_, bad := a.BadRecords()[dev]
+			if !had && !bad {
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "no record of %s in %s\n", dev, a.StateDir())
+				return err
+			}
+			if force {
+				err = a.ForceForget(dev)
+			} else {
+				err = a.Forget(dev)
+			}
+			if errors.Is(err, actuate.ErrInvalidSetting) {
+				return badInput(err)
+			}
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "forgot %s: removed its record from %s\n", dev, a.StateDir())
+			return err
+		},
+	}
+	forget.Flags().BoolVar(&force, "force", false, "forget even a device that is still there (it keeps its current settings; nothing will restore its original)")
+	cmd.AddCommand(list, forget)
+	return cmd
+}
+
+func printStateList(w io.Writer, recs []actuate.RecordStatus, output string) error {
+	if output == "json" {
+		if recs == nil {
+			recs = []actuate.RecordStatus{}
+		}
+		b, err := json.MarshalIndent(recs, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tSTATUS\tDEV\tRECORDED\tORIGINAL\tOWNER\tPROBLEM")
+	for _, r := range recs {
+		recorded, orig, owner := "-", "-", "-"
+		if r.RecordedAt != nil {
+			recorded = r.RecordedAt.Format("2006-01-02T15:04:05Z07:00")
+		}
+		if r.Original != nil {
+			orig = fmt.Sprintf("%s ra=%dKiB", orDash(r.Original.Scheduler), r.Original.ReadAheadKiB)
+			if r.Interrupted {
+				orig += " (change interrupted)"
+			}
+		}
+		if r.Owner != nil {
+			state := "exited"
+			if r.Owner.Live {
+				state = "running"
+			}
+			owner = fmt.Sprintf("%s pid %d (%s)", r.Owner.StateDir, r.Owner.PID, state)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Device, r.Status, orDash(r.Dev), recorded, orig, owner,
+			orDash(oneLine(r.Problem)))
+	}
+	return tw.Flush()
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+// runRevert is `shadowtune run --revert`: restore every device recorded in
+// stateDir. It prints the devices restored, then each one skipped and
+// why; it fails (exit 1) when a device that is still there was not
+// restored. A device gone or replaced is reported, not a failure: nothing
+// written by the agent is in effect on it.
+func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
+	a, err := actuate.Open(actuate.Options{HostRoot: hostRoot, StateDir: stateDir})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	done, err := a.RevertAll()
+	if done == nil {
+		done = []string{}
+	}
+	fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
+	if err == nil {
+		return nil
+	}
+	var re *actuate.RevertError
+	if !errors.As(err, &re) {
+		return err
+	}
+	for _, d := range re.RecordKept {
+		fmt.Fprintf(stdout, "restored %s, but its record stays: %s\n", d.Device, oneLine(d.Err.Error()))
+	}
+	for _, d := range re.Gone {
+		fmt.Fprintf(stdout, "skipped %s: gone or replaced, not touched (shadowtune state forget %s --state-dir %s): %s\n",
+			d.Device, d.Device, a.StateDir(), oneLine(d.Err.Error()))
+	}
+	var failed []string
+	for _, d := range re.Failed {
+		fmt.Fprintf(stdout, "not restored %s: %s\n", d.Device, oneLine(d.Err.Error()))
+		failed = append(failed, d.Device)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d device(s) not restored: %s (see above)", len(failed), strings.Join(failed, ", "))
+	}
+	return nil
+}
