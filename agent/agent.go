@@ -137,17 +137,6 @@ func Run(ctx context.Context, opt Options) (Status, error) {
 	return a.Status(), err
 }
 
-// Revert restores every device recorded in stateDir to its original
-// settings (`shadowtune run --revert`).
-func Revert(hostRoot, stateDir string) ([]string, error) {
-	a, err := actuate.New(hostRoot, stateDir)
-	if err != nil {
-		return nil, err
-	}
-	defer a.Close()
-	return a.RevertAll()
-}
-
 // NeedLeaderElection is false: every node runs its agent.
 func (a *Agent) NeedLeaderElection() bool { return false }
 
@@ -181,12 +170,13 @@ func (a *Agent) Status() Status {
 // in Apply mode. It returns ErrNoDevice when the policy of `shadowtune run`
 // selects no device, and an error when tracing fails.
 func (a *Agent) Start(ctx context.Context) error {
-	act, err := actuate.New(a.opt.HostRoot, a.opt.StateDir)
+	act, err := actuate.Open(actuate.Options{HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir})
 	if err != nil {
 		return err
 	}
 	defer act.Close()
 	a.act = act
+	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}
@@ -197,7 +187,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer tr.Close()
 	a.tr = tr
 	info := tr.Info()
-	a.st.Tracer, a.notes = info.Kind, info.Notes
+	a.st.Tracer = info.Kind
+	a.notes = append(a.notes, info.Notes...)
 	if info.EBPFError != nil {
 		a.notes = append(a.notes, "eBPF not used: "+info.EBPFError.Error())
 	}
@@ -270,6 +261,9 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.budget.refill()
 			a.budget.spend(processCPU() - cpuMark)
 			a.windows(now, stats, stats.Dropped-lastStats.Dropped)
+			if err := a.act.Flush(); err != nil {
+				a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
+			}
 			lastStats = stats
 			cpuMark = processCPU()
 		}
@@ -354,6 +348,14 @@ func (a *Agent) shutdown() error {
 		for _, dev := range done {
 			m.IncRevert(dev, metrics.RevertShutdown)
 		}
+	}
+	var re *actuate.RevertError
+	if errors.As(err, &re) && re.AllRestored() {
+		// Devices that are gone, or restored with their record kept (a
+		// read-only or full state directory): reported, not a failure.
+		a.opt.Log.Info("restored every device still there", "devices", done, "not restored", err.Error())
+		a.st.Notes = append(a.st.Notes, "at shutdown: "+err.Error())
+		err = nil
 	}
 	if err != nil {
 		a.publish()

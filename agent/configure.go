@@ -4,6 +4,7 @@ package agent
 // whenever the policies change (SetPolicies), without stopping the loop.
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,6 +39,15 @@ func (a *Agent) configure(ps policySet) error {
 	}
 	if len(sel) == 0 && !a.cluster {
 		return ErrNoDevice
+	}
+	sel, owned := a.claim(sel)
+	if len(owned) > 0 {
+		if !a.cluster {
+			return errors.Join(owned...)
+		}
+		for _, err := range owned {
+			a.st.Notes = append(a.st.Notes, "not governed: "+err.Error())
+		}
 	}
 	devs, err := a.adopt(sel, restored)
 	if err != nil {
@@ -112,6 +122,8 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		}
 		if p != nil {
 			d.carry(p)
+		} else {
+			d.remember(a.act, a.opt.Log)
 		}
 		out = append(out, d)
 	}
@@ -147,12 +159,26 @@ func (d *device) carry(old *device) {
 
 // forgetDropped removes the metrics of the devices no longer governed.
 func (a *Agent) forgetDropped(devs []*device) {
+	a.release(devs)
 	if a.opt.Metrics == nil {
 		return
 	}
 	for _, d := range a.devs {
 		if !slices.ContainsFunc(devs, func(n *device) bool { return n.sys.Name == d.sys.Name }) {
 			a.opt.Metrics.ForgetDevice(d.sys.Name)
+		}
+	}
+}
+
+// release gives up the claims of the devices no longer governed (a claim
+// stays while the actuator has a record of the device).
+func (a *Agent) release(devs []*device) {
+	for _, d := range a.devs {
+		if slices.ContainsFunc(devs, func(n *device) bool { return n.sys.Name == d.sys.Name }) {
+			continue
+		}
+		if err := a.act.Release(d.sys.Name); err != nil {
+			a.opt.Log.Error(err, "release the claim of a device no longer governed", "device", d.sys.Name)
 		}
 	}
 }

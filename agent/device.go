@@ -202,7 +202,7 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Ti
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
-	_, err := e.act.Apply(d.sys.Name, actuate.Setting{
+	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
 		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
 	})
 	st := &d.status
@@ -211,7 +211,13 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 		e.log.Error(err, "apply", "device", d.sys.Name, "setting", s.Candidate.Name())
 		return
 	}
+	if ap.RecordError != nil {
+		// The device changed; its record is written again every window.
+		st.LastError = ap.RecordError.Error()
+		e.log.Error(ap.RecordError, "the change is made, its record is not updated yet", "device", d.sys.Name)
+	}
 	d.ctrl.commit(a, now)
+	d.memorize(e.act, e.log)
 	st.Applied = &v1alpha1.AppliedSetting{Scheduler: s.Candidate.Scheduler, Tunables: tunablesText(s.Candidate.Tunables),
 		ReadAheadKiB: int32(s.ReadAheadKiB), At: metav1.NewTime(now)}
 	st.LastChangeTime, st.LastChange = ptrTime(now), changeText(prev, s)

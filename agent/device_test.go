@@ -3,9 +3,11 @@ package agent
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -634,5 +636,56 @@ func TestOtherWriterYields(t *testing.T) {
 				t.Errorf("at exit the scheduler is %s, want the other writer's %s kept", s.Scheduler, other)
 			}
 		})
+	}
+}
+
+// TestSecondAgentRefused: a second agent with another state directory
+// that selects a device the first one governs is refused, with an error
+// naming the first one's state directory and pid (issue 16, finding 1).
+func TestSecondAgentRefused(t *testing.T) {
+	root := fakeHost(t)
+	spec := testTuning("", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda"} }).Spec
+	start := func(stateDir string) (*Agent, error) {
+		act, err := actuate.NewWithStore(actuatetest.New(root), stateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { act.Close() })
+		a := New(Options{HostRoot: root, StateDir: stateDir, Spec: spec, Log: testr.New(t)})
+		a.act = act
+		return a, a.configure(a.initialPolicies())
+	}
+	first := t.TempDir()
+	if _, err := start(first); err != nil {
+		t.Fatal(err)
+	}
+	_, err := start(t.TempDir())
+	if !errors.Is(err, actuate.ErrOwned) || !strings.Contains(err.Error(), first) || !strings.Contains(err.Error(), strconv.Itoa(os.Getpid())) {
+		t.Fatalf("second agent: %v; want ErrOwned naming %s and pid %d", err, first, os.Getpid())
+	}
+}
+
+// TestMinDwellAcrossRestarts: the time of a device's last change is kept
+// in the state directory, so a restarted agent still keeps the setting
+// for spec.rollout.minDwell (issue 16, finding 7).
+func TestMinDwellAcrossRestarts(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	if st := e.window(t, 1); st.Changes != 1 {
+		t.Fatalf("no change to start from: %+v", st)
+	}
+	changed := e.d.ctrl.lastChange
+	sd, err := sysfs.Read(e.root, "sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.remember(e.act, testr.New(t))
+	if !d.ctrl.lastChange.Equal(changed) || d.gate(e.env).hold(d.ctrl.lastChange, changed.Add(time.Minute)) != HoldDwell {
+		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
 	}
 }

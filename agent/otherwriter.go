@@ -107,7 +107,7 @@ func (a *Agent) leaveToOtherWriters() []string {
 		if _, ok := a.act.Original(d.sys.Name); !ok {
 			continue
 		}
-		if err := a.act.Forget(d.sys.Name); err != nil {
+		if err := a.act.ForceForget(d.sys.Name); err != nil {
 			a.opt.Log.Error(err, "forget the record of a device left to another writer", "device", d.sys.Name)
 			continue
 		}

@@ -332,6 +332,7 @@ func TestAgentPod(t *testing.T) {
 	wantHostPaths := map[string]string{
 		"/sys":                "/host/sys Directory",
 		"/var/lib/shadowtune": "/var/lib/shadowtune DirectoryOrCreate",
+		"/run/shadowtune":     "/host/run/shadowtune DirectoryOrCreate",
 	}
 	if !equality.Semantic.DeepEqual(hostPaths, wantHostPaths) {
 		t.Errorf("host paths (path: mount type):\n got %v\nwant %v", hostPaths, wantHostPaths)

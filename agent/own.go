@@ -1,0 +1,80 @@
+package agent
+
+// What the agent owns on the host: the devices it governs are claimed
+// through the actuator (a host-wide claim per device, so that a second
+// agent with another state directory is refused, naming the owner), and
+// each device's pacing (the time of its last change, the thrash guard,
+// the regression back-offs) is kept in the state directory, so that
+// spec.rollout.minDwell holds across restarts.
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/go-logr/logr"
+
+	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/internal/decide"
+)
+
+// actuatorNotes are the status notes of what the actuator found at start:
+// records it could not load (each skipped, every other device restored as
+// usual) and why it cannot take claims, if it cannot.
+func actuatorNotes(act *actuate.Actuator, log logr.Logger) []string {
+	var notes []string
+	for dev, err := range act.BadRecords() {
+		log.Error(err, "a record of an original setting cannot be used; the device is left as it is", "device", dev)
+		notes = append(notes, fmt.Sprintf("record of %s not used: %v", dev, err))
+	}
+	if err := act.ClaimsUnavailable(); err != nil {
+		notes = append(notes, "device ownership is not enforced: "+err.Error())
+	}
+	return notes
+}
+
+// claim claims the selected devices the agent does not govern yet. It
+// returns the ones another agent owns, with its error, leaving them out of
+// sel: `shadowtune run` refuses them; the cluster agent reports them.
+func (a *Agent) claim(sel []selected) (kept []selected, owned []error) {
+	for _, s := range sel {
+		err := a.act.Claim(s.sys.Name)
+		var oe *actuate.OwnedError
+		switch {
+		case errors.As(err, &oe):
+			owned = append(owned, err)
+			continue
+		case err != nil:
+			a.opt.Log.Error(err, "claim a device", "device", s.sys.Name)
+		}
+		kept = append(kept, s)
+	}
+	return kept, owned
+}
+
+// remember restores a new device's pacing from its memo in the state
+// directory, when one was kept for the same disk.
+func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
+	m, ok, err := act.LoadDeviceState(d.sys.Name)
+	if err != nil {
+		log.Error(err, "read the device's memo; starting without it", "device", d.sys.Name)
+	}
+	if !ok {
+		return
+	}
+	c := d.ctrl
+	c.lastChange = m.LastChange
+	c.guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
+	maps.Copy(c.backoff, m.Backoff)
+}
+
+// memorize keeps the device's pacing in the state directory (after every
+// write to the device).
+func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
+	c := d.ctrl
+	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
+		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff)}
+	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
+		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)
+	}
+}
