@@ -111,7 +111,6 @@ func assets(t *testing.T) *vmlab.Assets {
 	t.Helper()
 	first := false
 	prepOnce.Do(func() { first = true })
-	t0 := time.Now()
 	a, err := vmlab.Prepare(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +118,6 @@ func assets(t *testing.T) *vmlab.Assets {
 	if first {
 		record("get kernel", a.KernelTime, cached(a.KernelCached)+", "+a.KernelPackage)
 		record("get base initramfs", a.InitramfsTime, cached(a.InitramfsCached))
-		_ = t0
 	}
 	return a
 }
@@ -297,7 +295,7 @@ func TestDMCache(t *testing.T) {
 	set("dmCache", map[string]any{
 		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2 iodepth 16, 10 s",
 		"writethroughIOPS": round(wt), "passthroughIOPS": round(pt), "ratio": round(ratio*100) / 100,
-		"readHitPct": round(hitPct*10) / 10, "onlineSwitchToPassthrough": st["passthrough"].mode == "passthrough",
+		"readHitPct": round(hitPct*10) / 10, // over the warm-up and the measured run "onlineSwitchToPassthrough": st["passthrough"].mode == "passthrough",
 	})
 }
 
@@ -307,7 +305,7 @@ func round(v float64) float64 { return float64(int64(v + 0.5)) }
 // (Documentation/admin-guide/device-mapper/cache.rst).
 type cacheStatus struct {
 	readHits, readMisses, dirty int64
-	mode, policy               string
+	mode, policy                string
 }
 
 // parseCacheStatus parses `dmsetup status` of a cache target: "start len
@@ -469,4 +467,3 @@ func parseStat(f []string) ([4]uint64, error) {
 	}
 	return s, nil
 }
-

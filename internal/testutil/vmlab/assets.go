@@ -105,6 +105,26 @@ func prepare(ctx context.Context) (*Assets, error) {
 	return a, nil
 }
 
+// staleAfter is how long a cached layer may go unused before a new layer
+// of its kind prunes it. Layers in use are touched at every Prepare.
+const staleAfter = 14 * 24 * time.Hour
+
+// pruneStale removes the cached layers matching pattern unused for
+// staleAfter: initramfs files, or kernel folders by their release file.
+func pruneStale(pattern string) {
+	old, _ := filepath.Glob(pattern)
+	for _, p := range old {
+		fi, err := os.Stat(p)
+		if err != nil || time.Since(fi.ModTime()) < staleAfter {
+			continue
+		}
+		if filepath.Base(p) == "release" {
+			p = filepath.Dir(p)
+		}
+		_ = os.RemoveAll(p)
+	}
+}
+
 // kernelPackage is the package linux-image-amd64 depends on, or
 // $SHADOWTUNE_VM_KERNEL_PKG.
 func kernelPackage(ctx context.Context) (string, error) {
@@ -136,8 +156,11 @@ func (a *Assets) kernel(ctx context.Context, cache string) (string, error) {
 		if err := fetchKernel(ctx, pkg, dir); err != nil {
 			return "", err
 		}
+		pruneStale(filepath.Join(cache, "kernel", "*", "release"))
 	} else {
 		a.KernelCached = true
+		now := time.Now()
+		_ = os.Chtimes(filepath.Join(dir, "release"), now, now) // in use: not pruned
 	}
 	rel, err := os.ReadFile(filepath.Join(dir, "release"))
 	if err != nil {
@@ -196,6 +219,9 @@ func fetchKernel(ctx context.Context, pkg, dir string) error {
 		return fmt.Errorf("vmlab: %w", err)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, "release")); serr == nil {
+			return nil // another process fetched it first
+		}
 		return fmt.Errorf("vmlab: kernel cache: %w", err)
 	}
 	return nil
@@ -282,8 +308,11 @@ func (a *Assets) initramfs(ctx context.Context, cache, kdir string) error {
 	a.Initramfs = filepath.Join(cache, "initramfs-"+a.KernelRelease+"-"+key+".cpio")
 	if _, err := os.Stat(a.Initramfs); err == nil {
 		a.InitramfsCached = true
+		now := time.Now()
+		_ = os.Chtimes(a.Initramfs, now, now) // in use: not pruned
 		return nil
 	}
+	pruneStale(filepath.Join(cache, "initramfs-*.cpio"))
 
 	stage, err := os.MkdirTemp(cache, ".initramfs-")
 	if err != nil {
@@ -329,7 +358,7 @@ func (a *Assets) initramfs(ctx context.Context, cache, kdir string) error {
 	if err := os.WriteFile(filepath.Join(stage, "etc/vmlab/modules"), []byte(strings.Join(bootModules, "\n")+"\n"), 0o644); err != nil {
 		return fmt.Errorf("vmlab: %w", err)
 	}
-	tmp := a.Initramfs + ".tmp"
+	tmp := fmt.Sprintf("%s.%d.tmp", a.Initramfs, os.Getpid()) // another process may build it too
 	if err := writeCpio(ctx, stage, tmp); err != nil {
 		return err
 	}
