@@ -308,7 +308,7 @@ func TestDMCache(t *testing.T) {
 	set("dmCache", map[string]any{
 		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2 iodepth 16: 5 s warm-up, writethrough best of 3 x 5 s, passthrough 8 s",
 		"writethroughIOPS": round(wt), "writethroughRunsIOPS": wts, "passthroughIOPS": round(pt), "ratio": round(ratio*100) / 100,
-		"readHitPct": round(hitPct*10) / 10, // over the warm-up and the measured runs
+		"readHitPct":  round(hitPct*10) / 10, // over the warm-up and the measured runs
 		"hostLoadAvg": load, "onlineSwitchToPassthrough": st["passthrough"].mode == "passthrough",
 	})
 }
