@@ -50,6 +50,14 @@ test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpo
 	hack/ensure-test-deps.sh
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir 2>/dev/null)}" $(GO) test -count=1 ./...
 
+.PHONY: test-vm
+test-vm: build ## The VM lab (root): Debian's kernel in QEMU (hack/ensure-vm-deps.sh installs it): boot, dm-cache, trace record on 6.1; bin/vm-artifacts/summary.json.
+	hack/ensure-vm-deps.sh
+	@start=$$(date +%s); rc=0; \
+	SHADOWTUNE_BINARY=$(BIN)/shadowtune SHADOWTUNE_VM_ARTIFACTS=$(BIN)/vm-artifacts \
+		$(GO) test -tags vm -count=1 -v -timeout 30m ./e2e/vm/ || rc=$$?; \
+	echo "make test-vm: $$(( $$(date +%s) - start )) s in the VM tests (exit $$rc)"; exit $$rc
+
 .PHONY: scale
 scale: ## Operator scale test on a real API server: 1,000 simulated agents (SHADOWTUNE_SCALE_NODES, _PERIOD, _DURATION), figures printed.
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir)}" $(GO) test -count=1 -run '^TestScale$$' -v ./operator/controller/ | grep -v '^{'
