@@ -298,7 +298,11 @@ func (a *Agent) ingest() {
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers}
+	a.dropGone()
 	for _, d := range a.devs {
+		if d.status.Gone != "" {
+			continue
+		}
 		n := d.ctrl.win.total
 		d.window(now, env)
 		d.status.EventsDropped, d.status.EventsLost = int64(min(stats.Dropped, 1<<63-1)), int64(min(stats.Lost, 1<<63-1))
@@ -334,6 +338,9 @@ func (a *Agent) publish() {
 // restores every device the agent changed.
 func (a *Agent) shutdown() error {
 	for _, d := range a.devs {
+		if d.status.Gone != "" {
+			continue
+		}
 		if err := saveModel(a.opt.StateDir, d); err != nil {
 			a.opt.Log.Error(err, "save model", "device", d.sys.Name)
 		}
@@ -363,7 +370,9 @@ func (a *Agent) shutdown() error {
 	}
 	a.opt.Log.Info("restored original settings", "devices", done)
 	for _, d := range a.devs {
-		d.refresh(a.act, Gate{Granted: true})
+		if d.status.Gone == "" {
+			d.refresh(a.act, Gate{Granted: true})
+		}
 	}
 	a.publish()
 	return nil
@@ -377,10 +386,13 @@ func (a *Agent) names() []string {
 	return out
 }
 
+// devNumbers are the device numbers to trace: the devices that are there.
 func (a *Agent) devNumbers() []uint32 {
-	out := make([]uint32, len(a.devs))
-	for i, d := range a.devs {
-		out[i] = d.sys.Dev
+	out := make([]uint32, 0, len(a.devs))
+	for _, d := range a.devs {
+		if d.status.Gone == "" {
+			out = append(out, d.sys.Dev)
+		}
 	}
 	return out
 }

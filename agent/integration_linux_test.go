@@ -563,3 +563,89 @@ func TestOtherWriterLive(t *testing.T) {
 		t.Errorf("at exit the scheduler is %s, want the other writer's %s left in place", s, other)
 	}
 }
+
+// TestDeviceGoneLive: the agent changes a loop device in Apply mode, then
+// the device is detached mid-run (issue 16, finding 2). The agent stops
+// tracing it, reports it gone, drops its record and exits cleanly; a new
+// device attached under the same name starts at the kernel's defaults,
+// and a later revert of the state directory has nothing to fail on.
+func TestDeviceGoneLive(t *testing.T) {
+	fio := loopdev.NeedHeavyIO(t, "creates loop devices, loads BPF programs and changes queue settings")
+	img := filepath.Join(t.TempDir(), "disk.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 256<<20); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup: %v: %s", err, out)
+	}
+	node := strings.TrimSpace(string(out))
+	name := filepath.Base(node)
+	detached := false
+	t.Cleanup(func() {
+		if !detached {
+			_ = exec.Command("losetup", "-d", node).Run()
+		}
+	})
+	ra := loopdev.SnapshotQueue(t, name)["read_ahead_kb"]
+	pin := ptr.To[int32](1024)
+	if strings.TrimSpace(ra) == "1024" {
+		pin = ptr.To[int32](512)
+	}
+	spec := v1alpha1.StorageTuningSpec{
+		Mode:       v1alpha1.ModeApply,
+		Devices:    v1alpha1.DeviceSelector{Include: []string{name}},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: time.Second}, CPUBudgetPercent: ptr.To[int32](50)},
+		ReadAhead:  v1alpha1.ReadAheadPolicy{MinKiB: pin, MaxKiB: pin}, // a change to make once two windows agree
+		Rollout:    v1alpha1.RolloutPolicy{MinDwell: &metav1.Duration{}},
+	}
+	spec.Default()
+	stateDir := t.TempDir()
+	a := startAgent(t, agent.Options{StateDir: stateDir, Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t)})
+	// Load for 6 s (fio ends by itself: its job processes hold the device
+	// open until then), in which the agent makes its change.
+	load := exec.Command(fio, "--name=gone", "--filename="+node, "--direct=1", "--rw=randread", "--bs=4k",
+		"--ioengine=libaio", "--iodepth=8", "--time_based", "--runtime=6", "--output-format=terse")
+	if out, err := load.CombinedOutput(); err != nil {
+		a.stop(t)
+		t.Fatalf("fio: %v: %s", err, out)
+	}
+	if len(a.changeLog()) == 0 {
+		a.stop(t)
+		t.Fatal("the agent changed nothing: the detach would test nothing")
+	}
+	if out, err := exec.Command("losetup", "-d", node).CombinedOutput(); err != nil {
+		a.stop(t)
+		t.Fatalf("losetup -d: %v: %s", err, out)
+	}
+	detached = true
+	a.waitWindowAfter(t, time.Now().Add(2*time.Second))
+	final := a.stop(t)
+	var gone string
+	for _, d := range final.Devices {
+		if d.Name == name {
+			gone = d.Gone
+		}
+	}
+	if gone == "" {
+		t.Fatalf("the final status does not report %s gone: %+v", name, final.Devices)
+	}
+	t.Logf("%s: gone: %s; changes %v", name, gone, a.changeLog())
+	if recs, _ := filepath.Glob(filepath.Join(stateDir, "*.json")); len(recs) > 0 {
+		t.Errorf("the record of a device that is gone was kept: %v", recs)
+	}
+	// The name again, a new device: the kernel's defaults, nothing
+	// carried over.
+	out, err = exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
+	if err != nil {
+		t.Skipf("losetup again: %v: %s", err, out)
+	}
+	again := strings.TrimSpace(string(out))
+	defer func() { _ = exec.Command("losetup", "-d", again).Run() }()
+	if got := loopdev.SnapshotQueue(t, filepath.Base(again))["read_ahead_kb"]; strings.TrimSpace(got) != strings.TrimSpace(ra) {
+		t.Errorf("the new device starts at read_ahead_kb %s, want the kernel's %s", got, ra)
+	}
+}

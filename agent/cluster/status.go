@@ -169,7 +169,7 @@ func governedEntry(d *v1alpha1.DeviceState, tracer v1alpha1.TracerKind) v1alpha1
 		a.Tunables, a.At = capMap(a.Tunables), metav1.NewTime(a.At.Truncate(time.Second))
 	}
 	ds.LastRevertTime, ds.LastChangeTime = secondOf(ds.LastRevertTime), secondOf(ds.LastChangeTime)
-	ds.LastChange, ds.LastError = truncate(ds.LastChange, 1024), truncate(ds.LastError, 1024)
+	ds.LastChange, ds.LastError, ds.Gone = truncate(ds.LastChange, 1024), truncate(ds.LastError, 1024), truncate(ds.Gone, 512)
 	if ow := ds.OtherWriter; ow != nil {
 		ow.Time = metav1.NewTime(ow.Time.Truncate(time.Second))
 		ow.Change, ow.Writer = truncate(ow.Change, 1024), truncate(ow.Writer, 512)

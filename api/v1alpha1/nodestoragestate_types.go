@@ -231,6 +231,13 @@ type DeviceState struct {
 	// Window is what the last window found.
 	// +optional
 	Window *WindowState `json:"window,omitempty"`
+	// Gone says why the device is no longer traced: it was removed, or
+	// another device took its name (a new major:minor or diskseq); empty
+	// while it is there. Nothing is carried over to a device that takes
+	// the name.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Gone string `json:"gone,omitempty"`
 	// OtherWriter is set once something other than the agent changed a
 	// setting the agent governs on the device.
 	// +optional

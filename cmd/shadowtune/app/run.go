@@ -177,6 +177,9 @@ func printRunTable(w io.Writer, s agent.Status) {
 		case win.Skipped != "":
 			note = "  skipped: " + win.Skipped
 		}
+		if d.Gone != "" {
+			note += "  gone: " + d.Gone
+		}
 		if ow := d.OtherWriter; ow != nil {
 			note += "  OtherWriter: " + ow.Change
 			if ow.Writer != "" {

@@ -1,0 +1,74 @@
+package agent
+
+// Devices that vanish or are replaced while the agent runs. Before every
+// window each device is looked up again in sysfs: a device that is gone
+// or has no medium any more (size 0: a detached loop device), or whose name now belongs to another device (a new major:minor or
+// diskseq: a loop device detached and attached again is a new device), is
+// no longer traced or evaluated and is reported as gone (status, table,
+// log, and its metrics removed). Its record of original settings is
+// dropped: the device it describes no longer exists, and the kernel gives
+// a new device its default settings, so nothing is restored and nothing is
+// ever carried over to the device that took the name. A disk that comes
+// back as the same disk after a reboot is restored at the next start
+// (agent/actuate's identity rule).
+
+import (
+	"fmt"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+)
+
+// presence says whether d is still the device the agent governs: "" when
+// it is, else why not.
+func (d *device) presence(hostRoot string) string {
+	now, err := sysfs.Read(hostRoot, d.sys.Name)
+	switch {
+	case err != nil:
+		return "removed"
+	case now.SizeBytes == 0:
+		return "removed (no medium: size 0; a detached loop device)"
+	case now.MajorMinor != d.sys.MajorMinor || now.DiskSeq != d.sys.DiskSeq:
+		return fmt.Sprintf("replaced by another device (dev %s diskseq %d; was dev %s diskseq %d)",
+			now.MajorMinor, now.DiskSeq, d.sys.MajorMinor, d.sys.DiskSeq)
+	}
+	return ""
+}
+
+// dropGone stops tracing the devices that are gone or replaced, reports
+// them and drops their records; it returns whether any was.
+func (a *Agent) dropGone() bool {
+	var gone bool
+	for _, d := range a.devs {
+		if d.status.Gone != "" {
+			continue
+		}
+		why := d.presence(a.opt.HostRoot)
+		if why == "" {
+			continue
+		}
+		gone = true
+		d.status.Gone = why
+		a.opt.Log.Info("a governed device is gone: no longer traced; its record is dropped", "device", d.sys.Name, "why", why)
+		if _, ok := a.act.Original(d.sys.Name); ok {
+			if err := a.act.Forget(d.sys.Name); err != nil {
+				a.opt.Log.Error(err, "drop the record of a device that is gone", "device", d.sys.Name)
+			}
+		}
+		if a.opt.Metrics != nil {
+			a.opt.Metrics.ForgetDevice(d.sys.Name)
+		}
+	}
+	if gone {
+		a.mu.Lock()
+		for dev, d := range a.byDev {
+			if d.status.Gone != "" {
+				delete(a.byDev, dev)
+			}
+		}
+		a.mu.Unlock()
+		if err := a.tr.SetDevices(a.devNumbers()); err != nil {
+			a.opt.Log.Error(err, "stop tracing the devices that are gone")
+		}
+	}
+	return gone
+}
