@@ -111,7 +111,9 @@ func (a *Actuator) Claim(dev string) error {
 	if err := a.claim(dev); err != nil {
 		return err
 	}
-	a.claims[dev].explicit = true
+	if c := a.claims[dev]; c != nil { // nil without claims (ClaimsUnavailable)
+		c.explicit = true
+	}
 	return nil
 }
 

@@ -637,6 +637,9 @@ func TestClaimsUnavailableOnReadOnlyClaimDir(t *testing.T) {
 	if _, err := a.Apply("vda", Setting{ReadAheadKiB: 64}); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.Claim("sda"); err != nil { // the agent claims every device it governs
+		t.Errorf("Claim without claims = %v, want nil", err)
+	}
 	if err := a.ClaimsUnavailable(); !errors.Is(err, syscall.EROFS) {
 		t.Errorf("ClaimsUnavailable = %v", err)
 	}
