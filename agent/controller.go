@@ -121,15 +121,15 @@ type Gate struct {
 type Hold uint8
 
 const (
-	// HoldNone: nothing was held back.
+	// HoldNone means nothing was held back.
 	HoldNone Hold = iota
-	// HoldPaused: the policy is paused.
+	// HoldPaused means the policy is paused.
 	HoldPaused
-	// HoldDwell: the last change is more recent than MinDwell.
+	// HoldDwell means the last change is more recent than MinDwell.
 	HoldDwell
-	// HoldGrant: no grant allows the change.
+	// HoldGrant means no grant allows the change.
 	HoldGrant
-	// HoldOtherWriter: another writer changed the device, and the agent
+	// HoldOtherWriter means another writer changed the device, and the agent
 	// yields to it.
 	HoldOtherWriter
 )

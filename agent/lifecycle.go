@@ -6,9 +6,10 @@ package agent
 // diskseq: a loop device detached and attached again is a new device), is
 // no longer traced or evaluated and is reported as gone (status, table,
 // log, and its metrics removed). Its record of original settings is
-// dropped: the device it describes no longer exists, and the kernel gives
-// a new device its default settings, so nothing is restored and nothing is
-// ever carried over to the device that took the name. A disk that comes
+// dropped, after its original is put back where the kernel keeps the
+// queue (a detached loop device keeps its queue settings for the next
+// device attached under the name): nothing the agent set is ever carried
+// over to the device that takes the name. A disk that comes
 // back as the same disk after a reboot is restored at the next start
 // (agent/actuate's identity rule).
 
@@ -17,6 +18,21 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
+
+// dropRecord drops the record of a device that is gone. A queue the
+// kernel keeps (a detached loop device keeps its settings for the next
+// device attached under the name) gets its original back first, so that
+// nothing the agent set is carried over.
+func (a *Agent) dropRecord(dev string) {
+	err := a.act.RevertDetached(dev)
+	if err == nil {
+		a.opt.Log.Info("restored the original settings of a device's queue left behind", "device", dev)
+		return
+	}
+	if err := a.act.Forget(dev); err != nil {
+		a.opt.Log.Error(err, "drop the record of a device that is gone", "device", dev)
+	}
+}
 
 // presence says whether d is still the device the agent governs: "" when
 // it is, else why not.
@@ -50,9 +66,7 @@ func (a *Agent) dropGone() bool {
 		d.status.Gone = why
 		a.opt.Log.Info("a governed device is gone: no longer traced; its record is dropped", "device", d.sys.Name, "why", why)
 		if _, ok := a.act.Original(d.sys.Name); ok {
-			if err := a.act.Forget(d.sys.Name); err != nil {
-				a.opt.Log.Error(err, "drop the record of a device that is gone", "device", d.sys.Name)
-			}
+			a.dropRecord(d.sys.Name)
 		}
 		if a.opt.Metrics != nil {
 			a.opt.Metrics.ForgetDevice(d.sys.Name)

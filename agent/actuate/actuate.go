@@ -486,7 +486,7 @@ func (a *Actuator) Forget(dev string) error { return a.forget(dev, false) }
 // keeps whatever it has now, and nothing will put its original back.
 func (a *Actuator) ForceForget(dev string) error { return a.forget(dev, true) }
 
-// ErrNotGone: Forget of a device that is still the recorded one.
+// ErrNotGone is returned by Forget for a device that is still the recorded one.
 var ErrNotGone = errors.New("the device is still there")
 
 func (a *Actuator) forget(dev string, force bool) error {
@@ -551,22 +551,9 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	if err := a.claim(dev); err != nil {
 		return Applied{}, err
 	}
-	defer a.settle(dev)
-	if rec != nil && rec.Interrupted != nil {
-		// Finish the interrupted change's rollback first, so this
-		// change starts from a known state.
-		if err := a.restorable(dev, rec.Interrupted.Before, "in_progress.before"); err != nil {
-			return Applied{}, err
-		}
-		if err := a.restore(dev, rec.Interrupted.Before); err != nil {
-			return Applied{}, fmt.Errorf("actuate: %s: putting back the state before an interrupted change: %w", dev, errors.Join(ErrRollback, err))
-		}
-		rec.Interrupted = nil
-		if err := writeState(a.stateDir, rec, false); err != nil {
-			// The device is as before the interrupted change; the
-			// journal on disk says so too, harmlessly. Try later.
-			rec.dirty = true
-		}
+	defer func() { _ = a.settle(dev) }() // a claim file left behind is retaken by the next claimer
+	if err := a.finishInterrupted(dev, rec); err != nil {
+		return Applied{}, err
 	}
 	before, err := a.readState(dev)
 	if err != nil {
@@ -616,28 +603,7 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	written, after, cause := a.change(dev, before, s)
 	res.Written = written
 	if cause != nil {
-		rbErr := a.restore(dev, before)
-		a.at("rolled back")
-		if rbErr == nil {
-			rec.Interrupted = nil
-			var serr error
-			if created {
-				// Nothing was changed after all: drop the new record.
-				serr = removeState(a.stateDir, dev)
-				if serr == nil {
-					delete(a.records, dev)
-				}
-			} else if journaled {
-				serr = writeState(a.stateDir, rec, false)
-				if serr != nil {
-					rec.dirty = true
-				}
-			}
-			if serr != nil {
-				cause = errors.Join(cause, serr)
-			}
-		}
-		return res, &ChangeError{Device: dev, Cause: cause, Rollback: rbErr}
+		return res, a.rollback(dev, rec, before, cause, created, journaled)
 	}
 	res.After = after
 	rec.Interrupted = nil
@@ -653,6 +619,55 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		}
 	}
 	return res, nil
+}
+
+// finishInterrupted finishes the rollback of dev's interrupted change, if
+// its record has one, so that a new change starts from a known state.
+func (a *Actuator) finishInterrupted(dev string, rec *Original) error {
+	if rec == nil || rec.Interrupted == nil {
+		return nil
+	}
+	if err := a.restorable(dev, rec.Interrupted.Before, "in_progress.before"); err != nil {
+		return err
+	}
+	if err := a.restore(dev, rec.Interrupted.Before); err != nil {
+		return fmt.Errorf("actuate: %s: putting back the state before an interrupted change: %w", dev, errors.Join(ErrRollback, err))
+	}
+	rec.Interrupted = nil
+	if err := writeState(a.stateDir, rec, false); err != nil {
+		// The device is as before the interrupted change; the journal on
+		// disk says so too, harmlessly. Try later.
+		rec.dirty = true
+	}
+	return nil
+}
+
+// rollback puts dev back to before after a failed change (cause) and
+// returns the *ChangeError: a record created for this change is dropped,
+// a journaled one cleared.
+func (a *Actuator) rollback(dev string, rec *Original, before State, cause error, created, journaled bool) error {
+	rbErr := a.restore(dev, before)
+	a.at("rolled back")
+	if rbErr == nil {
+		rec.Interrupted = nil
+		var serr error
+		if created {
+			// Nothing was changed after all: drop the new record.
+			serr = removeState(a.stateDir, dev)
+			if serr == nil {
+				delete(a.records, dev)
+			}
+		} else if journaled {
+			serr = writeState(a.stateDir, rec, false)
+			if serr != nil {
+				rec.dirty = true
+			}
+		}
+		if serr != nil {
+			cause = errors.Join(cause, serr)
+		}
+	}
+	return &ChangeError{Device: dev, Cause: cause, Rollback: rbErr}
 }
 
 // flush rewrites the records whose last update failed (best effort).
@@ -896,12 +911,54 @@ func (a *Actuator) revert(dev string) error {
 	if err := a.claim(dev); err != nil {
 		return err
 	}
-	defer a.settle(dev)
+	defer func() { _ = a.settle(dev) }() // a claim file left behind is retaken by the next claimer
 	if err := a.restorable(dev, rec.State, "original"); err != nil {
 		return err
 	}
 	if err := a.restore(dev, rec.State); err != nil {
 		return fmt.Errorf("actuate: revert %s: %w", dev, err)
+	}
+	if err := removeState(a.stateDir, dev); err != nil {
+		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
+	}
+	delete(a.records, dev)
+	return nil
+}
+
+// RevertDetached puts dev's original back on a device whose medium went
+// away while it was recorded, and drops the record: the kernel keeps the
+// queue of a detached loop device, settings and all, for the next device
+// attached under the name, so that device would otherwise inherit what
+// shadowtune set. The queue must be the recorded one: the same MAJOR:MINOR
+// in the same boot (its diskseq changes on detach and attach). Errors are
+// Revert's; ErrDeviceGone when the queue is not the recorded one.
+func (a *Actuator) RevertDetached(dev string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return errClosed
+	}
+	rec := a.records[dev]
+	if rec == nil {
+		return a.bad[dev]
+	}
+	id, err := a.identity(dev)
+	if err != nil {
+		return err
+	}
+	if id.majorMinor != rec.MajorMinor || rec.BootID == "" || rec.BootID != a.bootID {
+		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, attrDev), Kind: ErrDeviceGone,
+			Err: fmt.Errorf("now dev %s, recorded dev %s in boot %q (this boot %q): not the recorded queue", id.majorMinor, rec.MajorMinor, rec.BootID, a.bootID)}
+	}
+	if err := a.claim(dev); err != nil {
+		return err
+	}
+	defer func() { _ = a.settle(dev) }()
+	if err := a.restorable(dev, rec.State, "original"); err != nil {
+		return err
+	}
+	if err := a.restore(dev, rec.State); err != nil {
+		return fmt.Errorf("actuate: revert detached %s: %w", dev, err)
 	}
 	if err := removeState(a.stateDir, dev); err != nil {
 		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}

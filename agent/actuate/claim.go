@@ -37,8 +37,8 @@ import (
 // DefaultClaimDir is where claims live, below the host root.
 const DefaultClaimDir = "/run/shadowtune/claims"
 
-// ErrOwned: another Actuator (another state directory) owns the device;
-// nothing was written. The error is an *OwnedError naming the owner.
+// ErrOwned means another Actuator (another state directory) owns the
+// device; nothing was written. The error is an *OwnedError naming the owner.
 var ErrOwned = errors.New("owned by another shadowtune actuator")
 
 // OwnedError is a refused claim, change or revert of a device another
@@ -152,8 +152,9 @@ func (a *Actuator) claim(dev string) error {
 		if c.mm == id.majorMinor {
 			return nil
 		}
-		// The name now belongs to another device: the old claim is moot.
-		a.dropClaim(dev)
+		// The name now belongs to another device: the old claim is moot
+		// (a file left behind is retaken by whoever claims it next).
+		_ = a.dropClaim(dev)
 	}
 	if a.claimsOff != nil {
 		return nil
@@ -246,10 +247,11 @@ func (a *Actuator) acquire(dev string, id identity) (*claim, error) {
 			return nil, &OwnedError{Device: dev, MajorMinor: id.majorMinor, StateDir: prev.StateDir, PID: prev.PID, Path: path}
 		}
 		b, _ := json.Marshal(claimFile{StateDir: a.stateDir, PID: os.Getpid(), Device: dev, Dev: id.majorMinor, ClaimedAt: time.Now().UTC()})
-		if err := f.Truncate(0); err == nil {
-			_, err = f.WriteAt(append(b, '\n'), 0)
+		werr := f.Truncate(0)
+		if werr == nil {
+			_, werr = f.WriteAt(append(b, '\n'), 0)
 		}
-		if err != nil {
+		if err := werr; err != nil {
 			f.Close()
 			return nil, fmt.Errorf("actuate: claim %s: write %s: %w", dev, path, err)
 		}

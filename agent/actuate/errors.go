@@ -171,7 +171,7 @@ func (e *ChangeError) Unwrap() []error {
 	return []error{e.Cause, ErrRollback, e.Rollback}
 }
 
-// ErrRecordNotUpdated: the device is as intended (changed, or restored)
+// ErrRecordNotUpdated means the device is as intended (changed, or restored)
 // but its state file could not be written or removed (a read-only or full
 // state file system). The error is a *RecordError.
 var ErrRecordNotUpdated = errors.New("state file not updated")

@@ -99,13 +99,13 @@ func (a *Actuator) LoadDeviceState(dev string) (DeviceMemo, bool, error) {
 		return DeviceMemo{}, false, nil
 	}
 	if err != nil {
-		return DeviceMemo{}, false, fmt.Errorf("actuate: memo %s: %w: %v", path, ErrCorruptState, err)
+		return DeviceMemo{}, false, fmt.Errorf("actuate: memo %s: %w: %w", path, ErrCorruptState, err)
 	}
 	var f memoFile
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return DeviceMemo{}, false, fmt.Errorf("actuate: memo %s: %w: %v", path, ErrCorruptState, err)
+		return DeviceMemo{}, false, fmt.Errorf("actuate: memo %s: %w: %w", path, ErrCorruptState, err)
 	}
 	switch {
 	case f.Version != StateVersion:

@@ -261,6 +261,30 @@ func extractVmlinux(ctx context.Context, bzImage, out string) error {
 	return nil
 }
 
+// hostFiles are the host's files the initramfs carries: busybox's path,
+// and all of them (busybox, the programs it runs and their shared
+// libraries), sorted.
+func hostFiles(ctx context.Context) (busybox string, files []string, err error) {
+	if busybox, err = lookPath("busybox"); err != nil {
+		return "", nil, err
+	}
+	files = []string{busybox}
+	for _, p := range hostPrograms {
+		path, err := lookPath(p)
+		if err != nil {
+			return "", nil, err
+		}
+		libs, err := sharedLibs(ctx, path)
+		if err != nil {
+			return "", nil, err
+		}
+		files = append(files, path)
+		files = append(files, libs...)
+	}
+	slices.Sort(files)
+	return busybox, slices.Compact(files), nil
+}
+
 // initramfs finds or builds the base initramfs for a's kernel and the
 // host's busybox and programs, keyed by a hash of everything in it.
 func (a *Assets) initramfs(ctx context.Context, cache, kdir string) error {
@@ -274,25 +298,10 @@ func (a *Assets) initramfs(ctx context.Context, cache, kdir string) error {
 	if err != nil {
 		return fmt.Errorf("vmlab: %s: %w", a.KernelPackage, err)
 	}
-	busybox, err := lookPath("busybox")
+	busybox, files, err := hostFiles(ctx)
 	if err != nil {
 		return err
 	}
-	files := []string{busybox}
-	for _, p := range hostPrograms {
-		path, err := lookPath(p)
-		if err != nil {
-			return err
-		}
-		libs, err := sharedLibs(ctx, path)
-		if err != nil {
-			return err
-		}
-		files = append(files, path)
-		files = append(files, libs...)
-	}
-	slices.Sort(files)
-	files = slices.Compact(files)
 
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", layoutVersion, a.KernelPackage, initScript, strings.Join(bootModules, " "))
