@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/fsutil"
 )
 
 // StateVersion is the version of the state file format written by this
@@ -116,8 +118,8 @@ func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[str
 		}
 		path := filepath.Join(dir, name)
 		if !e.Type().IsRegular() {
-			bad[dev] = fmt.Errorf("actuate: state file %s: %w: a %s, not a regular file: refused (left in place; inspect it, then replace it by the real record or forget it)",
-				path, ErrCorruptState, typeName(e.Type()))
+			bad[dev] = fmt.Errorf("actuate: state file %s: %w: %s, not a regular file: refused (left in place; inspect it, then replace it by the real record or forget it)",
+				path, ErrCorruptState, fsutil.Kind(e.Type()))
 			continue
 		}
 		o, err := readStateFile(path, dev)
@@ -128,22 +130,6 @@ func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[str
 		recs[dev] = o
 	}
 	return recs, bad, nil
-}
-
-func typeName(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "symbolic link"
-	case m.IsDir():
-		return "directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "named pipe"
-	case m&fs.ModeSocket != 0:
-		return "socket"
-	case m&fs.ModeDevice != 0:
-		return "device file"
-	}
-	return "non-regular file"
 }
 
 // readFileNoFollow reads a regular file, refusing a symlink (O_NOFOLLOW)
@@ -162,7 +148,7 @@ func readFileNoFollow(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is a %s, not a regular file: refused", path, typeName(fi.Mode()))
+		return nil, fmt.Errorf("%s is %s, not a regular file: refused", path, fsutil.Kind(fi.Mode()))
 	}
 	return io.ReadAll(io.LimitReader(f, 1<<20))
 }

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/shadowtune/shadowtune/internal/fsutil"
 )
 
 // FileError is the error LoadStorageTuningFile returns. Its message is one
@@ -119,7 +121,7 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w (%s): want a YAML file", ErrNotRegularFile, fileKind(fi.Mode()))
+		return nil, fmt.Errorf("%w (%s): want a YAML file", ErrNotRegularFile, fsutil.Kind(fi.Mode()))
 	}
 	if fi.Size() > MaxConfigBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d (1 MiB)", ErrConfigTooLarge, fi.Size(), MaxConfigBytes)
@@ -132,23 +134,6 @@ func readConfigFile(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: more than %d bytes (1 MiB), the limit", ErrConfigTooLarge, MaxConfigBytes)
 	}
 	return data, nil
-}
-
-// fileKind names the type of a file that is not regular.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	}
-	return "mode " + m.String()
 }
 
 // yamlLine finds "line N: what" in a go-yaml error.
