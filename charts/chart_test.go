@@ -195,18 +195,23 @@ func TestRenderedObjects(t *testing.T) {
 		// The uninstall-cleanup hook adds a ServiceAccount, a ClusterRole
 		// and binding, a Role and binding, and a Job; metrics.secure the
 		// metrics-reader ClusterRole.
+		// The CRDs are templates (crds.enabled); view and edit get
+		// aggregated ClusterRoles (rbac.aggregateToDefaultRoles).
 		{"defaults", nil, map[string]int{
-			"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"CustomResourceDefinition": 2,
+			"ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"local cluster", []string{"--values", localValues}, map[string]int{
-			"ServiceAccount": 3, "ClusterRole": 4, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"CustomResourceDefinition": 2,
+			"ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"minimal", []string{"--set", "admissionPolicy.enabled=false", "--set", "admissionPolicy.iUnderstandTheRisk=true",
-			"--set", "metrics.secure=false", "--set", "operator.service.enabled=false",
+			"--set", "metrics.secure=false", "--set", "crds.enabled=false", "--set", "rbac.aggregateToDefaultRoles=false",
+			"--set", "operator.service.enabled=false",
 			"--set", "agent.service.enabled=false", "--set", "operator.serviceAccount.create=false",
 			"--set", "operator.serviceAccount.name=existing", "--set", "uninstallCleanup.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
@@ -277,7 +282,7 @@ func TestOperatorPod(t *testing.T) {
 		t.Error("seccomp profile is not RuntimeDefault")
 	}
 	wantArgs := []string{"operator", "--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081",
-		"--leader-elect=true", "--leader-election-namespace=$(POD_NAMESPACE)"}
+		"--leader-elect=true", "--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -363,7 +368,7 @@ func TestAgentPod(t *testing.T) {
 		t.Error("agent's root filesystem is writable")
 	}
 	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--state-dir=/var/lib/shadowtune",
-		"--metrics-bind-address=:9464", "--metrics-secure=true", "--health-probe-bind-address=:9465", "--tracer=auto"}
+		"--metrics-bind-address=:9464", "--metrics-secure=true", "--health-probe-bind-address=:9465", "--tracer=auto", "--zap-log-level=info"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -808,14 +813,16 @@ func TestValuesSchemaRejects(t *testing.T) {
 	}
 }
 
-// TestChartCRDs checks that the chart's crds/ are byte-identical copies of
-// the generated crds/ (make manifests copies them).
+// TestChartCRDs checks that the chart's templates/crds/ are the generated
+// crds/ (make manifests, hack/chart-crds.sh): each the same bytes inside the
+// crds.enabled condition and with the crds.keep annotation; and that they
+// render as such.
 func TestChartCRDs(t *testing.T) {
 	want, err := filepath.Glob(filepath.Join("..", "crds", "*.yaml"))
 	if err != nil || len(want) == 0 {
 		t.Fatalf("no CRDs in crds/: %v", err)
 	}
-	got, err := filepath.Glob(filepath.Join(chartDir, "crds", "*"))
+	got, err := filepath.Glob(filepath.Join(chartDir, "templates", "crds", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -829,17 +836,52 @@ func TestChartCRDs(t *testing.T) {
 	if !slices.Equal(names(got), names(want)) {
 		t.Fatalf("chart CRDs %v, want %v (make manifests)", names(got), names(want))
 	}
+	wrapper := []string{"{{- if .Values.crds.enabled }}", "    {{- if .Values.crds.keep }}", "    helm.sh/resource-policy: keep", "    {{- end }}", "{{- end }}"}
 	for _, w := range want {
 		a, err := os.ReadFile(w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(w)))
+		b, err := os.ReadFile(filepath.Join(chartDir, "templates", "crds", filepath.Base(w)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(a, b) {
+		var kept []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if !slices.Contains(wrapper, line) {
+				kept = append(kept, line)
+			}
+		}
+		if strings.Join(kept, "\n") != string(a) {
 			t.Errorf("%s differs from crds/: run make manifests", filepath.Base(w))
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		n    int
+		keep bool
+	}{{nil, len(want), true}, {[]string{"--set", "crds.keep=false"}, len(want), false}, {[]string{"--set", "crds.enabled=false"}, 0, false}} {
+		objs := renderDefault(t, tc.args...)
+		n := 0
+		for _, o := range objs {
+			if o.Kind != "CustomResourceDefinition" {
+				continue
+			}
+			n++
+			var crd struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal(o.Raw, &crd); err != nil {
+				t.Fatal(err)
+			}
+			if keep := crd.Metadata.Annotations["helm.sh/resource-policy"] == "keep"; keep != tc.keep {
+				t.Errorf("%v: %s resource-policy keep %v", tc.args, o.Name, keep)
+			}
+		}
+		if n != tc.n {
+			t.Errorf("%v: %d CRDs rendered, want %d", tc.args, n, tc.n)
 		}
 	}
 }

@@ -264,3 +264,24 @@ func TestOperatorAntiAffinity(t *testing.T) {
 		t.Errorf("defaultAntiAffinity=false: affinity %+v", p.Affinity)
 	}
 }
+
+// TestAggregatedRoles: view reads both kinds, edit writes the policies only.
+func TestAggregatedRoles(t *testing.T) {
+	objs := renderDefault(t)
+	var view, edit rbacv1.ClusterRole
+	get(t, objs, "ClusterRole", "shadowtune-view", &view)
+	get(t, objs, "ClusterRole", "shadowtune-edit", &edit)
+	if view.Labels["rbac.authorization.k8s.io/aggregate-to-view"] != "true" || edit.Labels["rbac.authorization.k8s.io/aggregate-to-edit"] != "true" {
+		t.Errorf("labels view %v edit %v", view.Labels, edit.Labels)
+	}
+	wantView := []string{
+		"storage.shadowtune.io nodestoragestates/status: get,list,watch", "storage.shadowtune.io nodestoragestates: get,list,watch",
+		"storage.shadowtune.io storagetunings/status: get,list,watch", "storage.shadowtune.io storagetunings: get,list,watch",
+	}
+	if got := ruleStrings(view.Rules); !slices.Equal(got, wantView) {
+		t.Errorf("view rules %q, want %q", got, wantView)
+	}
+	if got := ruleStrings(edit.Rules); !slices.Equal(got, []string{"storage.shadowtune.io storagetunings: create,update,patch,delete,deletecollection"}) {
+		t.Errorf("edit rules %q", got)
+	}
+}
