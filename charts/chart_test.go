@@ -199,13 +199,13 @@ func TestRenderedObjects(t *testing.T) {
 		// aggregated ClusterRoles (rbac.aggregateToDefaultRoles).
 		{"defaults", nil, map[string]int{
 			"CustomResourceDefinition": 2,
-			"ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"local cluster", []string{"--values", localValues}, map[string]int{
 			"CustomResourceDefinition": 2,
-			"ServiceAccount": 3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
