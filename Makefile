@@ -14,6 +14,7 @@ CONTROLLER_GEN        ?= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-g
 GOLANGCI_LINT         := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM_VERSION          ?= v3.22.0
 HELM                  := $(BIN)/helm-$(HELM_VERSION)
+HELM_DOCS             ?= $(GO) run github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2
 CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
@@ -101,23 +102,29 @@ generate: ## Regenerate deepcopy code from api/ (controller-gen).
 RBAC_DIR := $(CHART)/files/rbac
 
 .PHONY: manifests
-manifests: ## Regenerate the CRDs in crds/ from api/, and the agent's and operator's ClusterRole rules in $(RBAC_DIR) from their +kubebuilder:rbac markers (controller-gen).
+manifests: ## Regenerate the CRDs in crds/ from api/ (and the chart's templates/crds/ from them), and the agent's and operator's ClusterRole rules in $(RBAC_DIR) from their +kubebuilder:rbac markers (controller-gen).
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=crds
-	cp crds/*.yaml $(CHART)/crds/
+	hack/chart-crds.sh crds $(CHART)/templates/crds
 	$(CONTROLLER_GEN) rbac:roleName=shadowtune-agent,fileName=agent-role.yaml paths=./agent/... output:rbac:artifacts:config=$(RBAC_DIR)
 	$(CONTROLLER_GEN) rbac:roleName=shadowtune-operator,fileName=operator-role.yaml paths=./operator/... output:rbac:artifacts:config=$(RBAC_DIR)
 
 .PHONY: verify-generate
 verify-generate: generate manifests ## Fail if generated files (deepcopy, CRDs, RBAC rules) differ from the committed ones.
-	@test -z "$$(git status --porcelain -- api crds $(CHART)/crds $(RBAC_DIR))" || { git status --porcelain -- api crds $(CHART)/crds $(RBAC_DIR); echo "run: make generate manifests"; exit 1; }
+	@test -z "$$(git status --porcelain -- api crds $(CHART)/templates/crds $(RBAC_DIR))" || { git status --porcelain -- api crds $(CHART)/templates/crds $(RBAC_DIR); echo "run: make generate manifests"; exit 1; }
 
 .PHONY: chart-lint
 chart-lint: $(HELM) ## helm lint --strict and helm template of the chart: default values and a local test cluster's (ci/local-cluster-values.yaml).
-	diff -r -x "*.go" crds $(CHART)/crds || { echo "$(CHART)/crds differs from crds/: run make manifests"; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && hack/chart-crds.sh crds "$$tmp" && \
+		diff -r "$$tmp" $(CHART)/templates/crds || { echo "$(CHART)/templates/crds differs from crds/: run make manifests"; exit 1; }
+	$(HELM_DOCS) --chart-search-root $(CHART) --template-files README.md.gotmpl --dry-run | diff -q - $(CHART)/README.md >/dev/null || { echo "$(CHART)/README.md is not current: run make chart-docs"; exit 1; }
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) --values $(CHART)/ci/local-cluster-values.yaml
 	$(HELM) template shadowtune $(CHART) --namespace shadowtune-system >/dev/null
 	$(HELM) template shadowtune $(CHART) --namespace shadowtune-system --values $(CHART)/ci/local-cluster-values.yaml >/dev/null
+
+.PHONY: chart-docs
+chart-docs: ## Regenerate the chart's README.md (values table from values.yaml's # -- comments) with helm-docs.
+	$(HELM_DOCS) --chart-search-root $(CHART) --template-files README.md.gotmpl
 
 .PHONY: helm
 helm: $(HELM) ## Install the pinned helm (HELM_VERSION) into bin/; bin/helm links to it.

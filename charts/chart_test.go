@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,6 +180,8 @@ func typed(kind string) any {
 		return &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	case "ValidatingAdmissionPolicyBinding":
 		return &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	case "NetworkPolicy":
+		return &networkingv1.NetworkPolicy{}
 	}
 	return nil
 }
@@ -190,18 +193,25 @@ func TestRenderedObjects(t *testing.T) {
 		want map[string]int
 	}{
 		// The uninstall-cleanup hook adds a ServiceAccount, a ClusterRole
-		// and binding, a Role and binding, and a Job.
+		// and binding, a Role and binding, and a Job; metrics.secure the
+		// metrics-reader ClusterRole.
+		// The CRDs are templates (crds.enabled); view and edit get
+		// aggregated ClusterRoles (rbac.aggregateToDefaultRoles).
 		{"defaults", nil, map[string]int{
-			"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"CustomResourceDefinition": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"local cluster", []string{"--values", localValues}, map[string]int{
-			"ServiceAccount": 3, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"CustomResourceDefinition": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
-		{"minimal", []string{"--set", "admissionPolicy.enabled=false", "--set", "operator.service.enabled=false",
+		{"minimal", []string{"--set", "admissionPolicy.enabled=false", "--set", "admissionPolicy.iUnderstandTheRisk=true",
+			"--set", "metrics.secure=false", "--set", "crds.enabled=false", "--set", "rbac.aggregateToDefaultRoles=false",
+			"--set", "operator.service.enabled=false",
 			"--set", "agent.service.enabled=false", "--set", "operator.serviceAccount.create=false",
 			"--set", "operator.serviceAccount.name=existing", "--set", "uninstallCleanup.enabled=false"}, map[string]int{
 			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
@@ -271,8 +281,8 @@ func TestOperatorPod(t *testing.T) {
 	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
 		t.Error("seccomp profile is not RuntimeDefault")
 	}
-	wantArgs := []string{"operator", "--metrics-bind-address=:8080", "--health-probe-bind-address=:8081",
-		"--leader-elect=true", "--leader-election-namespace=$(POD_NAMESPACE)"}
+	wantArgs := []string{"operator", "--metrics-bind-address=:8080", "--metrics-secure=true", "--health-probe-bind-address=:8081",
+		"--leader-elect=true", "--leader-election-namespace=$(POD_NAMESPACE)", "--zap-log-level=info"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -326,11 +336,13 @@ func TestAgentPod(t *testing.T) {
 		}
 		hostPaths[v.HostPath.Path] = m.MountPath + " " + string(typ)
 		if m.ReadOnly {
-			t.Errorf("%s is mounted read-only", v.HostPath.Path)
+			hostPaths[v.HostPath.Path] += " ro"
 		}
 	}
+	// /sys read-only, /sys/devices (the queue attributes) read-write on top.
 	wantHostPaths := map[string]string{
-		"/sys":                "/host/sys Directory",
+		"/sys":                "/host/sys Directory ro",
+		"/sys/devices":        "/host/sys/devices Directory",
 		"/var/lib/shadowtune": "/var/lib/shadowtune DirectoryOrCreate",
 		"/run/shadowtune":     "/host/run/shadowtune DirectoryOrCreate",
 	}
@@ -356,7 +368,7 @@ func TestAgentPod(t *testing.T) {
 		t.Error("agent's root filesystem is writable")
 	}
 	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--state-dir=/var/lib/shadowtune",
-		"--metrics-bind-address=:9464", "--health-probe-bind-address=:9465", "--tracer=auto"}
+		"--metrics-bind-address=:9464", "--metrics-secure=true", "--health-probe-bind-address=:9465", "--tracer=auto", "--zap-log-level=info"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
@@ -629,6 +641,20 @@ func nss(name, grant string) *unstructured.Unstructured {
 	return u
 }
 
+// ownedBy appends an owner reference to u and returns it.
+func ownedBy(u *unstructured.Unstructured, apiVersion, kind, name string) *unstructured.Unstructured {
+	refs, _, _ := unstructured.NestedSlice(u.Object, "metadata", "ownerReferences")
+	refs = append(refs, map[string]any{"apiVersion": apiVersion, "kind": kind, "name": name, "uid": "u-" + name})
+	_ = unstructured.SetNestedSlice(u.Object, refs, "metadata", "ownerReferences")
+	return u
+}
+
+// finalized appends a finalizer to u and returns it.
+func finalized(u *unstructured.Unstructured, f string) *unstructured.Unstructured {
+	u.SetFinalizers(append(u.GetFinalizers(), f))
+	return u
+}
+
 // TestAdmissionPolicyDecisions evaluates the rendered policy in process with
 // the API server's own CEL admission code, for the requests the agent makes
 // and those it must not.
@@ -675,6 +701,25 @@ func TestAdmissionPolicyDecisions(t *testing.T) {
 		{"delete own", agent, nodeExtra, admission.Delete, "", nil, nss("node-a", "p"), ""},
 		{"delete other", agent, nodeExtra, admission.Delete, "", nil, nss("node-b", ""),
 			"may only delete the NodeStorageState named 'node-a', not 'node-b'"},
+		{"create own, owned by its Node", agent, nodeExtra, admission.Create, "", ownedBy(nss("node-a", ""), "v1", "Node", "node-a"), nil, ""},
+		{"create own, owned by another Node", agent, nodeExtra, admission.Create, "", ownedBy(nss("node-a", ""), "v1", "Node", "node-b"), nil,
+			"may not create NodeStorageState 'node-a' with an owner other than its Node 'node-a'"},
+		{"create own, owned by a Deployment", agent, nodeExtra, admission.Create, "",
+			ownedBy(ownedBy(nss("node-a", ""), "v1", "Node", "node-a"), "apps/v1", "Deployment", "node-a"), nil, "with an owner other than its Node"},
+		{"create own with a finalizer", agent, nodeExtra, admission.Create, "", finalized(nss("node-a", ""), "x.io/keep"), nil,
+			"may not create NodeStorageState 'node-a' with finalizers"},
+		{"update own, finalizer added", agent, nodeExtra, admission.Update, "", finalized(nss("node-a", ""), "x.io/keep"), nss("node-a", ""),
+			"may not change the finalizers or owner references of NodeStorageState 'node-a'"},
+		{"update own status, finalizer added", agent, nodeExtra, admission.Update, "status", finalized(nss("node-a", ""), "x.io/keep"), nss("node-a", ""),
+			"may not change the finalizers or owner references"},
+		{"update own, owner added", agent, nodeExtra, admission.Update, "", ownedBy(nss("node-a", ""), "v1", "Node", "node-a"), nss("node-a", ""),
+			"may not change the finalizers or owner references"},
+		{"update own, finalizer and owner kept", agent, nodeExtra, admission.Update, "status",
+			finalized(ownedBy(nss("node-a", ""), "v1", "Node", "node-a"), "x.io/keep"),
+			finalized(ownedBy(nss("node-a", ""), "v1", "Node", "node-a"), "x.io/keep"), ""},
+		{"delete own with a finalizer", agent, nodeExtra, admission.Delete, "", nil, finalized(nss("node-a", ""), "x.io/keep"), ""},
+		{"operator adds a finalizer", "system:serviceaccount:" + testNS + ":" + operatorName, nil, admission.Update, "",
+			finalized(nss("node-b", ""), "x.io/keep"), nss("node-b", ""), ""},
 		{"token without node", agent, nil, admission.Create, "", nss("node-a", ""), nil,
 			"service-account token names no node"},
 		{"operator grants", "system:serviceaccount:" + testNS + ":" + operatorName, nil, admission.Update, "",
@@ -768,14 +813,16 @@ func TestValuesSchemaRejects(t *testing.T) {
 	}
 }
 
-// TestChartCRDs checks that the chart's crds/ are byte-identical copies of
-// the generated crds/ (make manifests copies them).
+// TestChartCRDs checks that the chart's templates/crds/ are the generated
+// crds/ (make manifests, hack/chart-crds.sh): each the same bytes inside the
+// crds.enabled condition and with the crds.keep annotation; and that they
+// render as such.
 func TestChartCRDs(t *testing.T) {
 	want, err := filepath.Glob(filepath.Join("..", "crds", "*.yaml"))
 	if err != nil || len(want) == 0 {
 		t.Fatalf("no CRDs in crds/: %v", err)
 	}
-	got, err := filepath.Glob(filepath.Join(chartDir, "crds", "*"))
+	got, err := filepath.Glob(filepath.Join(chartDir, "templates", "crds", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -789,17 +836,52 @@ func TestChartCRDs(t *testing.T) {
 	if !slices.Equal(names(got), names(want)) {
 		t.Fatalf("chart CRDs %v, want %v (make manifests)", names(got), names(want))
 	}
+	wrapper := []string{"{{- if .Values.crds.enabled }}", "    {{- if .Values.crds.keep }}", "    helm.sh/resource-policy: keep", "    {{- end }}", "{{- end }}"}
 	for _, w := range want {
 		a, err := os.ReadFile(w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.ReadFile(filepath.Join(chartDir, "crds", filepath.Base(w)))
+		b, err := os.ReadFile(filepath.Join(chartDir, "templates", "crds", filepath.Base(w)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(a, b) {
+		var kept []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if !slices.Contains(wrapper, line) {
+				kept = append(kept, line)
+			}
+		}
+		if strings.Join(kept, "\n") != string(a) {
 			t.Errorf("%s differs from crds/: run make manifests", filepath.Base(w))
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		n    int
+		keep bool
+	}{{nil, len(want), true}, {[]string{"--set", "crds.keep=false"}, len(want), false}, {[]string{"--set", "crds.enabled=false"}, 0, false}} {
+		objs := renderDefault(t, tc.args...)
+		n := 0
+		for _, o := range objs {
+			if o.Kind != "CustomResourceDefinition" {
+				continue
+			}
+			n++
+			var crd struct {
+				Metadata struct {
+					Annotations map[string]string `json:"annotations"`
+				} `json:"metadata"`
+			}
+			if err := yaml.Unmarshal(o.Raw, &crd); err != nil {
+				t.Fatal(err)
+			}
+			if keep := crd.Metadata.Annotations["helm.sh/resource-policy"] == "keep"; keep != tc.keep {
+				t.Errorf("%v: %s resource-policy keep %v", tc.args, o.Name, keep)
+			}
+		}
+		if n != tc.n {
+			t.Errorf("%v: %d CRDs rendered, want %d", tc.args, n, tc.n)
 		}
 	}
 }

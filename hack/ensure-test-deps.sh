@@ -3,6 +3,8 @@
 #   - fio (the workloads of agent/integration_linux_test.go and
 #     cmd/shadowtune/app/run_test.go), from apt;
 #   - losetup (util-linux; loop devices), normally present;
+#   - promtool (Debian's prometheus package; charts/monitoring_test.go runs
+#     promtool test rules on the chart's PrometheusRule);
 #   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer);
 #   - kube-apiserver and etcd for the envtest tests
 #     (internal/testutil/envtest), through hack/k8s-bins.sh: built once
@@ -19,6 +21,7 @@ note() { echo "ensure-test-deps: $*" >&2; }
 
 missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v losetup >/dev/null 2>&1 || [[ -x /usr/sbin/losetup || -x /sbin/losetup ]] || missing+=(util-linux)
 tracefs_mounted() { grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; }
 

@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shadowtune/shadowtune/agent"
@@ -55,11 +56,14 @@ import (
 // (charts/shadowtune/files/rbac/agent-role.yaml, make manifests): the policies
 // (cache and direct list); its own Node and NodeStorageState (cache with a
 // name field selector, direct get; create at start, delete when no policy
-// selects the node); the status update. It writes no events.
+// selects the node); the status update; with --metrics-secure, token and
+// access reviews for /metrics' scrapers. It writes no events.
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // FieldOwner is the agent's field manager name.
 const FieldOwner = "shadowtune-agent"
@@ -78,6 +82,9 @@ type ManagerOptions struct {
 	// HealthProbeBindAddress serves /healthz and /readyz ("0" or ""
 	// disables them).
 	MetricsBindAddress, HealthProbeBindAddress string
+	// MetricsSecure serves /metrics over HTTPS behind controller-runtime's
+	// authentication and authorization filter.
+	MetricsSecure bool
 	// GracefulShutdownTimeout, 0 for DefaultGracefulShutdown.
 	GracefulShutdownTimeout time.Duration
 	// Logger is the manager's logger (default controller-runtime's
@@ -104,10 +111,14 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 	if probe == "" {
 		probe = "0"
 	}
+	metricsOpts := metricsserver.Options{BindAddress: o.MetricsBindAddress}
+	if o.MetricsSecure {
+		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+	}
 	return manager.New(cfg, manager.Options{
 		Scheme:                  s,
 		LeaderElection:          false,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                 metricsOpts,
 		HealthProbeBindAddress:  probe,
 		GracefulShutdownTimeout: &grace,
 		Logger:                  o.Logger,

@@ -9,6 +9,11 @@ import (
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
+// With --metrics-secure the operator's /metrics endpoint reviews each
+// scraper's token and access (controller-runtime's authn/authz filter):
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
 // Metrics are the operator's metrics.
 type Metrics struct {
 	nodes     *prometheus.GaugeVec

@@ -108,7 +108,27 @@ requests by "system:serviceaccount:<namespace>:<this name>".
 The image reference; the tag defaults to the chart's appVersion.
 */}}
 {{- define "shadowtune.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) }}
+{{- end }}
+{{- end }}
+
+{{/*
+A component's liveness and readiness probes, from its livenessProbe and
+readinessProbe values (GETs of /healthz and /readyz on the health port by
+default).
+*/}}
+{{- define "shadowtune.probes" -}}
+{{- with .livenessProbe }}
+livenessProbe:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .readinessProbe }}
+readinessProbe:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
 
 {{/*

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	goflag "flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -21,6 +22,8 @@ import (
 
 type agentFlags struct {
 	nodeName, hostRoot, stateDir, metricsAddr, probeAddr, tracerKind string
+	metricsSecure                                                    bool
+	zapOpts                                                          zap.Options
 }
 
 func newAgentCommand() *cobra.Command {
@@ -52,7 +55,11 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9464", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9465", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
+	fl.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (self-signed), authenticated and authorized by the API server (TokenReview, SubjectAccessReview)")
 	addKubeconfigFlag(fl)
+	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	f.zapOpts.BindFlags(gf)
+	fl.AddGoFlagSet(gf)
 	return cmd
 }
 
@@ -68,13 +75,14 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if os.Geteuid() != 0 && f.hostRoot == "" {
 		return errors.New("shadowtune agent traces block devices and changes their settings: it must run as root")
 	}
-	ctrl.SetLogger(zap.New())
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zapOpts)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return badInputf("kubeconfig: %w", err)
 	}
 	mgr, err := cluster.NewManager(cfg, cluster.ManagerOptions{
 		NodeName: f.nodeName, MetricsBindAddress: f.metricsAddr, HealthProbeBindAddress: f.probeAddr,
+		MetricsSecure: f.metricsSecure,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -20,6 +20,7 @@ func TestAgentFlags(t *testing.T) {
 		"--health-probe-bind-address string", `(default ":9465")`,
 		"--tracer string", `(default "auto")`,
 		"--kubeconfig string",
+		"--metrics-secure", "--zap-log-level",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agent --help does not show %q:\n%s", want, out)

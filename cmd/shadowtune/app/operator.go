@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shadowtune/shadowtune/api/scheme"
@@ -26,7 +27,7 @@ const LeaderElectionID = "shadowtune-operator.storage.shadowtune.io"
 func newOperatorCommand() *cobra.Command {
 	var (
 		metricsAddr, probeAddr, leNamespace string
-		leaderElect                         bool
+		leaderElect, metricsSecure          bool
 		zapOpts                             = zap.Options{}
 	)
 	cmd := &cobra.Command{
@@ -56,7 +57,7 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                        s,
-				Metrics:                       metricsserver.Options{BindAddress: metricsAddr},
+				Metrics:                       metricsServerOptions(metricsAddr, metricsSecure),
 				HealthProbeBindAddress:        probeAddr,
 				LeaderElection:                leaderElect,
 				LeaderElectionID:              LeaderElectionID,
@@ -80,6 +81,7 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 	f := cmd.Flags()
 	f.StringVar(&metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	f.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints")
+	f.BoolVar(&metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (self-signed), authenticated and authorized by the API server (TokenReview, SubjectAccessReview)")
 	f.BoolVar(&leaderElect, "leader-elect", true, "elect a leader among replicas (a Lease); only the leader reconciles")
 	f.StringVar(&leNamespace, "leader-election-namespace", "", "namespace of the leader-election Lease (default $POD_NAMESPACE)")
 	addKubeconfigFlag(f)
@@ -87,4 +89,15 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 	zapOpts.BindFlags(gf)
 	f.AddGoFlagSet(gf)
 	return cmd
+}
+
+// metricsServerOptions serves /metrics on addr: plain HTTP, or with secure
+// HTTPS behind controller-runtime's authentication and authorization filter
+// (a bearer token, reviewed by the API server, allowed to get /metrics).
+func metricsServerOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if secure {
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
 }
