@@ -24,6 +24,12 @@ type Series struct {
 	// (CDFChart.XLabel says which: ms for service times, µs for response
 	// times). With n values the curve rises by 1/n at each.
 	Values []float64
+	// Group, when set, gives the curve the colour of the first series of
+	// the same group (e.g. one colour per scheduler, with and without a
+	// cache); other series take the next colour.
+	Group string
+	// Dashed draws the curve dashed.
+	Dashed bool
 }
 
 // CDFChart describes a picture of empirical CDFs on common axes.
@@ -54,14 +60,25 @@ func CDFs(w io.Writer, c CDFChart) error {
 		p.X.Tick.Marker = gplot.LogTicks{Prec: -1}
 	}
 	p.Y.Min, p.Y.Max = 0, 1
-	for i, s := range c.Series {
+	colour := map[string]int{}
+	next := 0
+	for _, s := range c.Series {
 		xys, err := cdfPoints(s.Values, c.LogX)
 		if err != nil {
 			return fmt.Errorf("CDFs %q: series %q: %w", c.Title, s.Name, err)
 		}
+		i, ok := colour[s.Group]
+		if !ok || s.Group == "" {
+			i = next
+			next++
+			colour[s.Group] = i
+		}
 		l, err := line(xys, i, vg.Points(1.5))
 		if err != nil {
 			return fmt.Errorf("CDFs %q: series %q: %w", c.Title, s.Name, err)
+		}
+		if s.Dashed {
+			l.Dashes = []vg.Length{vg.Points(5), vg.Points(2.5)}
 		}
 		l.StepStyle = plotter.PostStep
 		p.Add(l)

@@ -18,6 +18,7 @@ import (
 	"math"
 
 	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -59,17 +60,28 @@ var (
 	ErrUnsorted = errors.New("plot: CDF values must be sorted ascending")
 )
 
+// sans is the typeface of all text: Liberation Sans, metrically
+// compatible with Arial and Helvetica, which an SVG viewer without it
+// substitutes (gonum/plot lays text out with the font's metrics).
+var sans = font.Font{Typeface: "Liberation", Variant: "Sans"}
+
 // newPlot returns a plot with shadowtune's common look: title, axis
-// labels, light grid, legend at the top left.
+// labels, light grid, legend at the top left
+// (where a CDF, low at small x, leaves room).
 func newPlot(title, x, y string) *gplot.Plot {
 	p := gplot.New()
 	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(12)
+	p.Title.TextStyle.Font = font.From(sans, 12)
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	for _, a := range []*gplot.Axis{&p.X, &p.Y} {
+		a.Label.TextStyle.Font = font.From(sans, 11)
+		a.Tick.Label.Font = font.From(sans, 9)
+	}
 	p.Legend.Top = true
 	p.Legend.Left = true
-	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.TextStyle.Font = font.From(sans, 9)
+	p.Legend.XOffs, p.Legend.YOffs = vg.Points(8), -vg.Points(4)
 	g := plotter.NewGrid()
 	g.Vertical.Color = color.Gray{0xe0}
 	g.Horizontal.Color = color.Gray{0xe0}
