@@ -2,10 +2,17 @@ package app
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 
 	"github.com/shadowtune/shadowtune/internal/plot"
 	"github.com/shadowtune/shadowtune/internal/plot/svgcheck"
@@ -102,6 +109,7 @@ func TestPlotBadInput(t *testing.T) {
 	}{
 		{"eval png", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--plot", filepath.Join(dir, "x.png")}, "--plot: want a file name ending in .svg"},
 		{"eval no dir", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--plot", "/nonexistent/x.svg"}, "--plot: "},
+		{"run png", []string{"run", "--config", "nosuch.yaml", "--plot", "x.png"}, "--plot: want a file name ending in .svg"},
 		{"simulate png", []string{"simulate", "--trace", atlas, "--format", "disksim", "--plot", "x.png"}, "--plot: want a file name ending in .svg"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -113,5 +121,88 @@ func TestPlotBadInput(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
 		t.Errorf("bad input left files: %v", ents)
+	}
+}
+
+// status returns a one-device status as the agent reports a window.
+func status(sched string, ra int32, gain, modelErr string, changed *time.Time, change string, reverts int32) agent.Status {
+	d := v1alpha1.DeviceState{
+		Name: "sda", Current: v1alpha1.DeviceSettings{Scheduler: sched, ReadAheadKiB: ra},
+		ModelErrorPercent: modelErr, LastChange: change, Reverts: reverts,
+		Window: &v1alpha1.WindowState{BestGainPercent: gain},
+	}
+	if changed != nil {
+		t := metav1.NewTime(*changed)
+		d.LastChangeTime = &t
+	}
+	return agent.Status{Mode: "Apply", Windows: 1, Devices: []v1alpha1.DeviceState{d}}
+}
+
+func TestRunTimelinePlot(t *testing.T) {
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return start.Add(time.Duration(s) * time.Second) }
+	before, changed, reverted := start.Add(-time.Hour), at(61), at(95)
+	tl := newRunTimeline(start, maxPlotWindows)
+	tl.add(status("mq-deadline", 128, "", "", &before, "bfq → mq-deadline", 0), at(30))
+	tl.add(status("mq-deadline", 128, "14.5", "9.0", &before, "bfq → mq-deadline", 0), at(60))
+	tl.add(status("bfq", 256, "0.5", "7.5", &changed, "mq-deadline → bfq, read-ahead 128 → 256 KiB", 0), at(90))
+	tl.add(status("mq-deadline", 128, "1.0", "7.0", &reverted, "bfq → mq-deadline (regression)", 1), at(120))
+
+	title, devs := tl.chart()
+	if len(devs) != 1 || len(devs[0].Windows) != 4 {
+		t.Fatalf("timeline %+v", devs)
+	}
+	ev := devs[0].Events
+	if len(ev) != 2 || ev[0].Seconds != 61 || ev[0].Revert || ev[1].Seconds != 95 || !ev[1].Revert {
+		t.Fatalf("events %+v: want the change at 61 s and the revert at 95 s (not the change from before the run)", ev)
+	}
+	if w := devs[0].Windows[0]; !math.IsNaN(w.GainPercent) || !math.IsNaN(w.ModelErrorPercent) {
+		t.Errorf("unset percentages read as %v, %v; want NaN", w.GainPercent, w.ModelErrorPercent)
+	}
+	svg := filepath.Join(t.TempDir(), "run.svg")
+	if err := tl.write(svg); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svgcheck.Check(t, b, title, []string{"mq-deadline, 128 KiB", "bfq, 256 KiB", "setting",
+		"predicted gain of the best candidate (%)", "model error (%)", "change", "revert"})
+
+	// Nothing seen, nothing written.
+	none := filepath.Join(t.TempDir(), "none.svg")
+	if err := newRunTimeline(start, 10).write(none); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(none); !os.IsNotExist(err) {
+		t.Errorf("a run without windows wrote %s (%v)", none, err)
+	}
+}
+
+// The timeline keeps the last max windows, however many there were.
+func TestRunTimelineBounded(t *testing.T) {
+	start := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	tl := newRunTimeline(start, 10)
+	for i := range 95 {
+		ch := start.Add(time.Duration(i)*time.Second + time.Second/2)
+		tl.add(status("bfq", 128, "1.0", "5.0", &ch, "x", 0), start.Add(time.Duration(i+1)*time.Second))
+		if n := len(tl.devs["sda"].Windows); n >= 20 {
+			t.Fatalf("window %d: %d windows kept, want < 20", i, n)
+		}
+		if n := len(tl.devs["sda"].Events); n >= 20 {
+			t.Fatalf("window %d: %d events kept, want < 20", i, n)
+		}
+	}
+	title, devs := tl.chart()
+	w := devs[0].Windows
+	if len(w) != 10 || w[0].Seconds != 86 || w[9].Seconds != 95 {
+		t.Fatalf("kept windows %v…%v (%d), want the last 10", w[0], w[len(w)-1], len(w))
+	}
+	if e := devs[0].Events; len(e) == 0 || e[0].Seconds < 86 {
+		t.Errorf("events %v: want only those since the first kept window", e)
+	}
+	if !strings.Contains(title, "last 10 of 95 windows") {
+		t.Errorf("title %q does not say windows were left out", title)
 	}
 }
