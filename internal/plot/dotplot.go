@@ -70,7 +70,8 @@ func DotPlot(w io.Writer, c DotPlotChart) error {
 	p := newPlot(c.Title, c.XLabel, c.YLabel)
 	p.Legend.Left = false
 	p.X.Min, p.X.Max = 0.5, n+0.5
-	p.Y.Min, p.Y.Max = ymin-pad, ymax+pad
+	// Room above the dots for the legend.
+	p.Y.Min, p.Y.Max = ymin-pad, ymax+pad+(ymax-ymin)*0.6
 	if len(c.Values) <= 30 {
 		ticks := make([]gplot.Tick, len(c.Values))
 		for i := range ticks {
@@ -83,9 +84,8 @@ func DotPlot(w io.Writer, c DotPlotChart) error {
 		if err != nil {
 			return fmt.Errorf("dot plot %q: %w", c.Title, err)
 		}
-		col := Color(5)
-		col.A = 0x60
-		band.Color = col
+		c5 := Color(5)
+		band.Color = color.NRGBA{R: c5.R, G: c5.G, B: c5.B, A: 0x50}
 		band.LineStyle.Width = 0
 		p.Add(band)
 		p.Legend.Add(c.IntervalName, band)

@@ -127,7 +127,8 @@ func settingPanel(title string, d DeviceTimeline, xmin, xmax float64) (*gplot.Pl
 	}
 	p := newPlot(title, "", d.Device+": setting")
 	p.X.Min, p.X.Max = xmin, xmax
-	p.Y.Min, p.Y.Max = -0.5, float64(len(names))-0.5
+	// Room above the levels for the legend.
+	p.Y.Min, p.Y.Max = -0.5, float64(len(names))-0.5+max(1, 0.5*float64(len(names)))
 	ticks := make([]gplot.Tick, len(names))
 	for i, n := range names {
 		ticks[i] = gplot.Tick{Value: float64(i), Label: n}
@@ -181,8 +182,9 @@ func percentPanel(d DeviceTimeline, xmin, xmax float64) (*gplot.Plot, error) {
 		p.Add(l, sc)
 		p.Legend.Add(s.name, l, sc)
 	}
+	// Room above the lines for the legend.
 	pad := (ymax - ymin) * 0.05
-	p.Y.Min, p.Y.Max = ymin-pad, ymax+pad
+	p.Y.Min, p.Y.Max = ymin-pad, ymax+(ymax-ymin)*0.6
 	if err := addEvents(p, d.Events, p.Y.Min, p.Y.Max); err != nil {
 		return nil, err
 	}

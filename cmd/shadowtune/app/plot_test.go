@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,9 @@ func TestPlotBadInput(t *testing.T) {
 		{"eval png", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--plot", filepath.Join(dir, "x.png")}, "--plot: want a file name ending in .svg"},
 		{"eval no dir", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--plot", "/nonexistent/x.svg"}, "--plot: "},
 		{"run png", []string{"run", "--config", "nosuch.yaml", "--plot", "x.png"}, "--plot: want a file name ending in .svg"},
+		{"bench-plot no input", []string{"bench-plot", "--input", filepath.Join(dir, "nosuch.txt"), "--plot", filepath.Join(dir, "b.svg")}, "--input: "},
+		{"bench-plot png", []string{"bench-plot", "--input", filepath.Join(dir, "nosuch.txt"), "--plot", "b.png"}, "--plot: want a file name ending in .svg"},
+		{"bench-plot no table", []string{"bench-plot", "--input", atlas, "--plot", filepath.Join(dir, "b.svg")}, "no per-pair table"},
 		{"simulate png", []string{"simulate", "--trace", atlas, "--format", "disksim", "--plot", "x.png"}, "--plot: want a file name ending in .svg"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -204,5 +208,64 @@ func TestRunTimelineBounded(t *testing.T) {
 	}
 	if !strings.Contains(title, "last 10 of 95 windows") {
 		t.Errorf("title %q does not say windows were left out", title)
+	}
+}
+
+// benchReport is the end of a report of hack/bench-agent.sh, as its
+// python prints it (pair 4 disturbed).
+const benchReport = `   pair 5 done
+   BPF statistics run done
+
+pair  IOPS off   IOPS on  on/off lat µs off/on agent CPU in evals evals  GCs  peak RSS    traced dropped        busy off/on, steal others: loop0 IOPS, CPU off/on
+   1    41,234    40,911  0.9922       776/782      4.1%     2.9%     2    3   38.2MiB   409,110       0        52%/55% 0.0/0.0            0, 0% / 0, 0%  
+   2    41,002    40,391  0.9851       780/792      4.3%     3.0%     2    3   38.4MiB   403,910       0        52%/55% 0.0/0.0            0, 0% / 0, 0%  
+   3    40,876    40,760  0.9972       782/785      4.0%     2.8%     2    3   38.3MiB   407,600       0        51%/55% 0.0/0.0            0, 0% / 0, 0%  
+   4    40,990    39,800  0.9710       781/804      4.2%     3.0%     2    4   38.5MiB   398,000       0        60%/66% 0.0/0.4      2,300, 1% / 2,900, 9% *
+   5    41,100    40,820  0.9932       779/784      4.1%     2.9%     2    3   38.2MiB   408,200       0        52%/55% 0.0/0.0            0, 0% / 0, 0%  
+
+IOPS without agent: median 41,002 (min 40,876, max 41,234, spread 0.9% of the median)
+IOPS with agent:    median 40,760 (min 39,800, max 40,911, spread 2.7% of the median)
+per-pair on/off:    0.9922 0.9851 0.9972 0.9710 0.9932
+median on/off ratio 0.9922: with-agent IOPS 0.8% lower (target at most 2% lower: met)
+  95% bootstrap interval of the median ratio 0.9851-0.9972 over 5 pairs; mean ratio 0.9877; ratio of the medians 0.9941; target shown met
+`
+
+func TestBenchPlot(t *testing.T) {
+	rep, err := parseBenchAgent(strings.NewReader(benchReport))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{0.9922, 0.9851, 0.9972, 0.9710, 0.9932}; !slices.Equal(rep.ratios, want) {
+		t.Errorf("ratios %v, want %v", rep.ratios, want)
+	}
+	if want := []bool{false, false, false, true, false}; !slices.Equal(rep.disturbed, want) {
+		t.Errorf("disturbed %v, want %v", rep.disturbed, want)
+	}
+	if rep.median != 0.9922 || rep.lo != 0.9851 || rep.hi != 0.9972 || math.Abs(rep.target-0.98) > 1e-12 {
+		t.Errorf("median %v, interval %v-%v, target %v", rep.median, rep.lo, rep.hi, rep.target)
+	}
+
+	dir := t.TempDir()
+	in := filepath.Join(dir, "bench-agent.txt")
+	if err := os.WriteFile(in, []byte(benchReport), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	svg := filepath.Join(dir, "bench-agent.svg")
+	if _, errOut, code := run(t, "bench-plot", "--input", in, "--plot", svg); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svgcheck.Check(t, b, "agent overhead: fio IOPS with/without shadowtune run, 5 pairs",
+		[]string{"median 0.9922", "95 % bootstrap interval of the median 0.9851–0.9972", "target ≥ 0.98",
+			"IOPS ratio with/without the agent", "pair disturbed by other load (*)"})
+
+	// Without the summary lines: the median of the table, no interval.
+	table := benchReport[:strings.Index(benchReport, "IOPS without")]
+	rep, err = parseBenchAgent(strings.NewReader(table))
+	if err != nil || rep.median != 0.9922 || rep.lo != 0 || rep.hi != 0 {
+		t.Errorf("table only: %+v, %v", rep, err)
 	}
 }
