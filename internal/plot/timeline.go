@@ -21,9 +21,10 @@ const MaxTimelineDevices = 8
 type TimelineWindow struct {
 	// Seconds is when the window ended, in seconds since the run started.
 	Seconds float64
-	// Setting is the device's setting during the window, e.g.
-	// "mq-deadline, 128 KiB" (scheduler and read-ahead); each distinct
-	// setting gets a level of the step line.
+	// Setting is the device's setting from the window's end on, once the
+	// window's decision is applied, e.g. "mq-deadline, 128 KiB"
+	// (scheduler and read-ahead); each distinct setting gets a level of
+	// the step line.
 	Setting string
 	// GainPercent is the predicted gain of the window's best candidate
 	// over the current setting, percent; NaN when the window has none.
@@ -134,13 +135,13 @@ func settingPanel(title string, d DeviceTimeline, xmin, xmax float64) (*gplot.Pl
 		ticks[i] = gplot.Tick{Value: float64(i), Label: n}
 	}
 	p.Y.Tick.Marker = gplot.ConstantTicks(ticks)
-	// A window's setting held through the window, which ended at Seconds:
-	// each level is drawn from the previous window's end (pre-step).
+	// A window's setting holds from its end on, until the next window's
+	// end (post-step).
 	l, err := line(xys, 0, vg.Points(2))
 	if err != nil {
 		return nil, err
 	}
-	l.StepStyle = plotter.PreStep
+	l.StepStyle = plotter.PostStep
 	p.Add(l)
 	p.Legend.Add("setting", l)
 	if err := addEvents(p, d.Events, p.Y.Min, p.Y.Max); err != nil {

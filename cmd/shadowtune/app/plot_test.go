@@ -151,17 +151,25 @@ func TestRunTimelinePlot(t *testing.T) {
 	tl.add(status("mq-deadline", 128, "14.5", "9.0", &before, "bfq → mq-deadline", 0), at(60))
 	tl.add(status("bfq", 256, "0.5", "7.5", &changed, "mq-deadline → bfq, read-ahead 128 → 256 KiB", 0), at(90))
 	tl.add(status("mq-deadline", 128, "1.0", "7.0", &reverted, "bfq → mq-deadline (regression)", 1), at(120))
+	skipped := status("mq-deadline", 128, "0.0", "0.0", &reverted, "bfq → mq-deadline (regression)", 1)
+	skipped.Devices[0].Window.Skipped = "0 requests (fewer than 100)"
+	tl.add(skipped, at(150))
 
 	title, devs := tl.chart()
-	if len(devs) != 1 || len(devs[0].Windows) != 4 {
+	if len(devs) != 1 || len(devs[0].Windows) != 5 {
 		t.Fatalf("timeline %+v", devs)
 	}
 	ev := devs[0].Events
 	if len(ev) != 2 || ev[0].Seconds != 61 || ev[0].Revert || ev[1].Seconds != 95 || !ev[1].Revert {
 		t.Fatalf("events %+v: want the change at 61 s and the revert at 95 s (not the change from before the run)", ev)
 	}
-	if w := devs[0].Windows[0]; !math.IsNaN(w.GainPercent) || !math.IsNaN(w.ModelErrorPercent) {
-		t.Errorf("unset percentages read as %v, %v; want NaN", w.GainPercent, w.ModelErrorPercent)
+	for _, i := range []int{0, 4} {
+		if w := devs[0].Windows[i]; !math.IsNaN(w.GainPercent) || !math.IsNaN(w.ModelErrorPercent) {
+			t.Errorf("window %d: unset or skipped percentages read as %v, %v; want NaN", i, w.GainPercent, w.ModelErrorPercent)
+		}
+	}
+	if w := devs[0].Windows[2]; w.GainPercent != 0.5 || w.ModelErrorPercent != 7.5 || w.Setting != "bfq, 256 KiB" {
+		t.Errorf("window 2: %+v", w)
 	}
 	svg := filepath.Join(t.TempDir(), "run.svg")
 	if err := tl.write(svg); err != nil {

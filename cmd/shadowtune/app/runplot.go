@@ -63,10 +63,12 @@ func (r *runTimeline) add(s agent.Status, now time.Time) {
 			Seconds:           at,
 			Setting:           fmt.Sprintf("%s, %d KiB", orDash(d.Current.Scheduler), d.Current.ReadAheadKiB),
 			GainPercent:       math.NaN(),
-			ModelErrorPercent: percent(d.ModelErrorPercent),
+			ModelErrorPercent: math.NaN(),
 		}
-		if d.Window != nil {
-			w.GainPercent = percent(d.Window.BestGainPercent)
+		// A skipped or failed window evaluated nothing: no point.
+		if win := d.Window; win != nil && win.Skipped == "" && win.Error == "" {
+			w.GainPercent = percent(win.BestGainPercent)
+			w.ModelErrorPercent = percent(d.ModelErrorPercent)
 		}
 		dt.Windows = append(dt.Windows, w)
 		if t := d.LastChangeTime; t != nil && !t.Time.Equal(dt.lastChange) {
