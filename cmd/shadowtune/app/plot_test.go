@@ -135,6 +135,9 @@ func status(sched string, ra int32, gain, modelErr string, changed *time.Time, c
 		ModelErrorPercent: modelErr, LastChange: change, Reverts: reverts,
 		Window: &v1alpha1.WindowState{BestGainPercent: gain},
 	}
+	if gain != "" {
+		d.Window.Best, d.Window.Requests = "bfq", 1000
+	}
 	if changed != nil {
 		t := metav1.NewTime(*changed)
 		d.LastChangeTime = &t
@@ -151,12 +154,15 @@ func TestRunTimelinePlot(t *testing.T) {
 	tl.add(status("mq-deadline", 128, "14.5", "9.0", &before, "bfq → mq-deadline", 0), at(60))
 	tl.add(status("bfq", 256, "0.5", "7.5", &changed, "mq-deadline → bfq, read-ahead 128 → 256 KiB", 0), at(90))
 	tl.add(status("mq-deadline", 128, "1.0", "7.0", &reverted, "bfq → mq-deadline (regression)", 1), at(120))
-	skipped := status("mq-deadline", 128, "0.0", "0.0", &reverted, "bfq → mq-deadline (regression)", 1)
-	skipped.Devices[0].Window.Skipped = "0 requests (fewer than 100)"
-	tl.add(skipped, at(150))
+	empty := status("mq-deadline", 128, "0.0", "0.0", &reverted, "bfq → mq-deadline (regression)", 1)
+	empty.Devices[0].Window = &v1alpha1.WindowState{Skipped: "0 requests (fewer than 100)"}
+	tl.add(empty, at(150))
+	backoff := status("mq-deadline", 128, "12.5", "3.0", &reverted, "bfq → mq-deadline (regression)", 1)
+	backoff.Devices[0].Window.Skipped = "bfq regressed before; not retried until later"
+	tl.add(backoff, at(180))
 
 	title, devs := tl.chart()
-	if len(devs) != 1 || len(devs[0].Windows) != 5 {
+	if len(devs) != 1 || len(devs[0].Windows) != 6 {
 		t.Fatalf("timeline %+v", devs)
 	}
 	ev := devs[0].Events
@@ -165,8 +171,11 @@ func TestRunTimelinePlot(t *testing.T) {
 	}
 	for _, i := range []int{0, 4} {
 		if w := devs[0].Windows[i]; !math.IsNaN(w.GainPercent) || !math.IsNaN(w.ModelErrorPercent) {
-			t.Errorf("window %d: unset or skipped percentages read as %v, %v; want NaN", i, w.GainPercent, w.ModelErrorPercent)
+			t.Errorf("window %d: unset or empty window's percentages read as %v, %v; want NaN", i, w.GainPercent, w.ModelErrorPercent)
 		}
+	}
+	if w := devs[0].Windows[5]; w.GainPercent != 12.5 || w.ModelErrorPercent != 3 {
+		t.Errorf("a window skipped after evaluating (back-off) lost its gain or model error: %+v", w)
 	}
 	if w := devs[0].Windows[2]; w.GainPercent != 0.5 || w.ModelErrorPercent != 7.5 || w.Setting != "bfq, 256 KiB" {
 		t.Errorf("window 2: %+v", w)

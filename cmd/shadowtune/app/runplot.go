@@ -65,10 +65,17 @@ func (r *runTimeline) add(s agent.Status, now time.Time) {
 			GainPercent:       math.NaN(),
 			ModelErrorPercent: math.NaN(),
 		}
-		// A skipped or failed window evaluated nothing: no point.
-		if win := d.Window; win != nil && win.Skipped == "" && win.Error == "" {
-			w.GainPercent = percent(win.BestGainPercent)
-			w.ModelErrorPercent = percent(d.ModelErrorPercent)
+		// A failed window, or one without requests, evaluated nothing: no
+		// point. A skipped one may have (the change was not applied, e.g.
+		// in the back-off after a revert): its gain is drawn when it has
+		// a best candidate.
+		if win := d.Window; win != nil && win.Error == "" {
+			if win.Best != "" {
+				w.GainPercent = percent(win.BestGainPercent)
+			}
+			if win.Best != "" || win.Requests > 0 {
+				w.ModelErrorPercent = percent(d.ModelErrorPercent)
+			}
 		}
 		dt.Windows = append(dt.Windows, w)
 		if t := d.LastChangeTime; t != nil && !t.Time.Equal(dt.lastChange) {
