@@ -118,7 +118,7 @@ func writeSVG(out io.Writer, w, h vg.Length, plots ...*gplot.Plot) error {
 func line(xys plotter.XYs, i int, width vg.Length) (*plotter.Line, error) {
 	l, err := plotter.NewLine(xys)
 	if err != nil {
-		return nil, fmt.Errorf("plot: %w", err)
+		return nil, err // the caller names the chart
 	}
 	l.Color = Color(i)
 	l.Width = width

@@ -176,7 +176,7 @@ func percentPanel(d DeviceTimeline, xmin, xmax float64) (*gplot.Plot, error) {
 		}
 		l, sc, err := plotter.NewLinePoints(xys)
 		if err != nil {
-			return nil, fmt.Errorf("plot: %w", err)
+			return nil, err // the caller names the chart
 		}
 		l.Color, l.Width = Color(i), vg.Points(1.2)
 		sc.Color, sc.Shape, sc.Radius = Color(i), draw.CircleGlyph{}, vg.Points(1.5)
@@ -202,7 +202,7 @@ func addEvents(p *gplot.Plot, evs []TimelineEvent, ymin, ymax float64) error {
 		}
 		l, err := plotter.NewLine(plotter.XYs{{X: e.Seconds, Y: ymin}, {X: e.Seconds, Y: ymax}})
 		if err != nil {
-			return fmt.Errorf("plot: %w", err)
+			return err // the caller names the chart
 		}
 		l.Width = vg.Points(1)
 		name := "change"
