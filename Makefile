@@ -88,7 +88,7 @@ bench-memory: build ## Peak RSS and wall time of simulate / model eval / model l
 	hack/bench-memory.sh $(BIN)/shadowtune $(BENCH_LINES) | tee $(BIN)/bench-memory.txt
 
 .PHONY: bench-agent
-bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs.
+bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs; report in bin/bench-agent.txt, per-pair ratios drawn in bin/bench-agent.svg.
 	hack/bench-agent.sh $(BIN)/shadowtune $(BENCH_PAIRS) | tee $(BIN)/bench-agent.txt
 
 .PHONY: bench-agent-parts

@@ -61,6 +61,10 @@
 #   BENCH_SCHEDULER=none (the loop device's scheduler during the runs)
 #   BENCH_BPF_STATS=1 (0: no run measuring the BPF programs' cost)
 #   BENCH_KEEP=DIR (copy every fio/agent output and log there)
+#   BENCH_PLOT=FILE.svg (default: bench-agent.svg beside BINARY, e.g.
+#   bin/bench-agent.svg; empty: none): a dot plot of the per-pair ratios
+#   with the median and its 95 % interval, drawn at the end from the
+#   report by the hidden `BINARY bench-plot`
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [PAIRS]}
 pairs=${2:-5}
@@ -347,7 +351,7 @@ if [[ $bpf_stats != 0 ]] && stats_on; then
 	echo "   BPF statistics run done"
 fi
 
-BENCH_BIN=$bin python3 - "$tmp" "$pairs" "$runtime" "$disk_name" <<'PY'
+BENCH_BIN=$bin python3 - "$tmp" "$pairs" "$runtime" "$disk_name" <<'PY' | tee "$tmp/report.txt"
 import json, os, random, statistics as st, sys
 tmp, pairs, runtime, disk = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 
@@ -500,3 +504,14 @@ if os.path.exists(bpf1):
           f"({(runs1 - runs0) / n:.1f} program runs each, every disk's events included), {bpf:.1f}% of one core; "
           f"with the agent's {cpu:.1f}%: {bpf + cpu:.1f}% of one core")
 PY
+
+# The picture of the per-pair ratios (not fatal: the report above is the
+# result).
+plot=${BENCH_PLOT-$(dirname "$bin")/bench-agent.svg}
+if [[ -n $plot ]]; then
+	if "$bin" bench-plot --input "$tmp/report.txt" --plot "$plot"; then
+		echo "per-pair ratios drawn in $plot"
+	else
+		echo "bench-agent: could not draw $plot" >&2
+	fi
+fi

@@ -111,6 +111,10 @@ type Options struct {
 	// goroutine, so an evaluation never takes more than one core (the
 	// agent's setting).
 	Parallel int
+	// ResponseQuantiles, when > 0, keeps at most this many exact quantiles
+	// of each candidate's response times in its Result
+	// (sim.Config.ResponseQuantiles), for drawing their CDFs.
+	ResponseQuantiles int
 }
 
 // Outcome is the simulation of one candidate.
@@ -325,6 +329,7 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, erro
 		cfg := sim.Config{
 			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
 			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: both[base.Name()] > 1,
+			ResponseQuantiles: opt.ResponseQuantiles,
 		}
 		if c.Cache {
 			cc := opt.Cache

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +197,36 @@ func TestParseModes(t *testing.T) {
 	}
 	if _, err := ParsePredictMode("median"); err == nil {
 		t.Error("ParsePredictMode accepted junk")
+	}
+}
+
+// KeepSorted hands out the sorted samples the demerit was computed from,
+// and changes nothing else.
+func TestEvaluateKeepSorted(t *testing.T) {
+	reqs := loadDiskSim(t, "cheetah9LP")
+	plain, err := Evaluate(reqs, EvalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Sorted != nil {
+		t.Fatal("Sorted set without KeepSorted")
+	}
+	kept, err := Evaluate(reqs, EvalOptions{KeepSorted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := kept.Sorted
+	if st == nil || len(st.MeasuredNs) == 0 || len(st.MeasuredNs) != len(st.PredictedNs) || len(st.MeasuredNs) > kept.TestRequests {
+		t.Fatalf("Sorted = %+v", st)
+	}
+	if !slices.IsSorted(st.MeasuredNs) || !slices.IsSorted(st.PredictedNs) {
+		t.Error("Sorted samples are not sorted")
+	}
+	if got := Demerit(st.MeasuredNs, st.PredictedNs) / 1e6; got != kept.DemeritMs {
+		t.Errorf("demerit of the kept samples %v ms, reported %v ms", got, kept.DemeritMs)
+	}
+	kept.Sorted = nil
+	if !reflect.DeepEqual(plain, kept) {
+		t.Errorf("KeepSorted changed the result:\n%+v\n%+v", plain, kept)
 	}
 }

@@ -59,6 +59,12 @@ type Config struct {
 	// KeepPerRequest keeps each request's response and I/O time in the
 	// result (for ADA and model checks); it costs 8 bytes per request.
 	KeepPerRequest bool
+	// ResponseQuantiles, when > 0, keeps a bounded picture of the response
+	// times in Result.ResponseQuantilesNs: at most this many order
+	// statistics, evenly spaced in rank (see Result). It costs 8 bytes
+	// each, and a sort of the window's response times at the end of the
+	// run.
+	ResponseQuantiles int
 }
 
 // Result summarises one run.
@@ -87,6 +93,13 @@ type Result struct {
 	// ResponseNs holds each request's response time in ns, in window
 	// order, when Config.KeepPerRequest is set.
 	ResponseNs []int64
+	// ResponseQuantilesNs, when Config.ResponseQuantiles = m > 0, holds
+	// min(m, Simulated) response times in ns, ascending: with n simulated
+	// requests, the j-th (0-based) is the order statistic of rank
+	// round(j·(n−1)/(m−1)), so the fastest and the slowest are included.
+	// They are exact quantiles of the run's response times (no sampling,
+	// no seed), drawn as its response-time CDF.
+	ResponseQuantilesNs []int64
 	// CacheStats is set when a cache was simulated.
 	CacheStats *CacheStats
 }
@@ -265,9 +278,10 @@ type runner struct {
 	merged       int
 	done         int
 
-	cache *cacheState
-	keep  bool
-	buf   *buffers
+	cache     *cacheState
+	keep      bool
+	quantiles int // Config.ResponseQuantiles
+	buf       *buffers
 }
 
 // buffers are a run's per-request arrays (about 130 B per request). A
@@ -309,13 +323,14 @@ func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
 	}
 	r := &runner{
 		w: w, reqs: w.reqs, p: w.plan, el: el,
-		disk:    cfg.NewDisk(cfg.Seed),
-		servers: k,
-		slots:   make([]*sched.Request, k),
-		wakeAt:  -1,
-		ev:      make(evHeap, 0, 64),
-		keep:    cfg.KeepPerRequest,
-		buf:     getBuffers(n),
+		disk:      cfg.NewDisk(cfg.Seed),
+		servers:   k,
+		slots:     make([]*sched.Request, k),
+		wakeAt:    -1,
+		ev:        make(evHeap, 0, 64),
+		keep:      cfg.KeepPerRequest,
+		quantiles: cfg.ResponseQuantiles,
+		buf:       getBuffers(n),
 	}
 	r.sr, r.rel, r.cmp = r.buf.sr, r.buf.rel, r.buf.cmp
 	for i := k - 1; i >= 0; i-- {
@@ -511,12 +526,35 @@ func (r *runner) result() Result {
 	if len(resp) > 0 {
 		res.P99ResponseNs = kth(resp, percentileIndex(len(resp), 0.99))
 	}
+	if r.quantiles > 0 && len(resp) > 0 {
+		res.ResponseQuantilesNs = quantiles(resp, r.quantiles)
+	}
 	if r.cache != nil {
 		st := r.cache.stats()
 		res.CacheStats = &st
 		res.TotalServiceNs += st.HitNs
 	}
 	return res
+}
+
+// quantiles sorts v and returns min(m, len(v)) of its order statistics,
+// evenly spaced in rank from the smallest to the largest (rank
+// round(j·(n−1)/(m−1)) for the j-th).
+func quantiles(v []int64, m int) []int64 {
+	slices.Sort(v)
+	n := len(v)
+	if n <= m {
+		return slices.Clone(v)
+	}
+	out := make([]int64, m)
+	if m == 1 {
+		out[0] = v[n-1]
+		return out
+	}
+	for j := range out {
+		out[j] = v[(int64(j)*int64(n-1)+int64(m-1)/2)/int64(m-1)]
+	}
+	return out
 }
 
 // kth returns the k-th smallest of v (0-based: v[k] once v is sorted),

@@ -319,3 +319,40 @@ func TestRunReusesBuffers(t *testing.T) {
 		t.Error("no request merged: the windows do not exercise the merge lists")
 	}
 }
+
+// ResponseQuantiles keeps a bounded, sorted set of exact quantiles of the
+// response times: all of them when there are few, else the requested
+// number from the fastest to the slowest, the same on every run; it
+// changes nothing else in the result.
+func TestResponseQuantiles(t *testing.T) {
+	reqs := serial(500, 3*ms, ms)
+	for i := range reqs {
+		reqs[i].Sector = uint64(i*7919) % 100000
+	}
+	w := mustWindow(t, reqs, LoopAuto)
+	full := mustRun(t, w, Config{Scheduler: "mq-deadline", NewDisk: constModel(ms, 100), KeepPerRequest: true})
+	sorted := slices.Sorted(slices.Values(full.ResponseNs))
+	for _, m := range []int{1, 2, 7, 499, 500, 5000} {
+		r := mustRun(t, w, Config{Scheduler: "mq-deadline", NewDisk: constModel(ms, 100), KeepPerRequest: true, ResponseQuantiles: m})
+		q := r.ResponseQuantilesNs
+		if want := min(m, len(sorted)); len(q) != want {
+			t.Fatalf("m=%d: %d quantiles, want %d", m, len(q), want)
+		}
+		if !slices.IsSorted(q) || q[len(q)-1] != sorted[len(sorted)-1] || m > 1 && q[0] != sorted[0] {
+			t.Errorf("m=%d: quantiles %v… not sorted from the fastest %d to the slowest %d", m, q[:min(len(q), 5)], sorted[0], sorted[len(sorted)-1])
+		}
+		for _, x := range q {
+			if _, ok := slices.BinarySearch(sorted, x); !ok {
+				t.Fatalf("m=%d: %d is not a response time of the run", m, x)
+			}
+		}
+		again := mustRun(t, w, Config{Scheduler: "mq-deadline", NewDisk: constModel(ms, 100), KeepPerRequest: true, ResponseQuantiles: m})
+		if !reflect.DeepEqual(r, again) {
+			t.Fatalf("m=%d: two runs differ", m)
+		}
+		r.ResponseQuantilesNs = nil
+		if !reflect.DeepEqual(r, full) {
+			t.Fatalf("m=%d: keeping quantiles changed the result", m)
+		}
+	}
+}

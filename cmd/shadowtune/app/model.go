@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/plot"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -26,6 +27,7 @@ func newModelCommand() *cobra.Command {
 func newModelEvalCommand() *cobra.Command {
 	var (
 		path, format, mode, predict, class, output string
+		plotPath                                   string
 		frac                                       float64
 		seed                                       int64
 		maxRequests                                int
@@ -45,7 +47,10 @@ measured and predicted service-time CDFs).
 runs); frozen only predicts. --predict mean returns the cell mean (the
 papers' choice); sample draws one of the cell's last 64 measured times with
 a seeded generator, which reproduces the spread of service times and so
-usually gives a smaller demerit.`,
+usually gives a smaller demerit.
+
+--plot FILE.svg draws the two service-time CDFs, with the demerit in the
+title (see docs/pictures.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -66,18 +71,28 @@ usually gives a smaller demerit.`,
 			if !(frac > 0 && frac < 1) {
 				return badInputf("--train-fraction: must be between 0 and 1 (exclusive), got %g", frac)
 			}
+			if err := checkPlotPath(plotPath); err != nil {
+				return err
+			}
 			reqs, err := readTrace(format, path, maxRequests)
 			if err != nil {
 				return err
 			}
 			res, err := model.Evaluate(reqs, model.EvalOptions{
 				TrainFraction: frac, Mode: em, Predict: pm, Class: cl, Seed: seed, HitThreshold: threshold,
+				KeepSorted: plotPath != "",
 			})
 			if err != nil {
 				if errors.Is(err, model.ErrNoServiceTimes) {
 					return badInputf("%s: %w", path, err)
 				}
 				return badInput(err)
+			}
+			if plotPath != "" {
+				chart := evalCDFChart(path, &res)
+				if err := writePlot(plotPath, func(w io.Writer) error { return plot.CDFs(w, chart) }); err != nil {
+					return err
+				}
 			}
 			if output == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
@@ -97,6 +112,7 @@ usually gives a smaller demerit.`,
 	fl.Int64Var(&seed, "seed", 1, "seed for --predict sample")
 	fl.DurationVar(&threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
 	fl.StringVarP(&output, "output", "o", "table", "output: table or json")
+	fl.StringVar(&plotPath, "plot", "", "draw the measured and predicted service-time CDFs"+plotFlagUsage)
 	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")

@@ -64,6 +64,7 @@ applies the setting predicted to be fastest.`,
 		newCleanupCommand(),
 		newStateCommand(),
 		newVersionCommand(),
+		newBenchPlotCommand(),
 	)
 	return root
 }

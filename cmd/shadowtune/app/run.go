@@ -25,6 +25,7 @@ import (
 
 type runFlags struct {
 	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
+	plot                                                        string
 	duration                                                    time.Duration
 	keep, revert, quiet                                         bool
 }
@@ -45,7 +46,11 @@ reverts a real regression.
 It prints a live table per window, or with --output json a final report. It
 stops after --duration, or on Ctrl-C/SIGTERM. In Apply mode it then restores
 every device it changed, unless --keep is given. 'shadowtune run --revert'
-restores every device recorded in the state directory and exits.`,
+restores every device recorded in the state directory and exits.
+
+--plot FILE.svg draws, at exit, a timeline of the run: per device the
+setting of each window, the predicted gain and the model error, with the
+changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
@@ -62,6 +67,7 @@ restores every device recorded in the state directory and exits.`,
 	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
+	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	return cmd
 }
 
@@ -89,6 +95,9 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	case tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs:
 	default:
 		return badInputf("--tracer: want auto, ebpf or tracefs, got %q", f.tracerKind)
+	}
+	if err := checkPlotPath(f.plot); err != nil {
+		return err
 	}
 	st, err := v1alpha1.LoadStorageTuningFile(f.config)
 	if err != nil {
@@ -134,10 +143,29 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 		Metrics: m, Log: log, Keep: f.keep,
 		Ready: func(err error) { ready.Store(&err) },
 	}
-	if f.output == "table" {
-		opts.OnWindow = func(s agent.Status) { printRunTable(stdout, s) }
+	var timeline *runTimeline
+	if f.plot != "" {
+		timeline = newRunTimeline(time.Now(), maxPlotWindows)
+	}
+	if f.output == "table" || timeline != nil {
+		opts.OnWindow = func(s agent.Status) {
+			if timeline != nil {
+				timeline.add(s, time.Now())
+			}
+			if f.output == "table" {
+				printRunTable(stdout, s)
+			}
+		}
 	}
 	final, err := agent.Run(ctx, opts)
+	if timeline != nil {
+		if perr := timeline.write(f.plot); perr != nil {
+			if err == nil {
+				return perr
+			}
+			log.Error(perr, "run --plot")
+		}
+	}
 	if err != nil {
 		if errors.Is(err, agent.ErrNoDevice) {
 			return badInputf("%s: %w", f.config, err)

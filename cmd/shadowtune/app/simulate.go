@@ -16,6 +16,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/plot"
 	"github.com/shadowtune/shadowtune/internal/readahead"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/sim"
@@ -40,6 +41,7 @@ type simulateFlags struct {
 	cacheMiB          int
 	parallel          int
 	maxRequests       int
+	plot              string
 }
 
 func newSimulateCommand() *cobra.Command {
@@ -56,7 +58,10 @@ REDCAP on or off (KDSim §4.1 ADA), and the competitive read-ahead depth.
 
 The disk model is, in order of preference: --model FILE; learned from the
 trace itself when it carries measured service times; otherwise the
-documented parametric default for --device-class.`,
+documented parametric default for --device-class.
+
+--plot FILE.svg draws each candidate's response-time CDF (see
+docs/pictures.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.OutOrStdout(), &f)
@@ -81,6 +86,7 @@ documented parametric default for --device-class.`,
 	fl.IntVar(&f.raMax, "read-ahead-max", readahead.DefaultMaxKiB, "largest read-ahead to recommend, KiB")
 	fl.IntVar(&f.parallel, "parallel", 0, "candidates simulated at once (default: number of CPUs, fewer if more would not fit in 512 MiB)")
 	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json")
+	fl.StringVar(&f.plot, "plot", "", "draw each candidate's response-time CDF"+plotFlagUsage)
 	addMaxRequestsFlag(fl, &f.maxRequests, defaultMaxSimulateRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
@@ -165,6 +171,9 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	if f.output != "table" && f.output != "json" {
 		return badInputf("--output: want table or json, got %q", f.output)
 	}
+	if err := checkPlotPath(f.plot); err != nil {
+		return err
+	}
 	class, err := model.ParseClass(f.class)
 	if err != nil {
 		return badInputf("--device-class: %w", err)
@@ -224,13 +233,20 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 		m.SetServers(f.servers)
 	}
 
+	// For --plot, each candidate keeps as many exact quantiles of its
+	// response times as a CDF is drawn with: bounded, whatever the trace.
+	quantiles := 0
+	if f.plot != "" {
+		quantiles = plot.MaxCDFPoints
+	}
 	simStart := time.Now()
 	rep, err := engine.Evaluate(w, cands, engine.Options{
 		Model: m, Predict: pmode, Seed: f.seed, Current: current,
-		Cache:     cacheConfig(f.cacheMiB),
-		Decide:    dcfg,
-		ReadAhead: bounds,
-		Parallel:  simulateParallel(f.parallel, len(reqs)),
+		Cache:             cacheConfig(f.cacheMiB),
+		Decide:            dcfg,
+		ReadAhead:         bounds,
+		Parallel:          simulateParallel(f.parallel, len(reqs)),
+		ResponseQuantiles: quantiles,
 	})
 	if err != nil {
 		return err
@@ -248,6 +264,12 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	}
 	out.Run.WallSeconds = time.Since(start).Seconds()
 	out.Run.PeakRSSBytes = peakRSS()
+	if f.plot != "" {
+		chart := simulateCDFChart(out, rep)
+		if err := writePlot(f.plot, func(w io.Writer) error { return plot.CDFs(w, chart) }); err != nil {
+			return err
+		}
+	}
 	if f.output == "json" {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
