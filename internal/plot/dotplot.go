@@ -86,7 +86,7 @@ func DotPlot(w io.Writer, c DotPlotChart) error {
 		}
 		c5 := Color(5)
 		band.Color = color.NRGBA{R: c5.R, G: c5.G, B: c5.B, A: 0x50}
-		band.LineStyle.Width = 0
+		band.Width = 0
 		p.Add(band)
 		p.Legend.Add(c.IntervalName, band)
 	}

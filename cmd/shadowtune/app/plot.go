@@ -54,15 +54,6 @@ func nsToMs(ns []int64) []float64 {
 	return out
 }
 
-// nsToUs converts sorted times in ns to µs, for a CDF.
-func nsToUs(ns []int64) []float64 {
-	out := make([]float64, len(ns))
-	for i, v := range ns {
-		out[i] = float64(v) / 1e3
-	}
-	return out
-}
-
 // evalCDFChart is the picture of `model eval --plot`: the measured and
 // predicted service-time CDFs of the test requests, the demerit in the
 // title.
@@ -91,12 +82,13 @@ func simulateCDFChart(out simulateReport, rep engine.Report) plot.CDFChart {
 	rec := out.Recommendation
 	for _, o := range rep.Outcomes {
 		name := o.Candidate.Name()
+		current, recommended := name == rec.Current, name == rec.Scheduler
 		switch {
-		case name == rec.Current && name == rec.Scheduler:
+		case current && recommended:
 			name += " (current, recommended)"
-		case name == rec.Current:
+		case current:
 			name += " (current)"
-		case name == rec.Scheduler:
+		case recommended:
 			name += " (recommended)"
 		}
 		// One colour per scheduler and tunables; with REDCAP dashed.

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -85,18 +86,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	if f.revert {
 		return runRevert(stdout, f.hostRoot, f.stateDir)
 	}
-	if f.config == "" {
-		return badInputf("--config is required (or --revert)")
-	}
-	if f.output != "table" && f.output != "json" {
-		return badInputf("--output: want table or json, got %q", f.output)
-	}
-	switch f.tracerKind {
-	case tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs:
-	default:
-		return badInputf("--tracer: want auto, ebpf or tracefs, got %q", f.tracerKind)
-	}
-	if err := checkPlotPath(f.plot); err != nil {
+	if err := checkRunFlags(f); err != nil {
 		return err
 	}
 	st, err := v1alpha1.LoadStorageTuningFile(f.config)
@@ -115,33 +105,15 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 		defer cancel()
 	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m, err := metrics.New(reg)
+	m, setReady, stopMetrics, err := serveMetrics(f.metricsAddr, log)
 	if err != nil {
 		return err
 	}
-	var ready atomic.Pointer[error]
-	notStarted := errors.New("tracer not started")
-	ready.Store(&notStarted)
-	srv, err := metrics.Listen(f.metricsAddr, reg, func() error { return *ready.Load() }, log)
-	if err != nil {
-		return badInputf("--metrics-bind-address: %w", err)
-	}
-	srvDone := make(chan error, 1)
-	srvCtx, stopSrv := context.WithCancel(context.Background())
-	go func() { srvDone <- srv.Serve(srvCtx) }()
-	defer func() {
-		stopSrv()
-		if err := <-srvDone; err != nil {
-			log.Error(err, "metrics server")
-		}
-	}()
+	defer stopMetrics()
 
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
-		Metrics: m, Log: log, Keep: f.keep,
-		Ready: func(err error) { ready.Store(&err) },
+		Metrics: m, Log: log, Keep: f.keep, Ready: setReady,
 	}
 	var timeline *runTimeline
 	if f.plot != "" {
@@ -183,6 +155,51 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	fmt.Fprintln(stdout, "final:")
 	printRunTable(stdout, final)
 	return nil
+}
+
+// checkRunFlags refuses bad flags of run (not --revert) with one line.
+func checkRunFlags(f *runFlags) error {
+	if f.config == "" {
+		return badInputf("--config is required (or --revert)")
+	}
+	if f.output != "table" && f.output != "json" {
+		return badInputf("--output: want table or json, got %q", f.output)
+	}
+	switch f.tracerKind {
+	case tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs:
+	default:
+		return badInputf("--tracer: want auto, ebpf or tracefs, got %q", f.tracerKind)
+	}
+	return checkPlotPath(f.plot)
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on addr ("0": not
+// served) from a new registry; it returns the agent's metrics, the
+// readiness setter, and a stop function that logs the server's error.
+func serveMetrics(addr string, log logr.Logger) (*metrics.Metrics, func(error), func(), error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var ready atomic.Pointer[error]
+	notStarted := errors.New("tracer not started")
+	ready.Store(&notStarted)
+	srv, err := metrics.Listen(addr, reg, func() error { return *ready.Load() }, log)
+	if err != nil {
+		return nil, nil, nil, badInputf("--metrics-bind-address: %w", err)
+	}
+	srvDone := make(chan error, 1)
+	srvCtx, stopSrv := context.WithCancel(context.Background())
+	go func() { srvDone <- srv.Serve(srvCtx) }()
+	stop := func() {
+		stopSrv()
+		if err := <-srvDone; err != nil {
+			log.Error(err, "metrics server")
+		}
+	}
+	return m, func(err error) { ready.Store(&err) }, stop, nil
 }
 
 func printRunTable(w io.Writer, s agent.Status) {

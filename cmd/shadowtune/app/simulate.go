@@ -174,58 +174,20 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	if err := checkPlotPath(f.plot); err != nil {
 		return err
 	}
-	class, err := model.ParseClass(f.class)
+	o, err := parseSimulateOptions(f)
 	if err != nil {
-		return badInputf("--device-class: %w", err)
-	}
-	loop, ok := sim.ParseLoop(f.loop)
-	if !ok {
-		return badInputf("--loop: want auto, open or closed, got %q", f.loop)
-	}
-	pmode, err := model.ParsePredictMode(f.predict)
-	if err != nil {
-		return badInputf("--predict: %w", err)
-	}
-	cands, err := parseCandidates(f.candidates, f.extra, f.redcap)
-	if err != nil {
-		return badInput(err)
-	}
-	cur := f.current
-	if cur == "" {
-		cur = "mq-deadline"
-		if class == model.NVMe {
-			cur = "none"
-		}
-	}
-	current, err := engine.ParseCandidate(cur)
-	if err != nil {
-		return badInputf("--current: %w", err)
-	}
-	if f.redcap == "on" {
-		current.Cache = true
-	}
-	if f.cacheMiB < 1 {
-		return badInputf("--redcap-mib: must be ≥ 1, got %d", f.cacheMiB)
-	}
-	bounds := readahead.Bounds{MinKiB: f.raMin, MaxKiB: f.raMax}
-	if err := bounds.Validate(); err != nil {
-		return badInputf("--read-ahead-min/max: %w", err)
-	}
-	dcfg := decide.DefaultConfig(current.Name())
-	dcfg.MarginPct = f.margin
-	if err := dcfg.Validate(); err != nil {
-		return badInputf("--margin: %w", err)
+		return err
 	}
 
 	reqs, err := readTrace(f.format, f.tracePath, f.maxRequests)
 	if err != nil {
 		return err
 	}
-	w, err := sim.NewWindow(reqs, loop)
+	w, err := sim.NewWindow(reqs, o.loop)
 	if err != nil {
 		return badInput(err)
 	}
-	m, source, err := chooseModel(f.modelPath, reqs, class)
+	m, source, err := chooseModel(f.modelPath, reqs, o.class)
 	if err != nil {
 		return err
 	}
@@ -240,11 +202,11 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 		quantiles = plot.MaxCDFPoints
 	}
 	simStart := time.Now()
-	rep, err := engine.Evaluate(w, cands, engine.Options{
-		Model: m, Predict: pmode, Seed: f.seed, Current: current,
+	rep, err := engine.Evaluate(w, o.cands, engine.Options{
+		Model: m, Predict: o.predict, Seed: f.seed, Current: o.current,
 		Cache:             cacheConfig(f.cacheMiB),
-		Decide:            dcfg,
-		ReadAhead:         bounds,
+		Decide:            o.decide,
+		ReadAhead:         o.readAhead,
 		Parallel:          simulateParallel(f.parallel, len(reqs)),
 		ResponseQuantiles: quantiles,
 	})
@@ -276,6 +238,63 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 		return enc.Encode(out)
 	}
 	return printSimulateTable(stdout, out)
+}
+
+// simulateOptions are simulate's parsed flags.
+type simulateOptions struct {
+	class     model.Class
+	loop      sim.Loop
+	predict   model.PredictMode
+	cands     []engine.Candidate
+	current   engine.Candidate
+	readAhead readahead.Bounds
+	decide    decide.Config
+}
+
+// parseSimulateOptions parses and checks simulate's flags; a bad one is a
+// one-line bad-input error naming it.
+func parseSimulateOptions(f *simulateFlags) (simulateOptions, error) {
+	var o simulateOptions
+	var err error
+	if o.class, err = model.ParseClass(f.class); err != nil {
+		return simulateOptions{}, badInputf("--device-class: %w", err)
+	}
+	var ok bool
+	if o.loop, ok = sim.ParseLoop(f.loop); !ok {
+		return simulateOptions{}, badInputf("--loop: want auto, open or closed, got %q", f.loop)
+	}
+	if o.predict, err = model.ParsePredictMode(f.predict); err != nil {
+		return simulateOptions{}, badInputf("--predict: %w", err)
+	}
+	if o.cands, err = parseCandidates(f.candidates, f.extra, f.redcap); err != nil {
+		return simulateOptions{}, badInput(err)
+	}
+	cur := f.current
+	if cur == "" {
+		cur = "mq-deadline"
+		if o.class == model.NVMe {
+			cur = "none"
+		}
+	}
+	if o.current, err = engine.ParseCandidate(cur); err != nil {
+		return simulateOptions{}, badInputf("--current: %w", err)
+	}
+	if f.redcap == "on" {
+		o.current.Cache = true
+	}
+	if f.cacheMiB < 1 {
+		return simulateOptions{}, badInputf("--redcap-mib: must be ≥ 1, got %d", f.cacheMiB)
+	}
+	o.readAhead = readahead.Bounds{MinKiB: f.raMin, MaxKiB: f.raMax}
+	if err := o.readAhead.Validate(); err != nil {
+		return simulateOptions{}, badInputf("--read-ahead-min/max: %w", err)
+	}
+	o.decide = decide.DefaultConfig(o.current.Name())
+	o.decide.MarginPct = f.margin
+	if err := o.decide.Validate(); err != nil {
+		return simulateOptions{}, badInputf("--margin: %w", err)
+	}
+	return o, nil
 }
 
 func cacheConfig(mib int) sim.CacheConfig {
