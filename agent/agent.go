@@ -177,6 +177,16 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer act.Close()
 	a.act = act
 	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
+	now := time.Now()
+	unclean, err := markRunning(a.opt.StateDir, now)
+	if err != nil {
+		a.notes = append(a.notes, "an unclean end of this run will not be detected: "+err.Error())
+	}
+	if unclean {
+		a.st.UncleanRestart = ptrTime(now)
+		a.notes = append(a.notes, "the previous run on this state directory ended without a clean shutdown (killed: out of memory, SIGKILL; or a node crash)")
+		a.opt.Log.Info("the previous run ended without a clean shutdown", "stateDir", a.opt.StateDir)
+	}
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}
@@ -202,7 +212,13 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.loop(ctx); err != nil {
 		return err
 	}
-	return a.shutdown()
+	if err := a.shutdown(); err != nil {
+		return err
+	}
+	if err := markStopped(a.opt.StateDir); err != nil {
+		a.opt.Log.Error(err, "remove the run marker")
+	}
+	return nil
 }
 
 // initialPolicies are Options.Policies, or the one policy of `shadowtune

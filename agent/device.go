@@ -141,6 +141,8 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	st.Window = w
 	if in.Skip != "" {
 		w.Skipped = in.Skip
+		st.CPUBudgetSkips++
+		st.LastCPUBudgetSkipTime = ptrTime(in.Now)
 		if m != nil {
 			m.SkipWindow(d.sys.Name, metrics.SkipCPUBudget)
 		}

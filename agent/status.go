@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -23,6 +25,11 @@ type Status struct {
 	Tracer  string   `json:"tracer"`
 	Notes   []string `json:"notes,omitempty"`
 	Windows int      `json:"windows"`
+	// UncleanRestart is when this agent started and found that the
+	// previous run on its state directory had ended without a clean
+	// shutdown (killed: out of memory, SIGKILL; a node crash); nil when it
+	// had not.
+	UncleanRestart *metav1.Time `json:"uncleanRestart,omitempty"`
 	// Devices are the governed devices, in the NodeStorageState's schema.
 	Devices []v1alpha1.DeviceState `json:"devices"`
 	// Ungoverned are the host's other tunable disks, which no policy

@@ -17,9 +17,12 @@ package cluster
 //   - Degraded, first that holds: a regression revert within
 //     agent.RegressionBackoff → True Reverted; a change failed → True
 //     ApplyFailed; another writer changed a governed device → True
-//     OtherWriter (naming the device, the change and the writer); events
-//     dropped within DroppedDegradedFor → True EventsDropped; else False
-//     AgentReady.
+//     OtherWriter (naming the device, the change and the writer); the
+//     agent started within UncleanRestartDegradedFor after a run that
+//     ended without a clean shutdown → True UncleanRestart; a window
+//     skipped for the CPU budget within DroppedDegradedFor → True
+//     CPUBudgetExceeded; events dropped within DroppedDegradedFor → True
+//     EventsDropped; else False AgentReady.
 //   - Ready: True AgentReady when TracingActive and ModelReady are True
 //     and Degraded is False; else False with the reason of the first of
 //     them that is not.
@@ -35,6 +38,11 @@ import (
 
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
+
+// UncleanRestartDegradedFor is how long after the agent started following
+// an unclean end of its previous run (killed: out of memory, SIGKILL) the
+// node reports Degraded (UncleanRestart).
+const UncleanRestartDegradedFor = 10 * v1alpha1.HeartbeatInterval
 
 const (
 	yes     = metav1.ConditionTrue
@@ -104,6 +112,7 @@ func applied(f facts) metav1.Condition {
 func degraded(in StatusInput, f facts) metav1.Condition {
 	const typ = v1alpha1.NodeConditionDegraded
 	dropped := !in.EventsDroppedAt.IsZero() && in.Now.Sub(in.EventsDroppedAt) < DroppedDegradedFor
+	unclean := in.Agent.UncleanRestart
 	switch {
 	case len(f.reverted) > 0:
 		return condition(typ, yes, v1alpha1.ReasonReverted, "a change was put back after a measured regression on "+list(f.reverted))
@@ -111,6 +120,13 @@ func degraded(in StatusInput, f facts) metav1.Condition {
 		return condition(typ, yes, v1alpha1.ReasonApplyFailed, "a change failed on "+list(f.failed))
 	case len(f.otherWriter) > 0:
 		return condition(typ, yes, v1alpha1.ReasonOtherWriter, "another writer changed a setting the agent governs: "+strings.Join(f.otherWriter, "; "))
+	case unclean != nil && in.Now.Sub(unclean.Time) < UncleanRestartDegradedFor:
+		return condition(typ, yes, v1alpha1.ReasonUncleanRestart,
+			"the agent's previous run ended without a clean shutdown (killed: out of memory or SIGKILL; or a node crash); restarted at "+
+				unclean.UTC().Format(time.RFC3339))
+	case len(f.overBudget) > 0:
+		return condition(typ, yes, v1alpha1.ReasonCPUBudgetExceeded,
+			"windows not evaluated: the evaluations were over spec.evaluation.cpuBudgetPercent on "+list(f.overBudget))
 	case dropped:
 		return condition(typ, yes, v1alpha1.ReasonEventsDropped, "the tracer dropped block I/O events")
 	}

@@ -74,6 +74,7 @@ func BuildStatus(in StatusInput) v1alpha1.NodeStorageStateStatus {
 		tracer = v1alpha1.TracerNone
 	}
 	st.Devices = deviceEntries(in.Agent, tracer)
+	st.LastUncleanRestartTime = secondOf(in.Agent.UncleanRestart)
 	f := summarize(&st, in)
 	setConditions(&st, in, f, tracer)
 	return st
@@ -169,6 +170,7 @@ func governedEntry(d *v1alpha1.DeviceState, tracer v1alpha1.TracerKind) v1alpha1
 		a.Tunables, a.At = capMap(a.Tunables), metav1.NewTime(a.At.Truncate(time.Second))
 	}
 	ds.LastRevertTime, ds.LastChangeTime = secondOf(ds.LastRevertTime), secondOf(ds.LastChangeTime)
+	ds.LastCPUBudgetSkipTime = secondOf(ds.LastCPUBudgetSkipTime)
 	ds.LastChange, ds.LastError, ds.Gone = truncate(ds.LastChange, 1024), truncate(ds.LastError, 1024), truncate(ds.Gone, 512)
 	if ow := ds.OtherWriter; ow != nil {
 		ow.Time = metav1.NewTime(ow.Time.Truncate(time.Second))
@@ -189,6 +191,9 @@ type facts struct {
 	// otherWriter: "DEVICE: CHANGE by WRITER" of each device another
 	// writer changed.
 	otherWriter []string
+	// overBudget: devices a window of which was skipped for the CPU budget
+	// within DroppedDegradedFor.
+	overBudget []string
 }
 
 // summarize counts the status's devices and gathers the facts of the
@@ -216,6 +221,9 @@ func summarize(st *v1alpha1.NodeStorageStateStatus, in StatusInput) facts {
 		}
 		if ds.Window != nil && ds.Window.ApplyError != "" {
 			f.failed = append(f.failed, n)
+		}
+		if t := ds.LastCPUBudgetSkipTime; t != nil && in.Now.Sub(t.Time) < DroppedDegradedFor {
+			f.overBudget = append(f.overBudget, n)
 		}
 		if ow := ds.OtherWriter; ow != nil {
 			what := n + ": " + ow.Change

@@ -172,6 +172,34 @@ func TestBuildStatusConditions(t *testing.T) {
 			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonOtherWriter}, "Ready": {F, v1alpha1.ReasonOtherWriter}},
 		},
 		{
+			name: "restarted after an unclean end",
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", UncleanRestart: &metav1.Time{Time: now.Add(-time.Minute)},
+				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
+			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonUncleanRestart}, "Ready": {F, v1alpha1.ReasonUncleanRestart}},
+		},
+		{
+			name: "restarted after an unclean end long ago",
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", UncleanRestart: &metav1.Time{Time: now.Add(-UncleanRestartDegradedFor)},
+				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},
+			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}},
+		},
+		{
+			name: "over the CPU budget recently",
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "obs", v1alpha1.ModeObserve, func(d *v1alpha1.DeviceState) {
+					d.CPUBudgetSkips, d.LastCPUBudgetSkipTime = 3, &metav1.Time{Time: now.Add(-10 * time.Second)}
+				})}}},
+			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonCPUBudgetExceeded}, "Ready": {F, v1alpha1.ReasonCPUBudgetExceeded}},
+		},
+		{
+			name: "over the CPU budget long ago",
+			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
+				dev("sda", "obs", v1alpha1.ModeObserve, func(d *v1alpha1.DeviceState) {
+					d.CPUBudgetSkips, d.LastCPUBudgetSkipTime = 3, &metav1.Time{Time: now.Add(-DroppedDegradedFor)}
+				})}}},
+			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}},
+		},
+		{
 			name: "events dropped recently",
 			in: StatusInput{EventsDroppedAt: now.Add(-10 * time.Second), Agent: agent.Status{Tracer: "ebpf",
 				Devices: []v1alpha1.DeviceState{dev("sda", "obs", v1alpha1.ModeObserve, nil)}}},

@@ -93,6 +93,13 @@ type NodeStorageStateStatus struct {
 	// +optional
 	AppliedDevices int32 `json:"appliedDevices"`
 
+	// lastUncleanRestartTime is when the agent last started and found that
+	// its previous run had ended without a clean shutdown (killed: out of
+	// memory, SIGKILL, a node crash). For UncleanRestartDegradedFor after
+	// it the node reports Degraded (UncleanRestart).
+	// +optional
+	LastUncleanRestartTime *metav1.Time `json:"lastUncleanRestartTime,omitempty"`
+
 	// Devices are the node's block devices, by kernel name.
 	// +listType=map
 	// +listMapKey=name
@@ -223,6 +230,17 @@ type DeviceState struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	LastChange string `json:"lastChange,omitempty"`
+	// cpuBudgetSkips counts the windows not evaluated because the
+	// evaluations were over spec.evaluation.cpuBudgetPercent;
+	// lastCPUBudgetSkipTime is the last of them. While it is recent the
+	// node reports Degraded (CPUBudgetExceeded).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CPUBudgetSkips int32 `json:"cpuBudgetSkips,omitempty"`
+	// lastCPUBudgetSkipTime is when a window was last skipped for the CPU
+	// budget.
+	// +optional
+	LastCPUBudgetSkipTime *metav1.Time `json:"lastCPUBudgetSkipTime,omitempty"`
 	// LastError is the last error of any window (it is not cleared by a
 	// later window).
 	// +kubebuilder:validation:MaxLength=1024
@@ -485,6 +503,8 @@ const (
 	ReasonEventsDropped     = "EventsDropped"
 	ReasonAgentReady        = "AgentReady"
 	ReasonOtherWriter       = "OtherWriter"
+	ReasonCPUBudgetExceeded = "CPUBudgetExceeded"
+	ReasonUncleanRestart    = "UncleanRestart"
 )
 
 // NodeStorageState is one node's storage state: the operator's grant in

@@ -153,6 +153,10 @@ func (in *DeviceState) DeepCopyInto(out *DeviceState) {
 		in, out := &in.LastChangeTime, &out.LastChangeTime
 		*out = (*in).DeepCopy()
 	}
+	if in.LastCPUBudgetSkipTime != nil {
+		in, out := &in.LastCPUBudgetSkipTime, &out.LastCPUBudgetSkipTime
+		*out = (*in).DeepCopy()
+	}
 	if in.Window != nil {
 		in, out := &in.Window, &out.Window
 		*out = new(WindowState)
@@ -303,6 +307,10 @@ func (in *NodeStorageStateStatus) DeepCopyInto(out *NodeStorageStateStatus) {
 		for i := range *in {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
+	}
+	if in.LastUncleanRestartTime != nil {
+		in, out := &in.LastUncleanRestartTime, &out.LastUncleanRestartTime
+		*out = (*in).DeepCopy()
 	}
 	if in.Devices != nil {
 		in, out := &in.Devices, &out.Devices
