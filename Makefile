@@ -160,6 +160,10 @@ e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state, ke
 run: build ## The main job: a what-if simulation of a shipped real trace.
 	$(BIN)/shadowtune simulate --trace testdata/traces/blkreplay/linux-webserver-2.load.gz --format blkreplay --redcap both
 
+.PHONY: test-faults
+test-faults: build ## Crash-and-fault test (root): FAULTS_KILLS (100) SIGKILLs of `shadowtune run` on loop devices under faults; ends "kills N, originals lost L, failed reverts F".
+	nice -n 10 hack/test-faults.sh $(BIN)/shadowtune
+
 .PHONY: quickstart
 quickstart: ## The main job on this host (root): loop device + fio + shadowtune run in Apply mode for a minute, then restore.
 	hack/quickstart.sh $(DURATION)

@@ -38,6 +38,12 @@ func (d *device) watchWriters(now time.Time, e *windowEnv) {
 	d.ctrl.resync(Setting{Candidate: engine.Candidate{Scheduler: s.Scheduler}, ReadAheadKiB: s.ReadAheadKiB})
 	if d.policy.Spec.OtherWriters != v1alpha1.OtherWritersReclaim {
 		d.yielded = true
+		// Drop the record now, not only at exit: an agent killed after
+		// this point must not leave a record that `run --revert` would
+		// put back over the other writer's value (make test-faults).
+		if err := e.act.ForceForget(d.sys.Name); err != nil {
+			e.log.Error(err, "forget the record of a device left to another writer (retried at exit)", "device", d.sys.Name)
+		}
 	}
 	writer := ""
 	if e.writers != nil {

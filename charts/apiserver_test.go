@@ -7,10 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,42 +27,9 @@ import (
 // a bound token carries): its own object's status may change; another
 // node's object, its own spec (the grant) and other kinds may not.
 func TestAdmissionOnAPIServer(t *testing.T) {
-	env := kubeenv.StartEnv(t)
+	env, agent := startAgentPolicy(t)
 	admin := env.Client
 	ctx := context.Background()
-	for _, o := range render(t, testRelease, testNS, "--show-only", policyFile, "--show-only", "templates/agent-rbac.yaml") {
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(o.Raw); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.Create(ctx, u); err != nil {
-			t.Fatalf("create %s %s: %v", o.Kind, o.Name, err)
-		}
-	}
-	for _, n := range []string{"node-a", "node-b"} {
-		if err := admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := admin.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	agent := func(node string) client.Client {
-		cfg := rest.CopyConfig(env.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{
-			UserName: "system:serviceaccount:" + testNS + ":" + agentName,
-			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + testNS, "system:authenticated"},
-		}
-		if node != "" {
-			cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
-		}
-		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	agentA := agent("node-a")
 	status := func(c client.Client, name string) error {
 		nss := &v1alpha1.NodeStorageState{}
@@ -155,4 +124,130 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	withGrant.Spec.Grant = &v1alpha1.RolloutGrant{Policy: "p", Generation: 1, Until: metav1.Now()}
 	forbidden("agent creates its own object with a grant", agentA.Create(ctx, withGrant),
 		"may not create NodeStorageState 'node-a' with spec.grant")
+}
+
+// startAgentPolicy starts a kube-apiserver with the chart's agent RBAC and
+// admission policy (default values) and two nodes, node-a and node-b, each
+// with its NodeStorageState; agent(node) is a client impersonating the
+// agent's service account with a token bound to node ("" for none).
+func startAgentPolicy(t *testing.T) (*kubeenv.Env, func(node string) client.Client) {
+	t.Helper()
+	env := kubeenv.StartEnv(t)
+	admin := env.Client
+	ctx := context.Background()
+	for _, o := range render(t, testRelease, testNS, "--show-only", policyFile, "--show-only", "templates/agent-rbac.yaml") {
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(o.Raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, u); err != nil {
+			t.Fatalf("create %s %s: %v", o.Kind, o.Name, err)
+		}
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if err := admin.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, &v1alpha1.NodeStorageState{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	agent := func(node string) client.Client {
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{
+			UserName: "system:serviceaccount:" + testNS + ":" + agentName,
+			Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + testNS, "system:authenticated"},
+		}
+		if node != "" {
+			cfg.Impersonate.Extra = map[string][]string{"authentication.kubernetes.io/node-name": {node}}
+		}
+		c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return env, agent
+}
+
+// TestAgentIdentityOnAPIServer: with the default chart values, the agent's
+// identity (its ServiceAccount, impersonated with a token bound to node-a)
+// cannot write another node's NodeStorageState, cannot add a finalizer to
+// its own (through the object RBAC refuses; through its status the API
+// server drops the change), and cannot create
+// Events: the chart grants the agent no events at all today (neither the
+// core nor the events.k8s.io group, in no namespace), so both its own
+// namespace and another are refused. If the chart later grants the agent
+// Events in its own namespace, only the other-namespace cases must stay.
+func TestAgentIdentityOnAPIServer(t *testing.T) {
+	env, agent := startAgentPolicy(t)
+	ctx := context.Background()
+	agentA := agent("node-a")
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: want 403 Forbidden, got %v", what, err)
+		}
+	}
+	get := func(name string) *v1alpha1.NodeStorageState {
+		t.Helper()
+		nss := &v1alpha1.NodeStorageState{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, nss); err != nil {
+			t.Fatal(err)
+		}
+		return nss
+	}
+
+	// Another node's object: status, the object, a patch, a delete.
+	other := get("node-b")
+	other.Status.LastHeartbeatTime = ptr.To(metav1.Now())
+	refused("status of node-b", agentA.Status().Update(ctx, other.DeepCopy()))
+	refused("update of node-b", agentA.Update(ctx, other.DeepCopy()))
+	refused("merge patch of node-b", agentA.Patch(ctx, other.DeepCopy(),
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`))))
+	refused("delete of node-b", agentA.Delete(ctx, other.DeepCopy()))
+
+	// A finalizer on its own object.
+	const fin = "example.com/keep"
+	own := get("node-a")
+	own.Finalizers = append(own.Finalizers, fin)
+	refused("finalizer through an update of node-a (RBAC)", agentA.Update(ctx, own.DeepCopy()))
+	refused("finalizer through a patch of node-a (RBAC)", agentA.Patch(ctx, get("node-a"),
+		client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":["`+fin+`"]}}`))))
+	// Through the status, the API server drops metadata changes (the
+	// status strategy of a custom resource) before the admission policy
+	// sees the object: the update may succeed, the finalizer must not stay.
+	if err := agentA.Status().Update(ctx, own.DeepCopy()); err != nil && !apierrors.IsForbidden(err) {
+		t.Errorf("finalizer through the status of node-a: want it dropped or refused, got %v", err)
+	}
+	if f := get("node-a").Finalizers; len(f) != 0 {
+		t.Errorf("node-a has finalizers %v after the agent's attempts", f)
+	}
+
+	// Events, core and events.k8s.io, in another namespace and its own.
+	for _, ns := range []string{"default", "kube-system", testNS} {
+		if ns != "default" && ns != "kube-system" {
+			if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+		}
+		ref := corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "NodeStorageState", Name: "node-a"}
+		refused("core Event in "+ns, agentA.Create(ctx, &corev1.Event{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "shadowtune-", Namespace: ns}, InvolvedObject: ref,
+			Reason: "Test", Message: "m", Type: corev1.EventTypeNormal}))
+		refused("events.k8s.io Event in "+ns, agentA.Create(ctx, &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "shadowtune-", Namespace: ns}, Regarding: ref,
+			EventTime: metav1.NowMicro(), ReportingController: "shadowtune.io/agent", ReportingInstance: "node-a",
+			Action: "Test", Reason: "Test", Note: "m", Type: corev1.EventTypeNormal}))
+	}
+	var evs corev1.EventList
+	if err := env.Client.List(ctx, &evs); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "Test" {
+			t.Errorf("the agent created Event %s/%s", e.Namespace, e.Name)
+		}
+	}
 }
