@@ -499,7 +499,10 @@ const (
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingDevices`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedDevices`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`,description="When the agent last wrote the status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].message`,priority=1,description="What needs attention"
 type NodeStorageState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

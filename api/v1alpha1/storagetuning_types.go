@@ -436,8 +436,9 @@ type SchedulerCount struct {
 
 // Condition types of StorageTuning.
 const (
-	// ConditionReady: the policy is reconciled and every selected node
-	// reports.
+	// ConditionReady: the policy is reconciled, every selected node
+	// reports, and the roll-out is not halted by a regression (while it
+	// is, Ready is False with Degraded's reason and message).
 	ConditionReady = "Ready"
 	// ConditionProgressing: a roll-out is under way.
 	ConditionProgressing = "Progressing"
@@ -482,8 +483,11 @@ const (
 // +kubebuilder:printcolumn:name="Changed",type=integer,JSONPath=`.status.changedDevices`
 // +kubebuilder:printcolumn:name="Gain",type=string,JSONPath=`.status.predictedGainPercent`,description="Mean predicted improvement, percent"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,description="Why the policy is or is not ready"
+// +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="Conflict")].status`,priority=1
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 type StorageTuning struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
