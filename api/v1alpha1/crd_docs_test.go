@@ -14,9 +14,9 @@ import (
 var forbiddenInDocs = []*regexp.Regexp{
 	regexp.MustCompile(`internal/|operator/|agent/|api/v1alpha1|\.go\b`),
 	regexp.MustCompile(`FormatPercent|TunableCandidates|HeartbeatInterval|ComparePrecedence|MaxNodeDevices|DeviceState|Validate\b|\b[A-Z][a-z]+\.[A-Z]`),
-	regexp.MustCompile(`\b[A-Za-z]+\(`),                    // a call: len(devices), Pending()
+	regexp.MustCompile(`\b[A-Za-z]+\(`),                     // a call: len(devices), Pending()
 	regexp.MustCompile(`\b[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*`), // CamelCase: a Go name (kinds and quoted values allowed below)
-	regexp.MustCompile(`DESIGN §|DADS|\bADA\b`),              // documents of the repository, not of the API
+	regexp.MustCompile(`DESIGN §|DADS|\bADA\b`),             // documents of the repository, not of the API
 }
 
 // allowedCamel are CamelCase words a user sees in the API itself: kinds,
