@@ -2,6 +2,7 @@ package charts
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ import (
 // policy in a real kube-apiserver and writes NodeStorageStates as the
 // agent of one node (impersonating its service account with the node name
 // a bound token carries): its own object's status may change; another
-// node's object, its own spec (the grant) and other kinds may not.
+// node's object, its own spec (the grant) and other kinds may not; its
+// Events only about its own NodeStorageState or in the release namespace.
 func TestAdmissionOnAPIServer(t *testing.T) {
 	env, agent := startAgentPolicy(t)
 	admin := env.Client
@@ -124,6 +126,47 @@ func TestAdmissionOnAPIServer(t *testing.T) {
 	withGrant.Spec.Grant = &v1alpha1.RolloutGrant{Policy: "p", Generation: 1, Until: metav1.Now()}
 	forbidden("agent creates its own object with a grant", agentA.Create(ctx, withGrant),
 		"may not create NodeStorageState 'node-a' with spec.grant")
+
+	// Events: about its own NodeStorageState (in "default", where the
+	// events of cluster-scoped objects go), or in the release namespace.
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	nssRef := func(node string) corev1.ObjectReference {
+		return corev1.ObjectReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: v1alpha1.KindNodeStorageState, Name: node}
+	}
+	n := 0
+	emit := func(c client.Client, ns string, regarding corev1.ObjectReference, related *corev1.ObjectReference) error {
+		n++
+		e := &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("agent-event-%d", n), Namespace: ns},
+			EventTime:  metav1.NowMicro(), ReportingController: "shadowtune-agent", ReportingInstance: "shadowtune-agent-node-a",
+			Action: "Apply sda", Reason: "Applied", Type: corev1.EventTypeNormal, Note: "sda: none -> bfq",
+			Regarding: regarding, Related: related,
+		}
+		if err := c.Create(ctx, e); err != nil {
+			return err
+		}
+		// A repeat is a patch of the event's series.
+		patch := client.MergeFrom(e.DeepCopy())
+		e.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NowMicro()}
+		return c.Patch(ctx, e, patch)
+	}
+	allowed("agent records an Event about its own NodeStorageState", emit(agentA, metav1.NamespaceDefault, nssRef("node-a"), nil))
+	allowed("agent records an Event in the release namespace",
+		emit(agentA, testNS, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: testNS, Name: "agent-xyz"}, nil))
+	const eventRefused = "the shadowtune agent on node 'node-a' may only write Events about its NodeStorageState 'node-a' or in namespace '" + testNS + "'"
+	forbidden("agent records an Event about another node's NodeStorageState",
+		emit(agentA, metav1.NamespaceDefault, nssRef("node-b"), nil), eventRefused)
+	forbidden("agent records an Event about a Pod elsewhere",
+		emit(agentA, "kube-system", corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "kube-system", Name: "x"}, nil), eventRefused)
+	related := nssRef("node-b")
+	forbidden("agent records an Event about its object related to another",
+		emit(agentA, metav1.NamespaceDefault, nssRef("node-a"), &related), eventRefused)
+	forbidden("agent records a core/v1 Event (RBAC)", agentA.Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "core-event", Namespace: metav1.NamespaceDefault},
+		InvolvedObject: nssRef("node-a"), Reason: "Applied", Message: "m", Type: corev1.EventTypeNormal,
+	}), "cannot create resource")
 }
 
 // startAgentPolicy starts a kube-apiserver with the chart's agent RBAC and

@@ -38,6 +38,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,13 +58,17 @@ import (
 // (cache and direct list); its own Node and NodeStorageState (cache with a
 // name field selector, direct get; create at start, delete when no policy
 // selects the node); the status update; with --metrics-secure, token and
-// access reviews for /metrics' scrapers. It writes no events.
+// access reviews for /metrics' scrapers; Events (events.k8s.io/v1) about
+// its NodeStorageState, which, the object being cluster-scoped, go to the
+// "default" namespace (the chart's admission policy lets the agent write
+// only Events about its own NodeStorageState, or in the release namespace).
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=storagetunings,verbs=get;list;watch
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=storage.shadowtune.io,resources=nodestoragestates/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // FieldOwner is the agent's field manager name.
 const FieldOwner = "shadowtune-agent"
@@ -146,6 +151,10 @@ type Options struct {
 	Debounce time.Duration
 	// OnStatus, when non-nil, is called with every status written (tests).
 	OnStatus func(v1alpha1.NodeStorageStateStatus)
+	// Recorder records the agent's Events on its NodeStorageState
+	// (default: the manager's events.k8s.io/v1 recorder, reporting as
+	// FieldOwner).
+	Recorder events.EventRecorder
 }
 
 // Agent is the agent loop as a manager Runnable.
@@ -167,6 +176,7 @@ type Agent struct {
 	labels   map[string]string
 	dropped  int64
 	dropAt   time.Time
+	events   []event // derived from consecutive statuses, not yet recorded
 }
 
 var errNotStarted = errors.New("the agent loop has not started tracing yet")
@@ -186,6 +196,9 @@ func Setup(mgr manager.Manager, opt Options) (*Agent, error) {
 	log := opt.Log
 	if log.GetSink() == nil {
 		log = mgr.GetLogger().WithName("agent")
+	}
+	if opt.Recorder == nil {
+		opt.Recorder = mgr.GetEventRecorder(FieldOwner)
 	}
 	a := &Agent{opt: opt, client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), log: log,
 		wake: make(chan struct{}, 1), ready: errNotStarted}
@@ -329,6 +342,7 @@ func (a *Agent) finish(final agent.Status) {
 	defer cancel()
 	a.mu.Lock()
 	if final.Windows > 0 || len(final.Devices) > 0 {
+		a.addEvents(eventsBetween(a.st, final, a.opt.Tracer))
 		a.st, a.haveSt = final, true
 	}
 	a.runErr = "the agent is stopping"
@@ -370,6 +384,7 @@ func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]st
 		},
 		OnWindow: func(st agent.Status) {
 			a.mu.Lock()
+			a.addEvents(eventsBetween(a.st, st, a.opt.Tracer))
 			a.st, a.haveSt = st, true
 			var dropped int64
 			for _, d := range st.Devices {
@@ -382,6 +397,27 @@ func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]st
 			a.mu.Unlock()
 			poke(a.wake)
 		},
+	}
+}
+
+// addEvents queues events for the writer, keeping the newest
+// maxPendingEvents; a.mu must be held.
+func (a *Agent) addEvents(evs []event) {
+	a.events = append(a.events, evs...)
+	if n := len(a.events) - maxPendingEvents; n > 0 {
+		a.events = slices.Delete(a.events, 0, n)
+	}
+}
+
+// recordEvents records the queued events on nss (the recorder sends them
+// asynchronously, merging repeats into series).
+func (a *Agent) recordEvents(nss *v1alpha1.NodeStorageState) {
+	a.mu.Lock()
+	evs := a.events
+	a.events = nil
+	a.mu.Unlock()
+	for _, e := range evs {
+		a.opt.Recorder.Eventf(nss, nil, e.Type, e.Reason, e.Action, "%s", e.Message)
 	}
 }
 
@@ -496,6 +532,7 @@ func (a *Agent) sync(ctx context.Context, force bool) error {
 	if err != nil {
 		return err
 	}
+	a.recordEvents(nss)
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		in.Now = time.Now()
 		in.Generation, in.Grant, in.Conditions = nss.Generation, nss.Spec.Grant, nss.Status.Conditions

@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -210,6 +211,7 @@ func TestClusterAgent(t *testing.T) {
 	if nss.Status.ObservedGeneration != nss.Generation {
 		t.Errorf("observedGeneration %d, generation %d", nss.Status.ObservedGeneration, nss.Generation)
 	}
+	waitEvent(t, c, nodeName, cluster.EventApplied, dev+": ")
 
 	// 4. The policy goes away: the device is restored exactly.
 	if err := c.Delete(ctx, &v1alpha1.StorageTuning{ObjectMeta: metav1.ObjectMeta{Name: st.Name}}); err != nil {
@@ -225,6 +227,7 @@ func TestClusterAgent(t *testing.T) {
 	waitNSS(t, c, nodeName, "the device no longer governed", func(n *v1alpha1.NodeStorageState) bool {
 		return device(n, dev) == nil && n.Status.GovernedDevices == 0
 	})
+	waitEvent(t, c, nodeName, cluster.EventReverted, dev+": no longer governed, original setting put back")
 	stop()
 	if err := c.Get(ctx, client.ObjectKey{Name: nodeName}, &v1alpha1.NodeStorageState{}); !apierrors.IsNotFound(err) {
 		t.Errorf("NodeStorageState %s after shutdown with no policy: %v, want it deleted", nodeName, err)
@@ -433,4 +436,30 @@ func startFio(t *testing.T, fio, dev string) func() {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// waitEvent waits up to 30 s for an events.k8s.io Event about the node's
+// NodeStorageState (in "default", the namespace of a cluster-scoped
+// object's events) with the reason and a note containing note.
+func waitEvent(t *testing.T, c client.Client, node, reason, note string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var seen []string
+	for time.Now().Before(deadline) {
+		var list eventsv1.EventList
+		if err := c.List(context.Background(), &list, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			t.Fatal(err)
+		}
+		seen = seen[:0]
+		for _, e := range list.Items {
+			r := e.Regarding
+			seen = append(seen, fmt.Sprintf("%s %s/%s %s: %s", e.Type, r.Kind, r.Name, e.Reason, e.Note))
+			if r.Kind == v1alpha1.KindNodeStorageState && r.Name == node && r.UID != "" && e.Reason == reason &&
+				strings.Contains(e.Note, note) && e.ReportingController == cluster.FieldOwner {
+				return
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Errorf("no %s event on NodeStorageState %s with %q; events: %q", reason, node, note, seen)
 }

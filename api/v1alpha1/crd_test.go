@@ -30,28 +30,38 @@ func TestCRDsInstall(t *testing.T) {
 }
 
 func TestCRDShape(t *testing.T) {
-	type column struct{ Name, Type, JSONPath string }
+	// Priority 1 columns show only with -o wide.
+	type column struct {
+		Name, Type, JSONPath string
+		Priority             int32
+	}
 	cases := []struct {
 		file, kind, plural, short string
 		columns                   []column
 	}{
 		{storageTuningCRDFile, KindStorageTuning, "storagetunings", "stune", []column{
-			{"Mode", "string", ".spec.mode"},
-			{"Nodes", "integer", ".status.matchedNodes"},
-			{"Devices", "integer", ".status.matchedDevices"},
-			{"Changed", "integer", ".status.changedDevices"},
-			{"Gain", "string", ".status.predictedGainPercent"},
-			{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
-			{"Paused", "boolean", ".spec.paused"},
-			{"Age", "date", ".metadata.creationTimestamp"},
+			{"Mode", "string", ".spec.mode", 0},
+			{"Nodes", "integer", ".status.matchedNodes", 0},
+			{"Devices", "integer", ".status.matchedDevices", 0},
+			{"Changed", "integer", ".status.changedDevices", 0},
+			{"Gain", "string", ".status.predictedGainPercent", 0},
+			{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`, 0},
+			{"Degraded", "string", `.status.conditions[?(@.type=="Degraded")].status`, 0},
+			{"Age", "date", ".metadata.creationTimestamp", 0},
+			{"Message", "string", `.status.conditions[?(@.type=="Ready")].message`, 0},
+			{"Conflict", "string", `.status.conditions[?(@.type=="Conflict")].status`, 1},
+			{"Paused", "boolean", ".spec.paused", 1},
 		}},
 		{nodeStorageStateCRDFile, KindNodeStorageState, "nodestoragestates", "nss", []column{
-			{"Devices", "integer", ".status.deviceCount"},
-			{"Governed", "integer", ".status.governedDevices"},
-			{"Pending", "integer", ".status.pendingDevices"},
-			{"Applied", "integer", ".status.appliedDevices"},
-			{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`},
-			{"Age", "date", ".metadata.creationTimestamp"},
+			{"Devices", "integer", ".status.deviceCount", 0},
+			{"Governed", "integer", ".status.governedDevices", 0},
+			{"Pending", "integer", ".status.pendingDevices", 0},
+			{"Applied", "integer", ".status.appliedDevices", 0},
+			{"Ready", "string", `.status.conditions[?(@.type=="Ready")].status`, 0},
+			{"Degraded", "string", `.status.conditions[?(@.type=="Degraded")].status`, 0},
+			{"Heartbeat", "date", ".status.lastHeartbeatTime", 0},
+			{"Age", "date", ".metadata.creationTimestamp", 0},
+			{"Message", "string", `.status.conditions[?(@.type=="Degraded")].message`, 1},
 		}},
 	}
 	for _, tc := range cases {
@@ -71,7 +81,7 @@ func TestCRDShape(t *testing.T) {
 		}
 		var got []column
 		for _, c := range v.AdditionalPrinterColumns {
-			got = append(got, column{c.Name, c.Type, c.JSONPath})
+			got = append(got, column{c.Name, c.Type, c.JSONPath, c.Priority})
 		}
 		if !reflect.DeepEqual(got, tc.columns) {
 			t.Errorf("%s: printer columns\n got %v\nwant %v", tc.file, got, tc.columns)

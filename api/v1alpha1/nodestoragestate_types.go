@@ -25,7 +25,7 @@ const (
 
 // NodeStorageStateSpec is written by the operator.
 type NodeStorageStateSpec struct {
-	// Grant, when set, allows the agent to change the listed devices until
+	// grant, when set, allows the agent to change the listed devices until
 	// the grant expires. Without a valid grant, an agent in Apply mode only
 	// reports.
 	// +optional
@@ -34,22 +34,22 @@ type NodeStorageStateSpec struct {
 
 // RolloutGrant is the operator's permission to change devices of one node.
 type RolloutGrant struct {
-	// Devices are the kernel names of the devices that may change.
+	// devices are the kernel names of the devices that may change.
 	// +kubebuilder:validation:MaxItems=256
 	// +kubebuilder:validation:items:MaxLength=64
 	// +listType=set
 	// +optional
 	Devices []string `json:"devices,omitempty"`
 
-	// Until is when the grant expires; the agent makes no change after it.
+	// until is when the grant expires; the agent makes no change after it.
 	Until metav1.Time `json:"until"`
 
-	// Policy is the name of the StorageTuning the grant is for.
+	// policy is the name of the StorageTuning the grant is for.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	Policy string `json:"policy"`
 
-	// Generation is the policy's metadata.generation the grant is for; a
+	// generation is the policy's metadata.generation the grant is for; a
 	// grant for an older generation is void.
 	// +kubebuilder:validation:Minimum=1
 	Generation int64 `json:"generation"`
@@ -57,19 +57,24 @@ type RolloutGrant struct {
 
 // NodeStorageStateStatus is written by the node agent.
 type NodeStorageStateStatus struct {
-	// ObservedGeneration is the generation of this object (its grant) the
+	// observedGeneration is the generation of this object (its grant) the
 	// agent last acted on.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// LastHeartbeatTime is when the agent last wrote this status. The agent
+	// lastHeartbeatTime is when the agent last wrote this status. The agent
 	// writes at most once per window when something changed and at least
-	// once per HeartbeatInterval; the operator treats an older heartbeat
-	// as a lost agent.
+	// once a minute; the operator treats a node whose heartbeat is older
+	// as not reporting.
 	// +optional
 	LastHeartbeatTime *metav1.Time `json:"lastHeartbeatTime,omitempty"`
 
-	// Conditions: Ready, TracingActive, ModelReady, Applied, Degraded.
+	// conditions are Ready (tracing, models ready, not degraded),
+	// TracingActive (block I/O is being recorded), ModelReady (every
+	// governed device has a disk model good enough to decide with),
+	// Applied (every granted change is applied and verified) and Degraded
+	// (events dropped, a write to sysfs failed, a change was reverted or
+	// another writer changed a device).
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
@@ -78,29 +83,29 @@ type NodeStorageStateStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 
-	// DeviceCount is len(devices).
+	// deviceCount is the number of entries in devices.
 	// +optional
 	DeviceCount int32 `json:"deviceCount"`
-	// GovernedDevices is the number of devices some policy governs.
+	// governedDevices is the number of devices some policy governs.
 	// +optional
 	GovernedDevices int32 `json:"governedDevices"`
-	// PendingDevices is the number of governed devices whose recommendation
+	// pendingDevices is the number of governed devices whose recommendation
 	// differs from their current setting.
 	// +optional
 	PendingDevices int32 `json:"pendingDevices"`
-	// AppliedDevices is the number of devices whose current setting
+	// appliedDevices is the number of devices whose current setting
 	// shadowtune applied.
 	// +optional
 	AppliedDevices int32 `json:"appliedDevices"`
 
 	// lastUncleanRestartTime is when the agent last started and found that
 	// its previous run had ended without a clean shutdown (killed: out of
-	// memory, SIGKILL, a node crash). For UncleanRestartDegradedFor after
-	// it the node reports Degraded (UncleanRestart).
+	// memory, SIGKILL, a node crash). For the next 10 minutes the node
+	// reports Degraded, reason "UncleanRestart".
 	// +optional
 	LastUncleanRestartTime *metav1.Time `json:"lastUncleanRestartTime,omitempty"`
 
-	// Devices are the node's block devices, by kernel name.
+	// devices are the node's block devices, by kernel name.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
@@ -133,75 +138,75 @@ const (
 
 // DeviceState is what the agent knows about one device.
 type DeviceState struct {
-	// Name is the kernel name ("sda", "nvme0n1").
+	// name is the kernel name ("sda", "nvme0n1").
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=64
 	Name string `json:"name"`
-	// MajorMinor is the device number, "MAJOR:MINOR".
+	// majorMinor is the device number, "MAJOR:MINOR".
 	// +kubebuilder:validation:Pattern=`^[0-9]+:[0-9]+$`
 	// +kubebuilder:validation:MaxLength=24
 	// +optional
 	MajorMinor string `json:"majorMinor,omitempty"`
-	// Model is device/model.
+	// model is device/model.
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	Model string `json:"model,omitempty"`
-	// Serial is the serial number, when the device reports one.
+	// serial is the serial number, when the device reports one.
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	Serial string `json:"serial,omitempty"`
-	// WWN is the world wide name, when the device reports one.
+	// wwn is the world wide name, when the device reports one.
 	// +kubebuilder:validation:MaxLength=128
 	// +optional
 	WWN string `json:"wwn,omitempty"`
-	// SizeBytes is the capacity in bytes.
+	// sizeBytes is the capacity in bytes.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SizeBytes int64 `json:"sizeBytes,omitempty"`
-	// Rotational is queue/rotational.
+	// rotational is queue/rotational.
 	// +optional
 	Rotational bool `json:"rotational,omitempty"`
-	// Class is hdd, ssd or nvme.
+	// class is hdd, ssd or nvme.
 	// +optional
 	Class DeviceClass `json:"class,omitempty"`
 
-	// Current is the setting the device has now.
+	// current is the setting the device has now.
 	// +optional
 	Current DeviceSettings `json:"current,omitempty"`
-	// Original is the setting found before shadowtune first changed the
+	// original is the setting found before shadowtune first changed the
 	// device; it is put back on revert, on Observe and on uninstall.
 	// +optional
 	Original *DeviceSettings `json:"original,omitempty"`
 
-	// GovernedBy is the name of the StorageTuning that governs the device,
+	// governedBy is the name of the StorageTuning that governs the device,
 	// empty when none does.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	GovernedBy string `json:"governedBy,omitempty"`
-	// Mode is the mode of the policy that governs the device (Observe or
+	// mode is the mode of the policy that governs the device (Observe or
 	// Apply); empty when no policy governs it.
 	// +optional
 	Mode TuningMode `json:"mode,omitempty"`
-	// Paused is true while the governing policy is paused: no new change
+	// paused is true while the governing policy is paused: no new change
 	// is made.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
-	// AwaitingGrant is true in Apply mode while a recommended change waits
+	// awaitingGrant is true in Apply mode while a recommended change waits
 	// for the operator's grant.
 	// +optional
 	AwaitingGrant bool `json:"awaitingGrant,omitempty"`
-	// VerifyingWindows is the number of windows left to verify the last
+	// verifyingWindows is the number of windows left to verify the last
 	// change against its prediction; 0 when no change is being verified.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	VerifyingWindows int32 `json:"verifyingWindows,omitempty"`
-	// ModelCalibrated is true once the device's disk model was trained or
+	// modelCalibrated is true once the device's disk model was trained or
 	// calibrated on a loaded window; before, decisions use the default
 	// model of the device's class.
 	// +optional
 	ModelCalibrated bool `json:"modelCalibrated,omitempty"`
 
-	// Candidates are the fastest simulated candidates of the last window,
+	// candidates are the fastest simulated candidates of the last window,
 	// the current setting included; at most 8.
 	// +listType=map
 	// +listMapKey=name
@@ -209,31 +214,31 @@ type DeviceState struct {
 	// +optional
 	Candidates []CandidateResult `json:"candidates,omitempty"`
 
-	// Recommendation is the decision of the last window.
+	// recommendation is the decision of the last window.
 	// +optional
 	Recommendation *Recommendation `json:"recommendation,omitempty"`
 
-	// Applied is the last setting the agent applied.
+	// applied is the last setting the agent applied.
 	// +optional
 	Applied *AppliedSetting `json:"applied,omitempty"`
-	// Changes counts the changes the agent made to the device (reverts
+	// changes counts the changes the agent made to the device (reverts
 	// not included).
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Changes int32 `json:"changes,omitempty"`
-	// LastChangeTime is when the agent last wrote a setting to the device
-	// (a change or a revert); LastChange says what it wrote, from → to.
+	// lastChangeTime is when the agent last wrote a setting to the device
+	// (a change or a revert); lastChange says what it wrote, from → to.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
-	// LastChange says what the last write changed, from → to, and for a
+	// lastChange says what the last write changed, from → to, and for a
 	// revert why.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	LastChange string `json:"lastChange,omitempty"`
 	// cpuBudgetSkips counts the windows not evaluated because the
-	// evaluations were over spec.evaluation.cpuBudgetPercent;
-	// lastCPUBudgetSkipTime is the last of them. While it is recent the
-	// node reports Degraded (CPUBudgetExceeded).
+	// evaluations were over spec.evaluation.cpuBudgetPercent. While the
+	// last of them is recent the node reports Degraded
+	// (reason "CPUBudgetExceeded").
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	CPUBudgetSkips int32 `json:"cpuBudgetSkips,omitempty"`
@@ -241,64 +246,64 @@ type DeviceState struct {
 	// budget.
 	// +optional
 	LastCPUBudgetSkipTime *metav1.Time `json:"lastCPUBudgetSkipTime,omitempty"`
-	// LastError is the last error of any window (it is not cleared by a
+	// lastError is the last error of any window (it is not cleared by a
 	// later window).
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// Window is what the last window found.
+	// window is what the last window found.
 	// +optional
 	Window *WindowState `json:"window,omitempty"`
-	// Gone says why the device is no longer traced: it was removed, or
+	// gone says why the device is no longer traced: it was removed, or
 	// another device took its name (a new major:minor or diskseq); empty
 	// while it is there. Nothing is carried over to a device that takes
 	// the name.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Gone string `json:"gone,omitempty"`
-	// OtherWriter is set once something other than the agent changed a
+	// otherWriter is set once something other than the agent changed a
 	// setting the agent governs on the device.
 	// +optional
 	OtherWriter *OtherWriterState `json:"otherWriter,omitempty"`
 
-	// ModelErrorPercent is the disk model's mean absolute error on the
+	// modelErrorPercent is the disk model's mean absolute error on the
 	// device's measured service times, percent, decimal string ("12.5").
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	ModelErrorPercent string `json:"modelErrorPercent,omitempty"`
 
-	// ThrashGuard is the thrash guard's state.
+	// thrashGuard is the thrash guard's state.
 	// +optional
 	ThrashGuard ThrashGuardState `json:"thrashGuard,omitempty"`
 
-	// Tracer records the device's I/O: ebpf, tracefs or none.
+	// tracer records the device's I/O: ebpf, tracefs or none.
 	// +optional
 	Tracer TracerKind `json:"tracer,omitempty"`
 
-	// Reverts counts the changes the agent put back because verification
-	// measured a regression (DESIGN §6), since the agent started.
+	// reverts counts the changes the agent put back because verification
+	// measured a regression, since the agent started.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Reverts int32 `json:"reverts,omitempty"`
-	// LastRevertTime is when the last such revert happened. While it is
+	// lastRevertTime is when the last such revert happened. While it is
 	// within the regression back-off, the node reports Degraded and the
 	// operator halts the policy's roll-out.
 	// +optional
 	LastRevertTime *metav1.Time `json:"lastRevertTime,omitempty"`
 
-	// EventsDropped is the number of block I/O events the tracer lost
+	// eventsDropped is the number of block I/O events the tracer lost
 	// since the agent started.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	EventsDropped int64 `json:"eventsDropped,omitempty"`
-	// EventsLost is the number of requests the tracer saw but could not
+	// eventsLost is the number of requests the tracer saw but could not
 	// deliver (see the tracer's documentation) since the agent started.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	EventsLost int64 `json:"eventsLost,omitempty"`
-	// TotalRequests is the number of the device's requests traced since
-	// the agent started. Like Window.Requests, the NodeStorageState leaves
+	// totalRequests is the number of the device's requests traced since
+	// the agent started. Like window.requests, the NodeStorageState leaves
 	// it 0.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
@@ -307,16 +312,16 @@ type DeviceState struct {
 
 // DeviceSettings is a device's block-stack setting as read from sysfs.
 type DeviceSettings struct {
-	// Scheduler is queue/scheduler's selected entry; any string the kernel
+	// scheduler is queue/scheduler's selected entry; any string the kernel
 	// reports.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Scheduler string `json:"scheduler,omitempty"`
-	// Tunables are the scheduler's queue/iosched/* values, as text.
+	// tunables are the scheduler's queue/iosched/* values, as text.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	Tunables map[string]string `json:"tunables,omitempty"`
-	// ReadAheadKiB is queue/read_ahead_kb.
+	// readAheadKiB is queue/read_ahead_kb.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
@@ -325,17 +330,17 @@ type DeviceSettings struct {
 // CandidateResult is the simulated result of one candidate over the last
 // window.
 type CandidateResult struct {
-	// Name is the candidate, in the CLI's syntax
+	// name is the candidate, in the CLI's syntax
 	// ("bfq:slice_idle=0", "mq-deadline+redcap").
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=256
 	Name string `json:"name"`
-	// PredictedServiceTimeMicros is the total simulated service time of the
+	// predictedServiceTimeMicros is the total simulated service time of the
 	// window, µs.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PredictedServiceTimeMicros int64 `json:"predictedServiceTimeMicros"`
-	// PredictedGainPercent is the improvement over the current setting,
+	// predictedGainPercent is the improvement over the current setting,
 	// percent, decimal string ("4.2", "-56.3").
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
@@ -345,28 +350,28 @@ type CandidateResult struct {
 
 // Recommendation is the decision of one window for one device.
 type Recommendation struct {
-	// Scheduler is the recommended scheduler.
+	// scheduler is the recommended scheduler.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Scheduler string `json:"scheduler,omitempty"`
-	// Tunables are the recommended tunables, sysfs names and text values.
+	// tunables are the recommended tunables, sysfs names and text values.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	Tunables map[string]string `json:"tunables,omitempty"`
-	// ReadAheadKiB is the recommended read-ahead depth, 0 when read-ahead
+	// readAheadKiB is the recommended read-ahead depth, 0 when read-ahead
 	// is not tuned.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
-	// Redcap reports whether the simulated REDCAP cache would be on (ADA).
+	// redcap reports whether the simulated REDCAP cache would be on.
 	// +optional
 	Redcap bool `json:"redcap,omitempty"`
-	// GainPercent is the predicted improvement, percent, decimal string.
+	// gainPercent is the predicted improvement, percent, decimal string.
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	GainPercent string `json:"gainPercent,omitempty"`
-	// Reason is the decision rule's reason (internal/decide), e.g.
+	// reason is the decision rule's reason, e.g.
 	// "BelowMargin", "ThrashGuardTripped".
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
@@ -375,34 +380,34 @@ type Recommendation struct {
 
 // AppliedSetting is a setting the agent applied.
 type AppliedSetting struct {
-	// Scheduler is the scheduler written.
+	// scheduler is the scheduler written.
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Scheduler string `json:"scheduler,omitempty"`
-	// Tunables are the tunables written.
+	// tunables are the tunables written.
 	// +kubebuilder:validation:MaxProperties=32
 	// +optional
 	Tunables map[string]string `json:"tunables,omitempty"`
-	// ReadAheadKiB is the read-ahead depth written, 0 when unchanged.
+	// readAheadKiB is the read-ahead depth written, 0 when unchanged.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadAheadKiB int32 `json:"readAheadKiB,omitempty"`
-	// At is when it was written.
+	// at is when it was written.
 	At metav1.Time `json:"at"`
 }
 
 // ThrashGuardState is the thrash guard's state for one device.
 type ThrashGuardState struct {
-	// Changes counts changes decided in consecutive checks.
+	// changes counts changes decided in consecutive checks.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Changes int32 `json:"changes,omitempty"`
-	// QuietChecks counts consecutive checks predicting no change while
+	// quietChecks counts consecutive checks predicting no change while
 	// pinned.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	QuietChecks int32 `json:"quietChecks,omitempty"`
-	// Pinned reports whether the default scheduler is pinned.
+	// pinned reports whether the default scheduler is pinned.
 	// +optional
 	Pinned bool `json:"pinned,omitempty"`
 }
@@ -410,17 +415,17 @@ type ThrashGuardState struct {
 // OtherWriterState is the last change to a device's setting that the
 // agent did not make.
 type OtherWriterState struct {
-	// Time is when the agent saw the change (at the start of a window).
+	// time is when the agent saw the change (at the start of a window).
 	Time metav1.Time `json:"time"`
-	// Change says what changed, from → to ("scheduler kyber -> bfq").
+	// change says what changed, from → to ("scheduler kyber -> bfq").
 	// +kubebuilder:validation:MaxLength=1024
 	Change string `json:"change"`
-	// Writer names the process that wrote it, when the agent could see it
+	// writer names the process that wrote it, when the agent could see it
 	// ("bash (pid 4242, cgroup /user.slice)"); empty when not known.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Writer string `json:"writer,omitempty"`
-	// Yielded is true when the agent stopped changing the device
+	// yielded is true when the agent stopped changing the device
 	// (spec.otherWriters Yield): it leaves the other writer's value in
 	// place, at exit too.
 	// +optional
@@ -429,40 +434,40 @@ type OtherWriterState struct {
 
 // WindowState is what the agent's last window of a device found.
 type WindowState struct {
-	// Requests is the number of the window's traced requests. The
+	// requests is the number of the window's traced requests. The
 	// NodeStorageState leaves it 0, so that a busy device does not force
 	// a status write every window; the agent's host report
 	// (`shadowtune run -o json`) carries it.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Requests int64 `json:"requests,omitempty"`
-	// Best is the candidate the window's simulation found fastest.
+	// best is the candidate the window's simulation found fastest.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
 	Best string `json:"best,omitempty"`
-	// BestGainPercent is Best's predicted improvement over the current
+	// bestGainPercent is Best's predicted improvement over the current
 	// setting, percent, decimal string ("12.5").
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	BestGainPercent string `json:"bestGainPercent,omitempty"`
-	// ReadAheadAdviceKiB is the read-ahead depth the window advises, KiB.
+	// readAheadAdviceKiB is the read-ahead depth the window advises, KiB.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadAheadAdviceKiB int32 `json:"readAheadAdviceKiB,omitempty"`
-	// Skipped says why the window was not evaluated.
+	// skipped says why the window was not evaluated.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Skipped string `json:"skipped,omitempty"`
-	// Note is what calibration or the gate noted in the window.
+	// note is what calibration or the gate noted in the window.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Note string `json:"note,omitempty"`
-	// Error is the window's error, if any.
+	// error is the window's error, if any.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Error string `json:"error,omitempty"`
-	// ApplyError is the window's failure to change the device, if any.
+	// applyError is the window's failure to change the device, if any.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	ApplyError string `json:"applyError,omitempty"`
@@ -519,13 +524,19 @@ const (
 // +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingDevices`
 // +kubebuilder:printcolumn:name="Applied",type=integer,JSONPath=`.status.appliedDevices`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
+// +kubebuilder:printcolumn:name="Heartbeat",type=date,JSONPath=`.status.lastHeartbeatTime`,description="When the agent last wrote the status"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].message`,priority=1,description="What needs attention"
 type NodeStorageState struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// spec is written by the operator: the roll-out grant.
 	// +optional
 	Spec NodeStorageStateSpec `json:"spec,omitempty"`
+	// status is written by the node's agent: its devices, their
+	// simulation results, recommendations and changes.
 	// +optional
 	Status NodeStorageStateStatus `json:"status,omitempty"`
 }

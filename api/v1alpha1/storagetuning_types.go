@@ -25,7 +25,7 @@ const (
 	// bounds must be multiples of 4 KiB.
 	MinReadAheadKiB = 4
 	MaxReadAheadKiB = 65536
-	// MaxMarginPercent is the largest switching margin (internal/decide).
+	// MaxMarginPercent is the largest switching margin.
 	MaxMarginPercent = 50
 )
 
@@ -49,34 +49,34 @@ const (
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.tunables) || !has(self.schedulers) || !has(self.schedulers.candidates) || self.tunables.all(t, t.scheduler in self.schedulers.candidates)",message="every tunables[].scheduler must be one of spec.schedulers.candidates",fieldPath=".tunables"
 type StorageTuningSpec struct {
-	// Mode is Observe (simulate and report; the default) or Apply.
+	// mode is Observe (simulate and report; the default) or Apply.
 	// +kubebuilder:default=Observe
 	// +optional
 	Mode TuningMode `json:"mode,omitempty"`
 
-	// NodeSelector selects the nodes this policy governs; unset or empty
+	// nodeSelector selects the nodes this policy governs; unset or empty
 	// selects every node. The API server checks its shape, the operators
-	// and the values' presence; label syntax is checked by Validate and by
-	// the operator, which reports a bad selector in the Degraded condition.
+	// and the values' presence; the operator checks the label syntax and
+	// reports a bad selector in the Degraded condition.
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, e.operator in ['In', 'NotIn', 'Exists', 'DoesNotExist'])",message="matchExpressions[].operator must be In, NotIn, Exists or DoesNotExist",fieldPath=".matchExpressions"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['In', 'NotIn']) || (has(e.values) && size(e.values) > 0))",message="matchExpressions[].values must not be empty for In and NotIn",fieldPath=".matchExpressions"
 	// +kubebuilder:validation:XValidation:rule="!has(self.matchExpressions) || self.matchExpressions.all(e, !(e.operator in ['Exists', 'DoesNotExist']) || !has(e.values) || size(e.values) == 0)",message="matchExpressions[].values must be empty for Exists and DoesNotExist",fieldPath=".matchExpressions"
 	// +optional
 	NodeSelector *metav1.LabelSelector `json:"nodeSelector,omitempty"`
 
-	// Devices selects the block devices of a selected node.
+	// devices selects the block devices of a selected node.
 	// +kubebuilder:default={}
 	// +optional
 	Devices DeviceSelector `json:"devices,omitempty"`
 
-	// Schedulers are the blk-mq schedulers the simulation compares.
+	// schedulers are the blk-mq schedulers the simulation compares.
 	// +kubebuilder:default={}
 	// +optional
 	Schedulers SchedulerPolicy `json:"schedulers,omitempty"`
 
-	// Tunables are ranges of scheduler tunables to explore. A candidate is
+	// tunables are ranges of scheduler tunables to explore. A candidate is
 	// a scheduler with one value of each of its ranges (the cartesian
-	// product, see TunableCandidates); tunables not named keep the kernel's
+	// product); tunables not named keep the kernel's
 	// default. At most 4 ranges per scheduler, so at most 4^4 = 256
 	// combinations per scheduler.
 	// +kubebuilder:validation:MaxItems=12
@@ -87,39 +87,39 @@ type StorageTuningSpec struct {
 	// +optional
 	Tunables []TunableRange `json:"tunables,omitempty"`
 
-	// ReadAhead bounds the read-ahead depth the agent may recommend.
+	// readAhead bounds the read-ahead depth the agent may recommend.
 	// +kubebuilder:default={}
 	// +optional
 	ReadAhead ReadAheadPolicy `json:"readAhead,omitempty"`
 
-	// Cache configures the simulation of a REDCAP RAM cache. Reported only:
+	// cache configures the simulation of a REDCAP RAM cache. Reported only:
 	// this version never creates a cache.
 	// +kubebuilder:default={}
 	// +optional
 	Cache CachePolicy `json:"cache,omitempty"`
 
-	// Evaluation configures the collect–simulate–decide loop.
+	// evaluation configures the collect–simulate–decide loop.
 	// +kubebuilder:default={}
 	// +optional
 	Evaluation EvaluationPolicy `json:"evaluation,omitempty"`
 
-	// Rollout gates how Apply mode changes reach the fleet.
+	// rollout gates how Apply mode changes reach the fleet.
 	// +kubebuilder:default={}
 	// +optional
 	Rollout RolloutPolicy `json:"rollout,omitempty"`
 
-	// Priority decides between policies that select the same device: the
+	// priority decides between policies that select the same device: the
 	// highest wins; on a tie, neither governs it and both report Conflict.
 	// +kubebuilder:default=0
 	// +optional
 	Priority int32 `json:"priority,omitempty"`
 
-	// Paused stops new changes; devices keep their current settings and
+	// paused stops new changes; devices keep their current settings and
 	// the simulation keeps reporting.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
 
-	// OtherWriters says what the agent does when something else (a udev
+	// otherWriters says what the agent does when something else (a udev
 	// rule, TuneD, a cloud guest agent, an administrator) changes a
 	// setting it governs: Yield (the default) stops changing the device
 	// and, at exit, leaves the other writer's value in place; Reclaim
@@ -148,7 +148,7 @@ const (
 // (*, ?, [a-z], [^0-9]) over the kernel name without /dev/, e.g. "sd*",
 // "nvme*n1", "loop[0-9]*"; backslash escapes are not accepted.
 type DeviceSelector struct {
-	// Include lists name globs; empty selects every device.
+	// include lists name globs; empty selects every device.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=64
@@ -157,7 +157,7 @@ type DeviceSelector struct {
 	// +optional
 	Include []string `json:"include,omitempty"`
 
-	// Exclude lists name globs; a device matching one is never selected.
+	// exclude lists name globs; a device matching one is never selected.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=64
@@ -166,12 +166,12 @@ type DeviceSelector struct {
 	// +optional
 	Exclude []string `json:"exclude,omitempty"`
 
-	// Rotational, when set, selects only rotational (true) or only
+	// rotational, when set, selects only rotational (true) or only
 	// non-rotational (false) devices (queue/rotational).
 	// +optional
 	Rotational *bool `json:"rotational,omitempty"`
 
-	// MinSizeBytes, when set, selects only devices at least this large.
+	// minSizeBytes, when set, selects only devices at least this large.
 	// A quantity: 107374182400, "100Gi" and "100G" are all accepted.
 	// +kubebuilder:validation:XValidation:rule="!quantity(string(self)).isLessThan(quantity('0'))",message="minSizeBytes must not be negative"
 	// +optional
@@ -181,7 +181,7 @@ type DeviceSelector struct {
 // SchedulerPolicy lists the schedulers to compare.
 // +kubebuilder:validation:XValidation:rule="!has(self.default) || !has(self.candidates) || self.default in self.candidates",message="default must be one of the candidates",fieldPath=".default"
 type SchedulerPolicy struct {
-	// Candidates are the schedulers the simulation compares; default all
+	// candidates are the schedulers the simulation compares; default all
 	// four. Unique, not empty.
 	// +kubebuilder:default={none,mq-deadline,bfq,kyber}
 	// +kubebuilder:validation:MinItems=1
@@ -190,8 +190,8 @@ type SchedulerPolicy struct {
 	// +optional
 	Candidates []SchedulerName `json:"candidates,omitempty"`
 
-	// Default is the scheduler the thrash guard pins (DESIGN §6); one of
-	// the candidates. Default mq-deadline.
+	// default is the scheduler the thrash guard pins after repeated
+	// changes; one of the candidates. Default mq-deadline.
 	// +kubebuilder:default=mq-deadline
 	// +optional
 	Default SchedulerName `json:"default,omitempty"`
@@ -206,26 +206,26 @@ type SchedulerPolicy struct {
 // +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="max must be greater than or equal to min",fieldPath=".max"
 // +kubebuilder:validation:XValidation:rule="!(self.name in ['front_merges', 'low_latency', 'strict_guarantees']) || self.max <= 1",message="front_merges, low_latency and strict_guarantees take 0 or 1: max must be at most 1",fieldPath=".max"
 type TunableRange struct {
-	// Scheduler is mq-deadline, bfq or kyber (none has no tunables); it
+	// scheduler is mq-deadline, bfq or kyber (none has no tunables); it
 	// must be one of spec.schedulers.candidates.
 	Scheduler TunableSchedulerName `json:"scheduler"`
 
-	// Name is the sysfs name of the tunable.
+	// name is the sysfs name of the tunable.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	Name string `json:"name"`
 
-	// Min is the smallest value; default 0.
+	// min is the smallest value; default 0.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:default=0
 	// +optional
 	Min int64 `json:"min,omitempty"`
 
-	// Max is the largest value; at least Min.
+	// max is the largest value; at least Min.
 	// +kubebuilder:validation:Minimum=0
 	Max *int64 `json:"max"`
 
-	// Steps is the number of values from Min to Max, both included: 2 to
+	// steps is the number of values from Min to Max, both included: 2 to
 	// 4, default 3. Min == Max gives one value.
 	// +kubebuilder:validation:Minimum=2
 	// +kubebuilder:validation:Maximum=4
@@ -237,13 +237,13 @@ type TunableRange struct {
 // ReadAheadPolicy bounds the competitive read-ahead depth (DESIGN §6).
 // +kubebuilder:validation:XValidation:rule="!has(self.minKiB) || !has(self.maxKiB) || self.minKiB <= self.maxKiB",message="maxKiB must be greater than or equal to minKiB",fieldPath=".maxKiB"
 type ReadAheadPolicy struct {
-	// Enabled lets the agent recommend (and in Apply mode set) the
+	// enabled lets the agent recommend (and in Apply mode set) the
 	// read-ahead depth. Default true.
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 
-	// MinKiB is the smallest depth, KiB: 4 to 65536, a multiple of 4;
+	// minKiB is the smallest depth, KiB: 4 to 65536, a multiple of 4;
 	// default 16.
 	// +kubebuilder:validation:Minimum=4
 	// +kubebuilder:validation:Maximum=65536
@@ -252,8 +252,8 @@ type ReadAheadPolicy struct {
 	// +optional
 	MinKiB *int32 `json:"minKiB,omitempty"`
 
-	// MaxKiB is the largest depth, KiB: 4 to 65536, a multiple of 4, at
-	// least MinKiB; default 4096.
+	// maxKiB is the largest depth, KiB: 4 to 65536, a multiple of 4, at
+	// least minKiB; default 4096.
 	// +kubebuilder:validation:Minimum=4
 	// +kubebuilder:validation:Maximum=65536
 	// +kubebuilder:validation:MultipleOf=4
@@ -266,11 +266,11 @@ type ReadAheadPolicy struct {
 // result is reported in NodeStorageState (recommendation.redcap); no cache is
 // created on the node.
 type CachePolicy struct {
-	// Enabled simulates every candidate also with the cache. Default false.
+	// enabled simulates every candidate also with the cache. Default false.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// MemoryBudget is the size of the simulated cache: 1Mi to 64Gi,
+	// memoryBudget is the size of the simulated cache: 1Mi to 64Gi,
 	// default 64Mi (the paper's 512 segments of 128 KiB).
 	// +kubebuilder:default="64Mi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="memoryBudget must be between 1Mi and 64Gi"
@@ -280,7 +280,7 @@ type CachePolicy struct {
 
 // EvaluationPolicy configures collect–simulate–decide (DESIGN §6).
 type EvaluationPolicy struct {
-	// Window is the length of one collect phase: 1s to 5m, default 5s.
+	// window is the length of one collect phase: 1s to 5m, default 5s.
 	// +kubebuilder:default="5s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
@@ -288,22 +288,22 @@ type EvaluationPolicy struct {
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 
-	// MarginPercent is the predicted improvement, in whole percent of the
+	// marginPercent is the predicted improvement, in whole percent of the
 	// current setting's total service time, a candidate needs before the
-	// agent switches to it: 0 to 50, default 5 (DADS §4.2). An integer
-	// because CRDs do not carry floats.
+	// agent switches to it: 0 to 50, default 5. An integer because CRDs
+	// do not carry floats.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=50
 	// +kubebuilder:default=5
 	// +optional
 	MarginPercent *int32 `json:"marginPercent,omitempty"`
 
-	// ThrashGuard pins the default scheduler after repeated changes.
+	// thrashGuard pins the default scheduler after repeated changes.
 	// +kubebuilder:default={}
 	// +optional
 	ThrashGuard ThrashGuardPolicy `json:"thrashGuard,omitempty"`
 
-	// CPUBudgetPercent is the CPU the simulation of one window may use, in
+	// cpuBudgetPercent is the CPU the simulation of one window may use, in
 	// percent of one core over the window: 1 to 100, default 10. Candidates
 	// beyond the budget are skipped (and reported).
 	// +kubebuilder:validation:Minimum=1
@@ -316,7 +316,7 @@ type EvaluationPolicy struct {
 // ThrashGuardPolicy holds the thrash guard's counts (DESIGN §6,
 // internal/decide).
 type ThrashGuardPolicy struct {
-	// Changes is the number of changes in consecutive checks after which
+	// changes is the number of changes in consecutive checks after which
 	// the default scheduler is pinned: 1 to 100, default 5.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
@@ -324,7 +324,7 @@ type ThrashGuardPolicy struct {
 	// +optional
 	Changes *int32 `json:"changes,omitempty"`
 
-	// QuietChecks is the number of consecutive checks predicting no change
+	// quietChecks is the number of consecutive checks predicting no change
 	// that release the pin: 1 to 1000, default 7.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
@@ -335,7 +335,7 @@ type ThrashGuardPolicy struct {
 
 // RolloutPolicy gates Apply mode across the fleet.
 type RolloutPolicy struct {
-	// MaxUnavailable is how many selected nodes may be changing at once,
+	// maxUnavailable is how many selected nodes may be changing at once,
 	// i.e. hold a grant whose change is not yet verified: a count (≥ 1) or
 	// a percentage of the selected nodes ("1%" to "100%", rounded up, at
 	// least one node). Default 1.
@@ -345,7 +345,7 @@ type RolloutPolicy struct {
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 
-	// MinDwell is the least time a device keeps a setting before it may be
+	// minDwell is the least time a device keeps a setting before it may be
 	// changed again: 0s to 24h, default 10m.
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
@@ -354,7 +354,7 @@ type RolloutPolicy struct {
 	// +optional
 	MinDwell *metav1.Duration `json:"minDwell,omitempty"`
 
-	// ToleratedRegressionPercent is how much slower than predicted, in
+	// toleratedRegressionPercent is how much slower than predicted, in
 	// whole percent, a device may measure after a change before the change
 	// is reverted: 0 to 100, default 5.
 	// +kubebuilder:validation:Minimum=0
@@ -366,11 +366,16 @@ type RolloutPolicy struct {
 
 // StorageTuningStatus is the fleet-wide result, written by the operator.
 type StorageTuningStatus struct {
-	// ObservedGeneration is the spec generation this status describes.
+	// observedGeneration is the spec generation this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready, Progressing, Degraded, Conflict.
+	// conditions are Ready (the policy is reconciled, every selected node
+	// reports and the roll-out is not halted), Progressing (a roll-out is
+	// under way), Degraded (a change was put back after a measured
+	// regression, which halts the roll-out, or the node selector is
+	// malformed) and Conflict (another policy selects some of the same
+	// devices).
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
@@ -379,26 +384,27 @@ type StorageTuningStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
 
-	// MatchedNodes is the number of nodes the policy selects.
+	// matchedNodes is the number of nodes the policy selects.
 	// +optional
 	MatchedNodes int32 `json:"matchedNodes"`
-	// MatchedDevices is the number of devices it governs on them.
+	// matchedDevices is the number of devices it governs on them.
 	// +optional
 	MatchedDevices int32 `json:"matchedDevices"`
-	// RecommendedChanges is the number of devices whose recommendation
+	// recommendedChanges is the number of devices whose recommendation
 	// differs from their current setting.
 	// +optional
 	RecommendedChanges int32 `json:"recommendedChanges"`
-	// ChangedDevices is the number of devices whose setting shadowtune
+	// changedDevices is the number of devices whose setting shadowtune
 	// changed and keeps.
 	// +optional
 	ChangedDevices int32 `json:"changedDevices"`
-	// RevertedDevices is the number of governed devices whose agent put a
-	// change back after measuring a regression (DeviceState.Reverts > 0).
+	// revertedDevices is the number of governed devices whose agent put a
+	// change back after measuring a regression (devices[].reverts > 0 in
+	// their NodeStorageState).
 	// +optional
 	RevertedDevices int32 `json:"revertedDevices"`
 
-	// Settings counts governed devices by current scheduler; at most 8
+	// settings counts governed devices by current scheduler; at most 8
 	// entries.
 	// +listType=map
 	// +listMapKey=scheduler
@@ -406,19 +412,18 @@ type StorageTuningStatus struct {
 	// +optional
 	Settings []SchedulerCount `json:"settings,omitempty"`
 
-	// PredictedGainPercent is the mean predicted improvement of the
+	// predictedGainPercent is the mean predicted improvement of the
 	// recommendations over the current settings, a decimal string with one
-	// decimal ("7.5"; see FormatPercent); a string because CRDs do not carry
-	// floats.
+	// decimal ("7.5"); a string because CRDs do not carry floats.
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
 
-	// LastChangeTime is when a governed device was last changed.
+	// lastChangeTime is when a governed device was last changed.
 	// +optional
 	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
-	// LastRevertTime is when a governed device's change was last put back
+	// lastRevertTime is when a governed device's change was last put back
 	// after a measured regression.
 	// +optional
 	LastRevertTime *metav1.Time `json:"lastRevertTime,omitempty"`
@@ -426,18 +431,19 @@ type StorageTuningStatus struct {
 
 // SchedulerCount is the number of devices on one scheduler.
 type SchedulerCount struct {
-	// Scheduler is the kernel's name of the scheduler.
+	// scheduler is the kernel's name of the scheduler.
 	// +kubebuilder:validation:MaxLength=64
 	Scheduler string `json:"scheduler"`
-	// Count is the number of devices.
+	// count is the number of devices.
 	// +kubebuilder:validation:Minimum=0
 	Count int32 `json:"count"`
 }
 
 // Condition types of StorageTuning.
 const (
-	// ConditionReady: the policy is reconciled and every selected node
-	// reports.
+	// ConditionReady: the policy is reconciled, every selected node
+	// reports, and the roll-out is not halted by a regression (while it
+	// is, Ready is False with Degraded's reason and message).
 	ConditionReady = "Ready"
 	// ConditionProgressing: a roll-out is under way.
 	ConditionProgressing = "Progressing"
@@ -482,15 +488,21 @@ const (
 // +kubebuilder:printcolumn:name="Changed",type=integer,JSONPath=`.status.changedDevices`
 // +kubebuilder:printcolumn:name="Gain",type=string,JSONPath=`.status.predictedGainPercent`,description="Mean predicted improvement, percent"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
-// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
+// +kubebuilder:printcolumn:name="Degraded",type=string,JSONPath=`.status.conditions[?(@.type=="Degraded")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,description="Why the policy is or is not ready"
+// +kubebuilder:printcolumn:name="Conflict",type=string,JSONPath=`.status.conditions[?(@.type=="Conflict")].status`,priority=1
+// +kubebuilder:printcolumn:name="Paused",type=boolean,JSONPath=`.spec.paused`,priority=1
 type StorageTuning struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
+	// spec is the policy: which devices of which nodes, what may change,
+	// and how changes roll out.
 	// +kubebuilder:default={}
 	// +optional
 	Spec StorageTuningSpec `json:"spec,omitempty"`
+	// status is the fleet-wide result, written by the operator.
 	// +optional
 	Status StorageTuningStatus `json:"status,omitempty"`
 }

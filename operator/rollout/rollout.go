@@ -470,21 +470,33 @@ func (e *evaluation) stopReason() string {
 }
 
 // conditions sets Ready, Progressing, Degraded and Conflict.
+//
+// Ready is False while the roll-out is halted by a regression (with the
+// halt's reason and message), so that `kubectl get stune` does not show a
+// halted policy as ready; otherwise it is True once every selected node
+// reports.
 func (e *evaluation) conditions() {
 	n := len(e.matched)
+	halt := fmt.Sprintf("regression measured after a change, roll-out halted: %s", list(e.degraded))
+	notReporting := fmt.Sprintf("%d of %d selected nodes have no current NodeStorageState: %s", len(e.notReported), n, list(e.notReported))
 	switch {
 	case n == 0:
 		e.set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNoMatchingNodes, "no node matches spec.nodeSelector")
+	case len(e.degraded) > 0:
+		msg := halt
+		if len(e.notReported) > 0 {
+			msg += "; " + notReporting
+		}
+		e.set(v1alpha1.ConditionReady, false, v1alpha1.ReasonRegressionReverted, msg)
 	case len(e.notReported) > 0:
-		e.set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNodesNotReporting,
-			fmt.Sprintf("%d of %d selected nodes have no current NodeStorageState: %s", len(e.notReported), n, list(e.notReported)))
+		e.set(v1alpha1.ConditionReady, false, v1alpha1.ReasonNodesNotReporting, notReporting)
 	default:
 		e.set(v1alpha1.ConditionReady, true, v1alpha1.ReasonReconciled,
 			fmt.Sprintf("%d nodes report, %d devices governed", n, len(e.governed)))
 	}
 
 	if len(e.degraded) > 0 {
-		msg := fmt.Sprintf("regression measured after a change, roll-out halted: %s", list(e.degraded))
+		msg := halt
 		prev := meta.FindStatusCondition(e.plan.Status.Conditions, v1alpha1.ConditionDegraded)
 		if prev == nil || prev.Status != metav1.ConditionTrue {
 			e.plan.Events = append(e.plan.Events, Event{Warning: true, Reason: EventRolloutHalted, Message: msg})

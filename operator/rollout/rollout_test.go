@@ -133,6 +133,18 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
+// reverted returns a node whose device sda was put back after a measured
+// regression and whose agent reports Degraded/Reverted: it halts an Apply
+// roll-out.
+func reverted(name string) Node {
+	n := node(name, dev("sda", 20))
+	n.State.Status.Devices[0].Reverts = 1
+	n.State.Status.Devices[0].LastRevertTime = ptr.To(ago(time.Second))
+	meta.SetStatusCondition(&n.State.Status.Conditions, metav1.Condition{
+		Type: v1alpha1.NodeConditionDegraded, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonReverted})
+	return n
+}
+
 func TestReadiness(t *testing.T) {
 	stale := node("b", dev("sda", 0))
 	stale.State.Status.LastHeartbeatTime = ptr.To(ago(StaleAfter + time.Second))
@@ -153,6 +165,13 @@ func TestReadiness(t *testing.T) {
 		{"invalid selector", policy("p", v1alpha1.ModeApply, func(p *v1alpha1.StorageTuning) {
 			p.Spec.NodeSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "k", Operator: "Near"}}}
 		}), []Node{node("a")}, metav1.ConditionFalse, v1alpha1.ReasonInvalidSelector},
+		// A halted roll-out is not ready, though every node reports.
+		{"halted by a regression", policy("p", v1alpha1.ModeApply), []Node{node("a"), reverted("c")},
+			metav1.ConditionFalse, v1alpha1.ReasonRegressionReverted},
+		{"halted, a node not reporting", policy("p", v1alpha1.ModeApply), []Node{reverted("c"), {Name: "b"}},
+			metav1.ConditionFalse, v1alpha1.ReasonRegressionReverted},
+		{"halted, Observe mode too", policy("p", v1alpha1.ModeObserve), []Node{reverted("c")},
+			metav1.ConditionFalse, v1alpha1.ReasonRegressionReverted},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -160,6 +179,15 @@ func TestReadiness(t *testing.T) {
 			got := cond(t, plan, v1alpha1.ConditionReady)
 			if got.Status != c.status || got.Reason != c.reason {
 				t.Errorf("Ready = %s/%s (%s), want %s/%s", got.Status, got.Reason, got.Message, c.status, c.reason)
+			}
+			if c.reason == v1alpha1.ReasonRegressionReverted {
+				d := cond(t, plan, v1alpha1.ConditionDegraded)
+				if d.Status != metav1.ConditionTrue || !strings.HasPrefix(got.Message, d.Message) || !strings.Contains(got.Message, "c/sda") {
+					t.Errorf("Ready message %q does not carry the halt (Degraded = %+v)", got.Message, d)
+				}
+				if len(c.nodes) > 1 && c.nodes[1].State == nil && !strings.Contains(got.Message, "b") {
+					t.Errorf("Ready message %q does not name the node not reporting", got.Message)
+				}
 			}
 			if c.reason == v1alpha1.ReasonNodesNotReporting && !strings.Contains(got.Message, "b") {
 				t.Errorf("message does not name the node: %q", got.Message)
