@@ -284,12 +284,17 @@ func TestDMCache(t *testing.T) {
 		t.Fatalf("%d writethrough runs in the output, want 3 to 6:\n%s", len(wts), out)
 	}
 	wt := slices.Max(wts)
-	ratio := wt / pt
-	t.Logf("zipf(1.2) 4 KiB randread, iodepth 16: warm-up %.0f IOPS, writethrough %.0f (best of %.0f), passthrough (origin) %.0f: %.2fx",
-		warm, wt, wts, pt, ratio)
+	// The ratio is taken against the throttle's rate when the passthrough
+	// run measured less: a busy host also slows the throttle's timers
+	// (one run measured 689 IOPS), and that must not make the cache look
+	// better than it is.
+	origin := max(pt, float64(vmlab.CloudDisk.IOPS))
+	ratio := wt / origin
+	t.Logf("zipf(1.2) 4 KiB randread, iodepth 16: warm-up %.0f IOPS, writethrough %.0f (best of %.0f), passthrough (origin) %.0f (throttle %d): %.2fx",
+		warm, wt, wts, pt, vmlab.CloudDisk.IOPS, ratio)
 	if ratio < 2 {
 		t.Errorf("the cache gives %.2fx the origin's IOPS (%.0f vs %.0f), want at least 2x (host load average %s on %d CPUs: under TCG the cache's rate is the guest's CPU share)",
-			ratio, wt, pt, load, runtime.NumCPU())
+			ratio, wt, origin, load, runtime.NumCPU())
 	}
 	st := map[string]cacheStatus{}
 	for _, mode := range []string{"warm", "writethrough", "passthrough", "cleaner"} {
