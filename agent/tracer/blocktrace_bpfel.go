@@ -53,19 +53,20 @@ type blocktraceFlushwait struct {
 
 type blocktraceInflightReq struct {
 	_        structs.HostLayout
+	Life     uint64
 	Start    uint64
 	Arrival  uint64
 	Dispatch uint64
 	Sector   uint64
+	Born     uint64
 	NrSector uint32
 	Pid      uint32
 	Partial  uint32
 	Requeues uint16
-	Requeued uint8
 	Op       uint8
 	Flags    uint8
-	Pad      [3]uint8
 	LastLeft uint32
+	Pad      uint32
 }
 
 type blocktraceSlot struct {

@@ -165,7 +165,18 @@
 // missed in the last second is counted too (a short recording used to
 // leave it in the table, uncounted). Every request is thus either
 // delivered or counted lost: traced + Lost equals the kernel's own count
-// in /sys/block/*/stat.
+// in /sys/block/*/stat. Exactly one of them: the reaper reads an entry,
+// then its request's state, and a completion that runs in between (the
+// request is freed just after it) used to be delivered and then counted
+// lost as well, which a slow guest (QEMU TCG, where completions often
+// come more than a second after issue) hit about one run in five. Each
+// entry now carries a life word (its issue time while it is in service);
+// the completion, the reaper, a later request in the same struct request
+// finding the entry stale, and the reader abandoning it after StaleAfter
+// each take it to 0 with one compare-and-exchange before counting the
+// request, and only the one that succeeds counts it. A request issued
+// again without a requeue event (same struct request, same allocation
+// stamp rq->start_time_ns) is the same request, not a missed completion.
 //
 // # Losses
 //

@@ -607,9 +607,14 @@ func (t *ebpfTracer) scan(now int64) int64 {
 			// Lock the slot with a key no request has (struct request
 			// pointers are aligned), clear it, free it.
 			if atomic.CompareAndSwapUint64(&s.Key, key, key|1) {
+				// Counted here unless its completion or the reaper
+				// closed its life first (as the programs do: whoever
+				// takes life to 0 counts the request).
+				if closeLife(&s.R.Life) {
+					t.lostGC.Add(1)
+				}
 				s.R = blocktraceInflightReq{}
 				atomic.StoreUint64(&s.Key, 0)
-				t.lostGC.Add(1)
 			}
 			continue
 		}
@@ -644,6 +649,22 @@ func (t *ebpfTracer) scan(now int64) int64 {
 		}
 	}
 	return oldest
+}
+
+// closeLife takes an in-flight entry's life (struct inflight_req's life
+// in bpf/blocktrace.c) to 0, LIFE_CLOSED, as the programs do: true if
+// this call did, and so counts the request; false if another party
+// (its completion, the reaper) had.
+func closeLife(life *uint64) bool {
+	for {
+		v := atomic.LoadUint64(life)
+		if v == 0 {
+			return false
+		}
+		if atomic.CompareAndSwapUint64(life, v, 0) {
+			return true
+		}
+	}
 }
 
 func (t *ebpfTracer) Close() error {

@@ -87,20 +87,34 @@ struct event {
 };
 
 // A request in flight, keyed by its struct request pointer.
+//
+// life says who may still count the request, and is what they race for:
+// every party that counts a request (its completion, which delivers it;
+// the reaper, a later life of its struct request finding it stale, which
+// count it lost) first takes life to 0 with one compare-and-exchange from
+// the value it read, and only the one that succeeds counts it. So a
+// request the reaper finds freed just as its completion runs (under TCG a
+// completion often comes more than the reaper's second after its issue,
+// and the reaper reads the entry, then the request's state) is counted
+// once: delivered or lost, never both.
+#define LIFE_CLOSED 0 // counted (or the slot is free): nobody may count it again
+#define LIFE_OPEN 1   // not in service: not issued yet, or requeued
+		      // any other value: in service since then (the last issue's time)
 struct inflight_req {
+	__u64 life;      // LIFE_*, or the time of the issue being served
 	__u64 start;     // block_io_start time of a request with REQ_PREFLUSH, else 0
 	__u64 arrival;   // insert (or first issue) time, 0 until then
 	__u64 dispatch;  // last issue time, 0 until issued
 	__u64 sector;    // as issued
+	__u64 born;      // rq->start_time_ns when the entry was made (0: not stamped)
 	__u32 nr_sector; // as issued
 	__u32 pid;
 	__u32 partial;
 	__u16 requeues;
-	__u8 requeued;   // requeued and not issued again yet
 	__u8 op;         // OP_*, as issued
 	__u8 flags;      // F_*, as issued
-	__u8 pad[3];
 	__u32 last_left; // bytes left at the last partial completion seen
+	__u32 pad;
 };
 
 // An entry of the in-flight table: a slot of the inflight array, or (rarely)
@@ -366,44 +380,72 @@ static __always_inline void release(struct slot *s, __u64 key)
 	__sync_val_compare_and_swap(&s->key, key, 0);
 }
 
-// stale reports whether e is left from an earlier life of its struct
-// request (issued, not requeued, never seen completing). A struct request
-// is reused for request after request (one per tag).
-static __always_inline bool stale(struct inflight_req *e)
+// close takes e's life from seen (what the caller read) to LIFE_CLOSED: true
+// if this caller did, and so is the one to count the request.
+static __always_inline bool close_life(struct inflight_req *e, __u64 seen)
 {
-	return e->dispatch && !e->requeued;
+	return seen != LIFE_CLOSED && __sync_val_compare_and_swap(&e->life, seen, LIFE_CLOSED) == seen;
 }
 
-// renew returns key's entry for a request starting a new life, all zero:
-// an entry left from an earlier life is counted missed and cleared, else a
-// new one is made; NULL if the table is full.
-static __always_inline struct inflight_req *renew(__u64 key)
+// rq_born is the request's allocation time as the kernel stamped it
+// (rq->start_time_ns; 0 when the queue keeps no statistics).
+static __always_inline __u64 rq_born(struct request *rq)
+{
+	return rq->start_time_ns;
+}
+
+// stale reports whether e is left from an earlier life of its struct
+// request rq (issued, not requeued, never seen completing). A struct
+// request is reused for request after request (one per tag). An entry in
+// service whose request has the same allocation stamp is the same request
+// issued again without a requeue event (a driver's batch that failed and
+// fell back to one-by-one issue does that), not a stale one.
+static __always_inline bool stale(struct inflight_req *e, __u64 born)
+{
+	__u64 life = e->life;
+
+	return life != LIFE_CLOSED && life != LIFE_OPEN && !(born && e->born == born);
+}
+
+// renew returns key's entry for a request starting a new life, all zero
+// but for its stamp born and LIFE_OPEN: an entry left from an earlier life
+// in service is counted missed (unless the reaper counted it first) and
+// cleared, else a new one is made; NULL if the table is full.
+static __always_inline struct inflight_req *renew(__u64 key, __u64 born)
 {
 	struct slot *s = find(key);
 
 	if (!s)
 		s = claim(key);
 	else {
-		if (stale(&s->r))
+		__u64 life = s->r.life;
+
+		if (life != LIFE_OPEN && close_life(&s->r, life))
 			count(CNT_MISSED); // issued, then never seen completing
 		__builtin_memset(&s->r, 0, sizeof(s->r));
 	}
-	return s ? &s->r : NULL;
+	if (!s)
+		return NULL;
+	s->r.born = born;
+	__sync_lock_test_and_set(&s->r.life, LIFE_OPEN);
+	return &s->r;
 }
 
 // current returns key's entry if it belongs to the request's present life;
-// otherwise (none, or stale) a new one with the current task (*fresh set).
-static __always_inline struct inflight_req *current_entry(__u64 key, bool *fresh)
+// otherwise (none, stale, or closed by the reaper) a new one with the
+// current task (*fresh set).
+static __always_inline struct inflight_req *current_entry(struct request *rq, __u64 key, bool *fresh)
 {
 	struct slot *s = find(key);
 	struct inflight_req *e;
+	__u64 born = rq_born(rq);
 
-	if (s && !stale(&s->r)) {
+	if (s && s->r.life != LIFE_CLOSED && !stale(&s->r, born)) {
 		*fresh = false;
 		return &s->r;
 	}
 	*fresh = true;
-	e = renew(key);
+	e = renew(key, born);
 	if (e)
 		e->pid = current_tid();
 	return e;
@@ -434,7 +476,7 @@ int BPF_PROG(block_io_start, struct request *rq)
 		return 0;
 	fw.start = bpf_ktime_get_ns();
 	fw.pid = current_tid();
-	e = renew(key);
+	e = renew(key, rq_born(rq));
 	if (e) {
 		e->pid = fw.pid;
 		e->start = fw.start;
@@ -458,7 +500,7 @@ int BPF_PROG(block_rq_insert, struct request *rq)
 	if (rq_op(rq->cmd_flags) == OP_SKIP)
 		return 0;
 	now = bpf_ktime_get_ns();
-	e = current_entry(key, &fresh);
+	e = current_entry(rq, key, &fresh);
 	if (e && !e->arrival)
 		e->arrival = now; // a re-insert after a requeue keeps the first
 	return 0;
@@ -467,7 +509,7 @@ int BPF_PROG(block_rq_insert, struct request *rq)
 SEC("tp_btf/block_rq_issue")
 int BPF_PROG(block_rq_issue, struct request *rq)
 {
-	__u64 key, now;
+	__u64 key, now, life;
 	struct inflight_req *e;
 	__u32 dev, cmd_flags;
 	bool fresh;
@@ -481,7 +523,7 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	if (op == OP_SKIP)
 		return 0;
 	now = bpf_ktime_get_ns();
-	e = current_entry(key, &fresh);
+	e = current_entry(rq, key, &fresh);
 	if (!e)
 		return 0;
 	if (fresh) {
@@ -498,15 +540,20 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 			}
 		}
 	}
+	life = e->life;
 	if (!e->arrival)
 		e->arrival = now; // bypassed the scheduler: arrives when issued
 	e->dispatch = now;
-	e->requeued = 0;
 	// The request's shape as the device sees it (merges are done).
 	e->sector = rq->__sector;
 	e->nr_sector = rq->__data_len >> 9;
 	e->op = op;
 	e->flags = rq_flags(cmd_flags, op);
+	// In service from now: last, once its fields are set, and not if the
+	// reaper closed the entry meanwhile (counted lost; its completion
+	// will find it closed).
+	if (life != LIFE_CLOSED)
+		__sync_val_compare_and_swap(&e->life, life, now);
 	return 0;
 }
 
@@ -522,7 +569,11 @@ int BPF_PROG(block_rq_requeue, struct request *rq)
 	key = (__u64)rq;
 	s = find(key);
 	if (s) {
-		s->r.requeued = 1;
+		__u64 life = s->r.life;
+
+		// Out of service until issued again (the reaper leaves it).
+		if (life != LIFE_CLOSED && life != LIFE_OPEN)
+			__sync_val_compare_and_swap(&s->r.life, life, LIFE_OPEN);
 		if (s->r.requeues < 0xffff)
 			s->r.requeues++;
 	}
@@ -554,7 +605,7 @@ int BPF_PROG(block_rq_merge, struct request *rq)
 SEC("tp_btf/block_rq_complete")
 int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned int nr_bytes)
 {
-	__u64 key, now, flags, start;
+	__u64 key, now, flags, start, life;
 	struct inflight_req *e;
 	struct event *ev;
 	struct slot *s;
@@ -577,9 +628,14 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 		return 0;
 	}
 	e = &s->r;
+	life = e->life;
+	if (life == LIFE_CLOSED)
+		return 0; // the reaper counted it lost as it completed
 	if (!e->dispatch) {
 		struct flushwait *fw;
 
+		if (!close_life(e, life))
+			return 0;
 		start = e->start;
 		release(s, key);
 		if (nr_bytes) {
@@ -609,8 +665,10 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	now = bpf_ktime_get_ns();
 	ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
-		count(CNT_DROPPED);
-		release(s, key);
+		if (close_life(e, life)) {
+			count(CNT_DROPPED);
+			release(s, key);
+		}
 		return 0;
 	}
 	ev->arrival = e->arrival;
@@ -625,6 +683,12 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	ev->flags = e->flags;
 	ev->error = error;
 	ev->partial = e->partial;
+	// The record is made from the entry before it is closed: once closed
+	// it may be cleared. Closed by the reaper meanwhile: counted lost.
+	if (!close_life(e, life)) {
+		bpf_ringbuf_discard(ev, BPF_RB_NO_WAKEUP);
+		return 0;
+	}
 	if (error)
 		count(CNT_ERROR);
 	// Wake the reader only under pressure: it drains the ring on a timer,
@@ -665,12 +729,21 @@ static __always_inline void reap_entry(struct slot *s, __u64 key, struct reap_ct
 	struct request *rq = (struct request *)key;
 	struct inflight_req *e = &s->r;
 	enum mq_rq_state st;
+	__u64 life = e->life;
 
-	if (!key || !e->dispatch || e->requeued || c->now - e->dispatch < reap_after_ns)
+	// In service (issued, not requeued) for reap_after_ns: life is the
+	// issue's time, which may be after c->now (signed age).
+	if (!key || life == LIFE_CLOSED || life == LIFE_OPEN || (__s64)(c->now - life) < (__s64)reap_after_ns)
 		return;
 	if (bpf_probe_read_kernel(&st, sizeof(st), &rq->state))
 		return;
-	if (st == bpf_core_enum_value(enum mq_rq_state, MQ_RQ_IDLE)) {
+	if (st != bpf_core_enum_value(enum mq_rq_state, MQ_RQ_IDLE))
+		return;
+	// Freed. Its completion may have run since life was read (it runs
+	// before the request is freed): then it closed this life (and the
+	// entry may be another life's by now, with another life value), and
+	// this fails. Only a completion never seen leaves it to the reaper.
+	if (close_life(e, life)) {
 		release(s, key);
 		count(CNT_MISSED);
 	}
