@@ -59,8 +59,8 @@ for ((r = 0; r < rounds; r++)); do
 	for ((i = 0; i < ${#modes[@]}; i++)); do
 		mode=${modes[$(((i + r) % ${#modes[@]}))]}
 		case $mode in
-		reject) "$bin" trace record --device "$idle" --duration 60s -o "$tmp/t.trace" >"$tmp/bg.log" 2>&1 & bg=$! ;;
-		trace) "$bin" trace record --device "$loop" --duration 60s -o "$tmp/t.trace" >"$tmp/bg.log" 2>&1 & bg=$! ;;
+		reject) "$bin" trace record --device "$idle" --duration 60s --out-file "$tmp/t.trace" >"$tmp/bg.log" 2>&1 & bg=$! ;;
+		trace) "$bin" trace record --device "$loop" --duration 60s --out-file "$tmp/t.trace" >"$tmp/bg.log" 2>&1 & bg=$! ;;
 		agent) "$bin" run --config "$tmp/policy.yaml" --state-dir "$tmp/state" --metrics-bind-address 127.0.0.1:0 >"$tmp/bg.log" 2>&1 & bg=$! ;;
 		esac
 		sleep 1.5

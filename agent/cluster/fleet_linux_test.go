@@ -38,7 +38,7 @@ import (
 // under it, and the policy's status counts the changed device; the host's
 // sysfs value is the one status reports. Deleting the policy restores the
 // device exactly. With -v the test prints what kubectl shows meanwhile
-// (the README's figures come from here).
+// (docs/cluster.md's figures come from here).
 func TestOperatorAndAgent(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device, loads BPF programs and changes queue settings")
 	fio := loopdev.NeedFio(t)

@@ -55,13 +55,51 @@ func TestLoadExample(t *testing.T) {
 		{DeviceInfo{Name: "nvme0n1p1", SizeBytes: 1 << 40}, false},
 		{DeviceInfo{Name: "loop0", SizeBytes: 1 << 40}, false},
 		{DeviceInfo{Name: "sdb", SizeBytes: 512 << 20}, false},
+		{DeviceInfo{Name: "vda", SizeBytes: 1 << 40}, false},
+		{DeviceInfo{Name: "nvme0n1", SizeBytes: 64 << 30}, false},
 	} {
 		if got := s.Matches(tc.dev); got != tc.want {
 			t.Errorf("Matches(%+v) = %v, want %v", tc.dev, got, tc.want)
 		}
 	}
-	if ok, err := s.MatchesNode(map[string]string{"kubernetes.io/os": "linux"}); !ok || err != nil {
-		t.Errorf("MatchesNode(linux) = %v, %v", ok, err)
+	if ok, err := s.MatchesNode(map[string]string{"kubernetes.io/os": "linux", "storage.shadowtune.io/tune": "true"}); !ok || err != nil {
+		t.Errorf("MatchesNode(labelled) = %v, %v", ok, err)
+	}
+}
+
+// TestExamplesSelectNothingByAccident: no shipped example selects a node
+// that was not labelled for it, nor a typical root disk (vda, a small sda or
+// nvme0n1) on a labelled one.
+func TestExamplesSelectNothingByAccident(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	plain := map[string]string{"kubernetes.io/os": "linux", "kubernetes.io/hostname": "n1", "node-role.kubernetes.io/control-plane": ""}
+	roots := []DeviceInfo{
+		{Name: "vda", SizeBytes: 50 << 30, Rotational: true},
+		{Name: "sda", SizeBytes: 64 << 30, Rotational: true},
+		{Name: "nvme0n1", SizeBytes: 64 << 30},
+		{Name: "xvda", SizeBytes: 32 << 30},
+	}
+	for _, f := range files {
+		st, err := LoadStorageTuningFile(f)
+		if err != nil {
+			t.Errorf("%v", err)
+			continue
+		}
+		if ok, err := st.Spec.MatchesNode(plain); ok || err != nil {
+			t.Errorf("%s selects an unlabelled node (%v)", f, err)
+		}
+		for _, d := range roots {
+			if st.Spec.Matches(d) {
+				t.Errorf("%s selects a typical root disk %+v", f, d)
+			}
+		}
+		b, _ := os.ReadFile(f)
+		if !strings.Contains(string(b), "selects nothing by accident") {
+			t.Errorf("%s: no comment says what guards its selection", f)
+		}
 	}
 }
 

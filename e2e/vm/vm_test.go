@@ -434,7 +434,7 @@ func md5File(t *testing.T, path string) string {
 // runs on it for 3 s, with the kernel's counters read once the tracer is
 // attached (its "recording" line) and after fio.
 const traceScript = `set -e
-shadowtune trace record --device /dev/vdb --duration 8s -o /tmp/x.st 2>/tmp/rec.log &
+shadowtune trace record --device /dev/vdb --duration 8s --out-file /tmp/x.st 2>/tmp/rec.log &
 pid=$!
 i=0
 until grep -q '^recording' /tmp/rec.log; do

@@ -43,6 +43,11 @@ or goes away is restored exactly as recorded.
 On SIGTERM the agent restores every device it changed, writes a final status
 and, when no policy selects the node any more, deletes its NodeStorageState.
 It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
+		Example: `  # as the chart's DaemonSet runs it (NODE_NAME from the downward API)
+  shadowtune agent --node-name "$NODE_NAME" --host-root /host --state-dir /var/lib/shadowtune
+
+  # out of cluster, against a test cluster, as root
+  sudo shadowtune agent --node-name "$(hostname)" --kubeconfig ~/.kube/config --metrics-bind-address 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runAgent(cmd, &f)
@@ -60,6 +65,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	f.zapOpts.BindFlags(gf)
 	fl.AddGoFlagSet(gf)
+	completeEnum(cmd, "tracer", tracerKinds...)
+	completeZapFlags(cmd)
 	return cmd
 }
 

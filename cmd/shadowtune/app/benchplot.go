@@ -27,7 +27,8 @@ func newBenchPlotCommand() *cobra.Command {
 		Long: `Read the report of hack/bench-agent.sh (make bench-agent) and draw a dot
 plot of its per-pair IOPS ratios (with/without the agent), disturbed pairs
 hollow, with the median ratio, its 95 % bootstrap interval and the target.`,
-		Args: cobra.NoArgs,
+		Example: `  shadowtune bench-plot --input bin/bench-agent.txt --plot bin/bench-agent.svg`,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkPlotPath(out); err != nil {
 				return err
@@ -53,6 +54,7 @@ hollow, with the median ratio, its 95 % bootstrap interval and the target.`,
 	fl.StringVar(&out, "plot", "", "draw the dot plot"+plotFlagUsage+" (required)")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("plot")
+	_ = cmd.MarkFlagFilename("plot", "svg")
 	return cmd
 }
 

@@ -27,7 +27,10 @@ func newCleanupCommand() *cobra.Command {
 	var namespace, daemonSet string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "cleanup --agent-daemonset NAME",
+		Use:    "cleanup --agent-daemonset NAME",
+		Hidden: true, // run by the chart's pre-delete hook, not by hand
+		Example: `  # as the chart's pre-delete hook runs it
+  shadowtune cleanup --agent-daemonset shadowtune-agent --namespace shadowtune-system`,
 		Short: "Uninstall step (the Helm chart's pre-delete hook): stop the agents, then delete every NodeStorageState",
 		Long: `cleanup runs before helm uninstall removes anything. It deletes the agent
 DaemonSet and waits until its pods are gone: each agent, stopping, puts its

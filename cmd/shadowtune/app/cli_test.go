@@ -182,7 +182,7 @@ func TestModelEvalJSON(t *testing.T) {
 func TestModelLearnThenSimulate(t *testing.T) {
 	dir := t.TempDir()
 	mpath := filepath.Join(dir, "atlas.json")
-	if _, e, code := run(t, "model", "learn", "--trace", atlas, "--format", "disksim", "-o", mpath); code != 0 {
+	if _, e, code := run(t, "model", "learn", "--trace", atlas, "--format", "disksim", "--out-file", mpath); code != 0 {
 		t.Fatalf("learn: exit %d: %s", code, e)
 	}
 	out, e, code := run(t, "simulate", "--trace", atlas, "--format", "disksim", "--model", mpath, "-o", "json")
@@ -201,11 +201,11 @@ func TestModelLearnThenSimulate(t *testing.T) {
 func TestTraceConvertRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	native := filepath.Join(dir, "atlas.st")
-	if _, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", atlas, "-o", native); code != 0 {
+	if _, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", atlas, "--out-file", native); code != 0 {
 		t.Fatalf("convert: exit %d: %s", code, e)
 	}
 	back := filepath.Join(dir, "atlas.trace")
-	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "disksim", "-i", native, "-o", back); code != 0 {
+	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "disksim", "-i", native, "--out-file", back); code != 0 {
 		t.Fatalf("convert back: exit %d: %s", code, e)
 	}
 	a, _, _ := run(t, "model", "eval", "--trace", atlas, "--format", "disksim", "-o", "json")
@@ -214,7 +214,7 @@ func TestTraceConvertRoundTrip(t *testing.T) {
 		t.Error("model eval differs after disksim → native → disksim")
 	}
 	fio := filepath.Join(dir, "atlas.iolog")
-	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "fio-iolog", "--target", "/dev/loop7", "-i", native, "-o", fio); code != 0 {
+	if _, e, code := run(t, "trace", "convert", "--from", "native", "--to", "fio-iolog", "--target", "/dev/loop7", "-i", native, "--out-file", fio); code != 0 {
 		t.Fatalf("convert to fio: exit %d: %s", code, e)
 	}
 	data, err := os.ReadFile(fio)
@@ -227,7 +227,7 @@ func TestTraceConvertLeavesNothingOnBadInput(t *testing.T) {
 	dir := t.TempDir()
 	bad := writeFile(t, "bad.trace", "R Hit 10 8 100 100\nW Hit x 8 1 1\n")
 	out := filepath.Join(dir, "out.st")
-	_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", bad, "-o", out)
+	_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", bad, "--out-file", out)
 	if code != ExitUsage || !strings.Contains(e, "bad.trace:2:") {
 		t.Fatalf("exit %d, %q", code, e)
 	}
@@ -253,7 +253,7 @@ func TestTraceConvertKeepsExistingOutputOnEmptyOrBadInput(t *testing.T) {
 	empty := writeFile(t, "empty.trace", "")
 	bad := writeFile(t, "bad.trace", "R Hit 10 8 100 100\nW Hit x 8 1 1\n")
 	for _, in := range []string{empty, bad} {
-		_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", in, "-o", out)
+		_, e, code := run(t, "trace", "convert", "--from", "disksim", "--to", "native", "-i", in, "--out-file", out)
 		if code != ExitUsage {
 			t.Fatalf("%s: exit %d (%s)", in, code, e)
 		}

@@ -134,7 +134,7 @@ func TestMaxRequests(t *testing.T) {
 
 func TestTraceConvertHead(t *testing.T) {
 	dst := filepath.Join(t.TempDir(), "head.trace")
-	if _, errOut, code := run(t, "trace", "convert", "--from", "disksim", "--to", "disksim", "-i", atlas, "-o", dst, "--head", "100"); code != 0 {
+	if _, errOut, code := run(t, "trace", "convert", "--from", "disksim", "--to", "disksim", "-i", atlas, "--out-file", dst, "--head", "100"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	got, err := os.ReadFile(dst)

@@ -19,6 +19,9 @@ func newModelCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "model",
 		Short: "Learn and evaluate disk models",
+		Example: `  shadowtune model eval --trace testdata/traces/disksim/atlas10k.trace --format disksim
+  shadowtune model learn --trace testdata/traces/disksim/atlas10k.trace --format disksim --out-file atlas10k.json
+  sudo shadowtune model train --device /dev/sdb --duration 2m`,
 	}
 	cmd.AddCommand(newModelEvalCommand(), newModelLearnCommand(), newModelTrainCommand())
 	return cmd
@@ -51,6 +54,12 @@ usually gives a smaller demerit.
 
 --plot FILE.svg draws the two service-time CDFs, with the demerit in the
 title (see docs/pictures.md).`,
+		Example: `  # the accuracy table of docs/performance.md, one row
+  shadowtune model eval --trace testdata/traces/disksim/atlas10k.trace --format disksim
+
+  # frozen model, sampled predictions, JSON, and the two CDFs drawn
+  shadowtune model eval --trace testdata/traces/disksim/atlas10k.trace --format disksim \
+      --mode frozen --predict sample -o json --plot atlas10k.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -113,6 +122,12 @@ title (see docs/pictures.md).`,
 	fl.DurationVar(&threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
 	fl.StringVarP(&output, "output", "o", "table", "output: table or json")
 	fl.StringVar(&plotPath, "plot", "", "draw the measured and predicted service-time CDFs"+plotFlagUsage)
+	_ = cmd.MarkFlagFilename("plot", "svg")
+	completeEnum(cmd, "format", traceFormatNames()...)
+	completeEnum(cmd, "mode", "online", "frozen")
+	completeEnum(cmd, "predict", "mean", "sample")
+	completeEnum(cmd, "device-class", deviceClasses...)
+	completeEnum(cmd, "output", outputFormats...)
 	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
@@ -138,9 +153,15 @@ func newModelLearnCommand() *cobra.Command {
 		maxRequests              int
 	)
 	cmd := &cobra.Command{
-		Use:   "learn --trace FILE --format FMT -o MODEL.json",
+		Use:   "learn --trace FILE --format FMT --out-file MODEL.json",
 		Short: "Learn a disk model from a trace with measured service times and save it",
-		Args:  cobra.NoArgs,
+		Long: `Learn the table model from a whole trace with measured service times and
+write it as JSON, atomically, to --out-file (or standard output); 'shadowtune
+simulate --model FILE' loads it. (-o/--output FILE still works here, as a
+deprecated alias of --out-file.)`,
+		Example: `  shadowtune model learn --trace testdata/traces/disksim/atlas10k.trace --format disksim --out-file atlas10k.json
+  shadowtune simulate --trace testdata/traces/disksim/atlas10k.trace --format disksim --model atlas10k.json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, err := model.ParseClass(class)
 			if err != nil {
@@ -165,9 +186,11 @@ func newModelLearnCommand() *cobra.Command {
 	fl.StringVar(&format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
 	fl.StringVar(&class, "device-class", "hdd", "device class: hdd, ssd or nvme")
 	fl.Uint64Var(&capacity, "capacity-sectors", 0, "device size in 512-byte sectors (default: the largest sector in the trace)")
-	fl.StringVarP(&out, "output", "o", "-", "model file to write, or - for standard output")
+	addOutFileFlag(cmd, &out, "-", "model file to write, or - for standard output", false)
 	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
+	completeEnum(cmd, "format", traceFormatNames()...)
+	completeEnum(cmd, "device-class", deviceClasses...)
 	return cmd
 }

@@ -41,6 +41,11 @@ roll-out when a node measures a regression, and deletes the
 NodeStorageStates of deleted nodes. It is meant to run in the cluster as a
 leader-elected Deployment (the Helm chart's), using the in-cluster
 configuration or --kubeconfig / $KUBECONFIG.`,
+		Example: `  # as the chart's Deployment runs it
+  shadowtune operator --leader-elect --metrics-bind-address :8080 --zap-log-level info
+
+  # out of cluster, one replica, against a test cluster
+  shadowtune operator --kubeconfig ~/.kube/config --leader-elect=false --zap-encoder console`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
@@ -88,6 +93,7 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
 	zapOpts.BindFlags(gf)
 	f.AddGoFlagSet(gf)
+	completeZapFlags(cmd)
 	return cmd
 }
 

@@ -22,7 +22,7 @@ import (
 type recordOptions struct {
 	devices  []string      // --device, as given
 	duration time.Duration // --duration
-	out      string        // --output, "-" for standard output
+	out      string        // --out-file, "-" for standard output
 	kind     string        // --tracer
 }
 
@@ -30,7 +30,7 @@ type recordOptions struct {
 func newTraceRecordCommand() *cobra.Command {
 	var o recordOptions
 	cmd := &cobra.Command{
-		Use:   "record --device DEV --duration D -o FILE",
+		Use:   "record --device DEV --duration D --out-file FILE",
 		Short: "Record the block requests of a disk into a native trace",
 		Long: `Record every block request of one or more disks for a while and write them
 as a native trace: arrival (insert), dispatch (issue) and completion times
@@ -44,17 +44,24 @@ The eBPF tracer is used if the kernel allows it (root, BTF); otherwise
 (or with --tracer tracefs) the kernel's block trace events are read from
 a private tracefs instance, with microsecond times. Tracing stops after
 --duration or at SIGINT/SIGTERM; the trace is written to a temporary
-name beside FILE and renamed into place when complete.`,
+name beside FILE and renamed into place when complete. (-o/--output FILE
+still works, as a deprecated alias of --out-file.)`,
+		Example: `  # 30 s of a loop device, then a what-if on what was recorded
+  sudo shadowtune trace record --device /dev/loop7 --duration 30s --out-file rec.st
+  shadowtune simulate --trace rec.st --format native
+
+  # two disks, tracefs only, to standard output
+  sudo shadowtune trace record --device sda --device 259:0 --tracer tracefs --out-file - > rec.st`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTraceRecord(cmd, o) },
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&o.devices, "device", nil, "disk to trace: /dev/NAME, NAME or MAJ:MIN (repeatable; required)")
 	f.DurationVar(&o.duration, "duration", 10*time.Second, "how long to trace")
-	f.StringVarP(&o.out, "output", "o", "", "output file (native format), or - for standard output (required)")
+	addOutFileFlag(cmd, &o.out, "", "output file (native format), or - for standard output (required)", true)
 	f.StringVar(&o.kind, "tracer", tracer.KindAuto, "tracer: auto (ebpf, else tracefs), ebpf or tracefs")
-	_ = cmd.MarkFlagRequired("output")
 	_ = cmd.MarkFlagRequired("device")
+	completeEnum(cmd, "tracer", tracerKinds...)
 	return cmd
 }
 

@@ -50,6 +50,14 @@ func NewRootCommand() *cobra.Command {
 replays the recorded I/O in virtual time under every alternative setting
 (I/O scheduler and tunables, read-ahead, a block cache) and recommends or
 applies the setting predicted to be fastest.`,
+		Example: `  # what-if on a shipped real trace, no root needed
+  shadowtune simulate --trace testdata/traces/blkreplay/linux-webserver-2.load.gz --format blkreplay
+
+  # the agent on this host, as root: observe (or apply) per a StorageTuning policy
+  shadowtune run --config examples/storagetuning-observe.yaml --duration 1m
+
+  # shell completion (flags with a fixed set of values complete to them)
+  source <(shadowtune completion bash)`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -71,9 +79,10 @@ applies the setting predicted to be fastest.`,
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Short:   "Print the version",
+		Example: "  shadowtune version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.String())
 			return err
@@ -126,7 +135,8 @@ func errorLine(msg string, limit int) string {
 // which it does not type.
 func isCobraUsageError(err error) bool {
 	s := err.Error()
-	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "required flag", "invalid argument"} {
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "required flag", "invalid argument",
+		"at least one of the flags in the group", "none of the others can be"} {
 		if strings.Contains(s, p) {
 			return true
 		}

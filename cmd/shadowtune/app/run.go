@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
@@ -52,6 +53,17 @@ restores every device recorded in the state directory and exits.
 --plot FILE.svg draws, at exit, a timeline of the run: per device the
 setting of each window, the predicted gain and the model error, with the
 changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
+		Example: `  # observe for a minute: one line per device per window, then the final table
+  sudo shadowtune run --config examples/storagetuning-observe.yaml --duration 1m
+
+  # apply, keep the settings at exit, draw the run's timeline
+  sudo shadowtune run --config policy.yaml --keep --plot run.svg
+
+  # a final JSON report only
+  sudo shadowtune run --config policy.yaml --duration 5m -o json
+
+  # after a crash: put back every device recorded in the state directory
+  sudo shadowtune run --revert`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRun(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
@@ -69,6 +81,11 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	_ = cmd.MarkFlagFilename("plot", "svg")
+	_ = cmd.MarkFlagDirname("state-dir")
+	completeEnum(cmd, "output", outputFormats...)
+	completeEnum(cmd, "tracer", tracerKinds...)
 	return cmd
 }
 
@@ -120,12 +137,14 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 		timeline = newRunTimeline(time.Now(), maxPlotWindows)
 	}
 	if f.output == "table" || timeline != nil {
+		live := &runStream{w: stdout}
 		opts.OnWindow = func(s agent.Status) {
+			now := time.Now()
 			if timeline != nil {
-				timeline.add(s, time.Now())
+				timeline.add(s, now)
 			}
 			if f.output == "table" {
-				printRunTable(stdout, s)
+				live.window(s, now)
 			}
 		}
 	}
@@ -202,44 +221,97 @@ func serveMetrics(addr string, log logr.Logger) (*metrics.Metrics, func(error), 
 	return m, func(err error) { ready.Store(&err) }, stop, nil
 }
 
+// runColumns are the columns of run's live lines and final table.
+var runColumns = []string{"DEVICE", "CLASS", "CURRENT", "READ-AHEAD", "BEST", "GAIN", "RA ADVICE", "MODEL ERR", "REQS", "DROPPED", "LAST CHANGE"}
+
+// runRow is one device's cells under runColumns; the last cell carries the
+// window's notes (error, skipped, gone, OtherWriter) after the last change.
+func runRow(d v1alpha1.DeviceState) []string {
+	last := "-"
+	if d.LastChangeTime != nil {
+		last = d.LastChangeTime.Format(time.TimeOnly) + " " + d.LastChange
+	}
+	var win v1alpha1.WindowState
+	if d.Window != nil {
+		win = *d.Window
+	}
+	note := ""
+	switch {
+	case win.Error != "":
+		note = "  error: " + win.Error
+	case win.Skipped != "":
+		note = "  skipped: " + win.Skipped
+	}
+	if d.Gone != "" {
+		note += "  gone: " + d.Gone
+	}
+	if ow := d.OtherWriter; ow != nil {
+		note += "  OtherWriter: " + ow.Change
+		if ow.Writer != "" {
+			note += " by " + ow.Writer
+		}
+		if ow.Yielded {
+			note += " (yielded)"
+		}
+	}
+	return []string{
+		d.Name, string(d.Class), d.Current.Scheduler, fmt.Sprintf("%d KiB", d.Current.ReadAheadKiB),
+		orDash(win.Best), orZero(win.BestGainPercent) + "%", fmt.Sprintf("%d KiB", win.ReadAheadAdviceKiB),
+		orZero(d.ModelErrorPercent) + "%", fmt.Sprint(win.Requests), fmt.Sprint(d.EventsDropped), last + note,
+	}
+}
+
+// printRunTable prints the whole table of one status: run's final table.
 func printRunTable(w io.Writer, s agent.Status) {
 	fmt.Fprintf(w, "window %d  mode %s  tracer %s  %s\n", s.Windows, s.Mode, s.Tracer, time.Now().Format(time.TimeOnly))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tCLASS\tCURRENT\tREAD-AHEAD\tBEST\tGAIN\tRA ADVICE\tMODEL ERR\tREQS\tDROPPED\tLAST CHANGE")
+	fmt.Fprintln(tw, strings.Join(runColumns, "\t"))
 	for _, d := range s.Devices {
-		last := "-"
-		if d.LastChangeTime != nil {
-			last = d.LastChangeTime.Format(time.TimeOnly) + " " + d.LastChange
-		}
-		var win v1alpha1.WindowState
-		if d.Window != nil {
-			win = *d.Window
-		}
-		note := ""
-		switch {
-		case win.Error != "":
-			note = "  error: " + win.Error
-		case win.Skipped != "":
-			note = "  skipped: " + win.Skipped
-		}
-		if d.Gone != "" {
-			note += "  gone: " + d.Gone
-		}
-		if ow := d.OtherWriter; ow != nil {
-			note += "  OtherWriter: " + ow.Change
-			if ow.Writer != "" {
-				note += " by " + ow.Writer
-			}
-			if ow.Yielded {
-				note += " (yielded)"
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d KiB\t%s\t%s%%\t%d KiB\t%s%%\t%d\t%d\t%s%s\n",
-			d.Name, d.Class, d.Current.Scheduler, d.Current.ReadAheadKiB, orDash(win.Best), orZero(win.BestGainPercent),
-			win.ReadAheadAdviceKiB, orZero(d.ModelErrorPercent), win.Requests, d.EventsDropped, last, note)
+		fmt.Fprintln(tw, strings.Join(runRow(d), "\t"))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+}
+
+// runStream prints run's live output: the mode and tracer and the column
+// header once (again only if the mode or tracer changes), then one line per
+// device per window, in fixed-width columns so that the lines of later
+// windows stay aligned under the header without reprinting it.
+type runStream struct {
+	w            io.Writer
+	mode, tracer string
+	started      bool
+}
+
+// runStreamWidths are the minimum widths of WINDOW, TIME and runColumns
+// (the last column is not padded); a wider value pushes its line's later
+// columns right and no other line's.
+var runStreamWidths = []int{6, 8, 8, 5, 11, 10, 11, 6, 9, 9, 9, 7}
+
+func (r *runStream) window(s agent.Status, now time.Time) {
+	if !r.started || s.Mode != r.mode || s.Tracer != r.tracer {
+		if r.started {
+			fmt.Fprintln(r.w)
+		}
+		r.started, r.mode, r.tracer = true, s.Mode, s.Tracer
+		fmt.Fprintf(r.w, "mode %s  tracer %s\n", s.Mode, s.Tracer)
+		r.line(append([]string{"WINDOW", "TIME"}, runColumns...))
+	}
+	for _, d := range s.Devices {
+		r.line(append([]string{fmt.Sprint(s.Windows), now.Format(time.TimeOnly)}, runRow(d)...))
+	}
+}
+
+func (r *runStream) line(cells []string) {
+	var b strings.Builder
+	for i, c := range cells {
+		if i == len(cells)-1 {
+			b.WriteString(c)
+			break
+		}
+		fmt.Fprintf(&b, "%-*s  ", runStreamWidths[i], c)
+	}
+	fmt.Fprintln(r.w, strings.TrimRight(b.String(), " "))
 }
 
 // orZero is a status percentage for the table: "0.0" when unset.

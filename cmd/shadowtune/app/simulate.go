@@ -62,6 +62,15 @@ documented parametric default for --device-class.
 
 --plot FILE.svg draws each candidate's response-time CDF (see
 docs/pictures.md).`,
+		Example: `  # a production web server's hour, open loop on the default HDD model
+  shadowtune simulate --trace testdata/traces/blkreplay/linux-webserver-2.load.gz --format blkreplay
+
+  # a trace with measured service times, closed loop on a model learned from it, REDCAP on and off
+  shadowtune simulate --trace testdata/traces/disksim/atlas10k.trace --format disksim --redcap both
+
+  # extra candidates with tunables, JSON output and the CDFs drawn
+  shadowtune simulate --trace rec.st --format native --device-class ssd \
+      --candidate 'bfq:slice_idle=0' --candidate 'mq-deadline:fifo_batch=8' -o json --plot cdf.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runSimulate(cmd.OutOrStdout(), &f)
@@ -90,6 +99,14 @@ docs/pictures.md).`,
 	addMaxRequestsFlag(fl, &f.maxRequests, defaultMaxSimulateRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
+	_ = cmd.MarkFlagFilename("plot", "svg")
+	completeEnum(cmd, "format", traceFormatNames()...)
+	completeEnum(cmd, "candidates", sched.Names()...)
+	completeEnum(cmd, "redcap", "on", "off", "both")
+	completeEnum(cmd, "device-class", deviceClasses...)
+	completeEnum(cmd, "loop", "auto", "open", "closed")
+	completeEnum(cmd, "predict", "mean", "sample")
+	completeEnum(cmd, "output", outputFormats...)
 	return cmd
 }
 

@@ -28,9 +28,12 @@ restores it), gone or replaced by another device ("gone": a revert skips it;
 nothing the agent wrote is in effect on the new device), or unreadable ("bad").
 'state forget DEVICE' removes the record of a gone device, or a bad file,
 without touching any device.`,
+		Example: `  sudo shadowtune state list
+  sudo shadowtune state forget loop3`,
 	}
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory")
+	_ = cmd.MarkPersistentFlagDirname("state-dir")
 	pf.StringVar(&hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
 	pf.StringVar(&claimDir, "claim-dir", "", "device claims (default HOST-ROOT"+actuate.DefaultClaimDir+")")
 	opts := func() actuate.Options {
@@ -41,7 +44,9 @@ without touching any device.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the recorded devices (read-only; safe while an agent runs)",
-		Args:  cobra.NoArgs,
+		Example: `  sudo shadowtune state list
+  shadowtune state list --state-dir /tmp/st -o json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
 				return badInputf("--output: want table or json, got %q", output)
@@ -54,12 +59,18 @@ without touching any device.`,
 		},
 	}
 	list.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	completeEnum(list, "output", outputFormats...)
 
 	var force bool
 	forget := &cobra.Command{
 		Use:   "forget DEVICE",
 		Short: "Remove the record of a device that is gone or replaced, or a bad record, without touching any device",
-		Args:  cobra.ExactArgs(1),
+		Example: `  # a loop device that was detached while changed
+  sudo shadowtune state forget loop3
+
+  # a device still present: keep its current settings, drop the record
+  sudo shadowtune state forget sdb --force`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dev := args[0]
 			a, err := actuate.Open(opts())

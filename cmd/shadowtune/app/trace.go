@@ -18,6 +18,9 @@ func newTraceCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trace",
 		Short: "Work with block traces",
+		Example: `  shadowtune trace formats
+  sudo shadowtune trace record --device /dev/loop7 --duration 30s --out-file rec.st
+  shadowtune trace convert --from native --to fio-iolog --target /dev/loop7 -i rec.st --out-file rec.iolog`,
 	}
 	cmd.AddCommand(newTraceConvertCommand(), newTraceFormatsCommand(), newTraceRecordCommand())
 	return cmd
@@ -25,9 +28,10 @@ func newTraceCommand() *cobra.Command {
 
 func newTraceFormatsCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "formats",
-		Short: "List the trace formats shadowtune reads and writes",
-		Args:  cobra.NoArgs,
+		Use:     "formats",
+		Short:   "List the trace formats shadowtune reads and writes",
+		Example: "  shadowtune trace formats",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
 			for _, f := range trace.Formats() {
@@ -50,7 +54,7 @@ func newTraceConvertCommand() *cobra.Command {
 		head                      int
 	)
 	cmd := &cobra.Command{
-		Use:   "convert --from FMT --to FMT -i IN -o OUT",
+		Use:   "convert --from FMT --to FMT -i IN --out-file OUT",
 		Short: "Convert a trace between formats",
 		Long: `Convert a trace between formats. gzip input is read transparently.
 It streams: memory stays constant whatever the length of the trace.
@@ -61,7 +65,17 @@ Writing the fio-iolog format produces a version 3 iolog that
 
 The output file is written to a temporary name beside it and renamed into
 place only when the whole trace converted, so a bad input leaves no partial
-output behind.`,
+output behind. (-o/--output FILE still works, as a deprecated alias of --out-file.)`,
+		Example: `  # a DiskSim trace to the native format, and back
+  shadowtune trace convert --from disksim --to native -i testdata/traces/disksim/atlas10k.trace --out-file atlas10k.st
+  shadowtune trace convert --from native --to disksim -i atlas10k.st --out-file atlas10k.trace
+
+  # the first 100,000 requests of a long trace, for simulate
+  shadowtune trace convert --from blkreplay -i big.load.gz --head 100000 --out-file sample.st
+
+  # a recorded trace as a fio iolog, replayed by fio on another disk
+  shadowtune trace convert --from native --to fio-iolog --target /dev/loop7 -i rec.st --out-file rec.iolog
+  fio --name=replay --read_iolog=rec.iolog`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wf, err := trace.Lookup(to)
@@ -108,13 +122,15 @@ output behind.`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&in, "input", "i", "", "input trace file (required)")
-	f.StringVarP(&out, "output", "o", "-", "output file, or - for standard output")
+	addOutFileFlag(cmd, &out, "-", "output file, or - for standard output", false)
 	f.StringVar(&from, "from", "", "input format: "+trace.FormatNames()+" (required)")
 	f.StringVar(&to, "to", "native", "output format")
 	f.IntVar(&head, "head", 0, "convert only the first N requests (0: all)")
 	f.StringVar(&target, "target", "", "device or file named in formats that name one (fio-iolog); default /dev/sdX")
 	_ = cmd.MarkFlagRequired("input")
 	_ = cmd.MarkFlagRequired("from")
+	completeEnum(cmd, "from", traceFormatNames()...)
+	completeEnum(cmd, "to", traceFormatNames()...)
 	return cmd
 }
 

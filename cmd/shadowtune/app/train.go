@@ -33,7 +33,7 @@ type trainFlags struct {
 func newModelTrainCommand() *cobra.Command {
 	var f trainFlags
 	cmd := &cobra.Command{
-		Use:   "train --device DEV --duration D [-o MODEL.json] [--allow-write]",
+		Use:   "train --device DEV --duration D [--out-file MODEL.json] [--allow-write]",
 		Short: "Train a device's disk model offline with fio (as root)",
 		Long: `Train the disk model of one device offline (DESIGN §3): issue requests spread
 uniformly over the model's cells — request sizes × inter-request distance
@@ -49,11 +49,17 @@ held by device-mapper, md or another program, and the kernel grants an
 exclusive claim on it for the whole run.
 
 DEV is a device path (/dev/sdb, /dev/disk/by-id/...), a kernel name (sdb) or
-major:minor; it must be a whole disk. The model is written atomically to -o,
+major:minor; it must be a whole disk. The model is written atomically to
+--out-file (-o/--output FILE is its deprecated alias),
 by default to the file 'shadowtune run --state-dir DIR' loads the device's
 model from (DIR/models/NAME[-SERIAL].json), so that the agent starts with
 the trained model. Needs root and fio. Ctrl-C stops early and keeps what was
 learned.`,
+		Example: `  # reads only; the model goes where 'shadowtune run' loads it from
+  sudo shadowtune model train --device /dev/sdb --duration 2m
+
+  # an SSD, two request sizes, the model to standard output
+  sudo shadowtune model train --device nvme1n1 --duration 30s --device-class nvme --sizes-kib 4,64 --out-file -`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runTrain(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), &f)
@@ -62,9 +68,9 @@ learned.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.device, "device", "", "whole disk to train: /dev/NAME, NAME or MAJ:MIN (required)")
 	fl.DurationVar(&f.duration, "duration", 0, "training time, e.g. 2m (required; the papers: 2 min for a 64 GB SSD, 80–100 min for a 400 GB HDD)")
-	fl.StringVarP(&f.out, "output", "o", "", "model file to write, or - for standard output (default: the agent's model file under --state-dir)")
+	addOutFileFlag(cmd, &f.out, "", "model file to write, or - for standard output (default: the agent's model file under --state-dir)", false)
 	fl.BoolVar(&f.allowWrite, "allow-write", false, "also train writes: destroys the data on the device; refused if it is in use")
-	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "state directory of 'shadowtune run' (where the default -o goes)")
+	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "state directory of 'shadowtune run' (where the default --out-file goes)")
 	fl.StringVar(&f.class, "device-class", "auto", "model class: auto (from sysfs, checked against the measured reads), hdd, ssd or nvme")
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "tracer: auto (ebpf, else tracefs), ebpf or tracefs")
 	fl.IntSliceVar(&f.sizes, "sizes-kib", nil, "request sizes in KiB (default 4,8,16,…,1024 up to the device's largest request, and that)")
@@ -72,6 +78,9 @@ learned.`,
 	fl.StringVar(&f.fio, "fio", "fio", "fio binary")
 	_ = cmd.MarkFlagRequired("device")
 	_ = cmd.MarkFlagRequired("duration")
+	_ = cmd.MarkFlagDirname("state-dir")
+	completeEnum(cmd, "device-class", append([]string{"auto"}, deviceClasses...)...)
+	completeEnum(cmd, "tracer", tracerKinds...)
 	return cmd
 }
 

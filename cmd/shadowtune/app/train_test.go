@@ -44,7 +44,7 @@ func TestModelTrainNoSuchDevice(t *testing.T) {
 	if _, err := exec.LookPath("fio"); err != nil {
 		t.Skip("needs fio (hack/ensure-test-deps.sh installs it)")
 	}
-	_, stderr, code := run(t, "model", "train", "--device", "/dev/nonexistent-disk", "--duration", "1s", "-o", filepath.Join(t.TempDir(), "m.json"))
+	_, stderr, code := run(t, "model", "train", "--device", "/dev/nonexistent-disk", "--duration", "1s", "--out-file", filepath.Join(t.TempDir(), "m.json"))
 	if code != ExitUsage || !strings.Contains(stderr, "nonexistent-disk") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -82,7 +82,7 @@ func TestModelTrainLoop(t *testing.T) {
 		t.Errorf("model capacity %d sectors, want the device's %d (the agent loads only a model of its size)", got, 64<<11)
 	}
 
-	stdout, stderr, code = run(t, "model", "train", "--device", name, "--duration", "1s", "-o", "-", "--device-class", "ssd", "--sizes-kib", "4,64")
+	stdout, stderr, code = run(t, "model", "train", "--device", name, "--duration", "1s", "--out-file", "-", "--device-class", "ssd", "--sizes-kib", "4,64")
 	if code != ExitOK {
 		t.Fatalf("-o -: exit %d: %s", code, stderr)
 	}
