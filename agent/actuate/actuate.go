@@ -228,11 +228,6 @@ type Original struct {
 	// Interrupted is the journal of a change that did not finish (the
 	// agent died during Apply, or its rollback failed); nil otherwise.
 	Interrupted *Change
-	// Applied is the device's scheduler and read-ahead as the last change
-	// left them (nil in records written before it existed). A revert that
-	// finds another scheduler or read-ahead leaves the device alone: that
-	// is another writer's value (ErrOtherWriter).
-	Applied *State
 
 	dirty bool // the file on disk is behind this record (a failed update)
 }
@@ -612,7 +607,6 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	}
 	res.After = after
 	rec.Interrupted = nil
-	rec.Applied = &State{Scheduler: after.Scheduler, ReadAheadKiB: after.ReadAheadKiB}
 	if journaled {
 		if err := writeState(a.stateDir, rec, false); err != nil {
 			// The device has the setting, and the original is intact;
@@ -918,9 +912,6 @@ func (a *Actuator) revert(dev string) error {
 		return err
 	}
 	defer func() { _ = a.settle(dev) }() // a claim file left behind is retaken by the next claimer
-	if err := a.otherWriter(dev, rec); err != nil {
-		return err
-	}
 	if err := a.restorable(dev, rec.State, "original"); err != nil {
 		return err
 	}
@@ -932,36 +923,6 @@ func (a *Actuator) revert(dev string) error {
 	}
 	delete(a.records, dev)
 	return nil
-}
-
-// ErrOtherWriter means a revert found the device's scheduler or
-// read-ahead changed since the last change shadowtune made: another
-// writer's value, which a revert must not overwrite. The device is left
-// as it is and its record is dropped (the original will not come back).
-var ErrOtherWriter = errors.New("another writer changed the device since shadowtune's last change: left as it is")
-
-// otherWriter returns ErrOtherWriter (and drops the record) when dev's
-// scheduler or read-ahead is neither what the last change left nor the
-// original (a device restored before whose record could not be removed).
-func (a *Actuator) otherWriter(dev string, rec *Original) error {
-	if rec.Applied == nil || rec.Interrupted != nil {
-		return nil
-	}
-	now, err := a.readState(dev)
-	if err != nil {
-		return err
-	}
-	want, orig := rec.Applied, rec.State
-	if now.Scheduler == want.Scheduler && now.ReadAheadKiB == want.ReadAheadKiB ||
-		now.Scheduler == orig.Scheduler && now.ReadAheadKiB == orig.ReadAheadKiB { // restored before, record kept
-		return nil
-	}
-	if err := removeState(a.stateDir, dev); err != nil {
-		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Err: err}
-	}
-	delete(a.records, dev)
-	return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, "queue"), Kind: ErrOtherWriter,
-		Err: fmt.Errorf("scheduler %s, read_ahead_kb %d; shadowtune last set %s, %d", now.Scheduler, now.ReadAheadKiB, want.Scheduler, want.ReadAheadKiB)}
 }
 
 // RevertDetached puts dev's original back on a device whose medium went
@@ -1040,13 +1001,11 @@ func (a *Actuator) RevertAll() ([]string, error) {
 			re.RecordKept = append(re.RecordKept, DeviceError{dev, err})
 		case errors.Is(err, ErrDeviceGone):
 			re.Gone = append(re.Gone, DeviceError{dev, err})
-		case errors.Is(err, ErrOtherWriter):
-			re.OtherWriter = append(re.OtherWriter, DeviceError{dev, err})
 		default:
 			re.Failed = append(re.Failed, DeviceError{dev, err})
 		}
 	}
-	if len(re.Gone)+len(re.Failed)+len(re.RecordKept)+len(re.OtherWriter) == 0 {
+	if len(re.Gone)+len(re.Failed)+len(re.RecordKept) == 0 {
 		return done, nil
 	}
 	return done, re

@@ -217,10 +217,6 @@ type RevertError struct {
 	// RecordKept: devices restored whose record could not be removed
 	// (*RecordError); a later revert retries.
 	RecordKept []DeviceError
-	// OtherWriter: devices another writer changed after shadowtune's last
-	// change (ErrOtherWriter): left as they are, records dropped. Not a
-	// failed restore: the value in effect is the other writer's.
-	OtherWriter []DeviceError
 }
 
 // AllRestored reports whether every device that still exists was
@@ -242,14 +238,13 @@ func (e *RevertError) Error() string {
 	list("not restored", e.Failed)
 	list("gone or replaced (not touched, record kept)", e.Gone)
 	list("restored with the record kept", e.RecordKept)
-	list("left to another writer (record dropped)", e.OtherWriter)
 	return "actuate: revert: " + strings.Join(parts, "; ")
 }
 
 // Unwrap returns every device's error.
 func (e *RevertError) Unwrap() []error {
 	var out []error
-	for _, l := range [][]DeviceError{e.Failed, e.Gone, e.RecordKept, e.OtherWriter} {
+	for _, l := range [][]DeviceError{e.Failed, e.Gone, e.RecordKept} {
 		for _, d := range l {
 			out = append(out, d.Err)
 		}

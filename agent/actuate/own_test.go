@@ -681,34 +681,3 @@ func TestOpenClaimsRecordedDevices(t *testing.T) {
 		t.Errorf("Claim after the owner's revert: %v", err)
 	}
 }
-
-// TestRevertLeavesAnotherWritersValue: another writer changed the
-// scheduler after shadowtune's last change (and the agent was killed
-// before it noticed): a revert leaves the other writer's value, drops the
-// record and says so (ErrOtherWriter), and is not a failed restore.
-func TestRevertLeavesAnotherWritersValue(t *testing.T) {
-	root := fakeRoot(t)
-	fake := actuatetest.New(root)
-	a, err := NewWithStore(fake, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if _, err := a.Apply("sda", Setting{Scheduler: "kyber", ReadAheadKiB: 64}); err != nil {
-		t.Fatal(err)
-	}
-	if err := fake.Write("sda", AttrScheduler, "bfq"); err != nil {
-		t.Fatal(err)
-	}
-	done, err := a.RevertAll()
-	var re *RevertError
-	if len(done) != 0 || !errors.As(err, &re) || !re.AllRestored() || len(re.OtherWriter) != 1 || !errors.Is(err, ErrOtherWriter) {
-		t.Fatalf("RevertAll = %v, %v; want sda left to the other writer", done, err)
-	}
-	if s, _ := a.Read("sda"); s.Scheduler != "bfq" {
-		t.Errorf("scheduler %s after the revert, want the other writer's bfq", s.Scheduler)
-	}
-	if _, ok := a.Original("sda"); ok {
-		t.Error("the record was kept")
-	}
-}

@@ -71,7 +71,6 @@ type stateFile struct {
 	RecordedAt time.Time `json:"recorded_at"`
 	Original   *State    `json:"original"`
 	InProgress *Change   `json:"in_progress,omitempty"`
-	Applied    *State    `json:"applied,omitempty"`
 }
 
 func (o *Original) file() stateFile {
@@ -79,7 +78,7 @@ func (o *Original) file() stateFile {
 	return stateFile{
 		Version: StateVersion, Device: o.Device, MajorMinor: o.MajorMinor, DiskSeq: o.DiskSeq,
 		BootID: o.BootID, StableID: o.StableID,
-		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted, Applied: o.Applied,
+		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted,
 	}
 }
 
@@ -195,7 +194,7 @@ func readStateFile(path, dev string) (*Original, error) {
 	}
 	return &Original{
 		Device: f.Device, MajorMinor: f.MajorMinor, DiskSeq: f.DiskSeq, BootID: f.BootID, StableID: f.StableID,
-		RecordedAt: f.RecordedAt, State: *f.Original, Interrupted: f.InProgress, Applied: f.Applied,
+		RecordedAt: f.RecordedAt, State: *f.Original, Interrupted: f.InProgress,
 	}, nil
 }
 

@@ -174,9 +174,6 @@ func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
 		fmt.Fprintf(stdout, "skipped %s: gone or replaced, not touched (shadowtune state forget %s --state-dir %s): %s\n",
 			d.Device, d.Device, a.StateDir(), oneLine(d.Err.Error()))
 	}
-	for _, d := range re.OtherWriter {
-		fmt.Fprintf(stdout, "left %s as another writer set it (its record is dropped): %s\n", d.Device, oneLine(d.Err.Error()))
-	}
 	var failed []string
 	for _, d := range re.Failed {
 		fmt.Fprintf(stdout, "not restored %s: %s\n", d.Device, oneLine(d.Err.Error()))
