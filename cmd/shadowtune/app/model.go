@@ -28,14 +28,7 @@ func newModelCommand() *cobra.Command {
 }
 
 func newModelEvalCommand() *cobra.Command {
-	var (
-		path, format, mode, predict, class, output string
-		plotPath                                   string
-		frac                                       float64
-		seed                                       int64
-		maxRequests                                int
-		threshold                                  time.Duration
-	)
+	var f modelEvalFlags
 	cmd := &cobra.Command{
 		Use:   "eval --trace FILE --format FMT",
 		Short: "Measure the disk model's accuracy on a trace with measured service times",
@@ -61,74 +54,26 @@ title (see docs/pictures.md).`,
   shadowtune model eval --trace testdata/traces/disksim/atlas10k.trace --format disksim \
       --mode frozen --predict sample -o json --plot atlas10k.svg`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "table" && output != "json" {
-				return badInputf("--output: want table or json, got %q", output)
-			}
-			em, err := model.ParseEvalMode(mode)
-			if err != nil {
-				return badInputf("--mode: %w", err)
-			}
-			pm, err := model.ParsePredictMode(predict)
-			if err != nil {
-				return badInputf("--predict: %w", err)
-			}
-			cl, err := model.ParseClass(class)
-			if err != nil {
-				return badInputf("--device-class: %w", err)
-			}
-			if !(frac > 0 && frac < 1) {
-				return badInputf("--train-fraction: must be between 0 and 1 (exclusive), got %g", frac)
-			}
-			if err := checkPlotPath(plotPath); err != nil {
-				return err
-			}
-			reqs, err := readTrace(format, path, maxRequests)
-			if err != nil {
-				return err
-			}
-			res, err := model.Evaluate(reqs, model.EvalOptions{
-				TrainFraction: frac, Mode: em, Predict: pm, Class: cl, Seed: seed, HitThreshold: threshold,
-				KeepSorted: plotPath != "",
-			})
-			if err != nil {
-				if errors.Is(err, model.ErrNoServiceTimes) {
-					return badInputf("%s: %w", path, err)
-				}
-				return badInput(err)
-			}
-			if plotPath != "" {
-				chart := evalCDFChart(path, &res)
-				if err := writePlot(plotPath, func(w io.Writer) error { return plot.CDFs(w, chart) }); err != nil {
-					return err
-				}
-			}
-			if output == "json" {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
-			}
-			return printEval(cmd.OutOrStdout(), path, res)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runModelEval(cmd.OutOrStdout(), &f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&path, "trace", "", "trace with measured service times (required)")
-	fl.StringVar(&format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
-	fl.Float64Var(&frac, "train-fraction", 0.5, "leading fraction of the trace to learn from")
-	fl.StringVar(&mode, "mode", "online", "online (learn each test request after predicting it) or frozen")
-	fl.StringVar(&predict, "predict", "mean", "mean (cell mean) or sample (seeded draw from the cell's stored times)")
-	fl.StringVar(&class, "device-class", "hdd", "device class: hdd, ssd or nvme")
-	fl.Int64Var(&seed, "seed", 1, "seed for --predict sample")
-	fl.DurationVar(&threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
-	fl.StringVarP(&output, "output", "o", "table", "output: table or json")
-	fl.StringVar(&plotPath, "plot", "", "draw the measured and predicted service-time CDFs"+plotFlagUsage)
+	fl.StringVar(&f.path, "trace", "", "trace with measured service times (required)")
+	fl.StringVar(&f.format, "format", "", "trace format: "+trace.FormatNames()+" (required)")
+	fl.Float64Var(&f.frac, "train-fraction", 0.5, "leading fraction of the trace to learn from")
+	fl.StringVar(&f.mode, "mode", "online", "online (learn each test request after predicting it) or frozen")
+	fl.StringVar(&f.predict, "predict", "mean", "mean (cell mean) or sample (seeded draw from the cell's stored times)")
+	fl.StringVar(&f.class, "device-class", "hdd", "device class: hdd, ssd or nvme")
+	fl.Int64Var(&f.seed, "seed", 1, "seed for --predict sample")
+	fl.DurationVar(&f.threshold, "hit-threshold", 0, "fixed HDD read hit/miss threshold, e.g. 1ms (default: derived from the trace when bimodal, else 1 ms)")
+	fl.StringVarP(&f.output, "output", "o", "table", "output: table or json")
+	fl.StringVar(&f.plotPath, "plot", "", "draw the measured and predicted service-time CDFs"+plotFlagUsage)
 	_ = cmd.MarkFlagFilename("plot", "svg")
 	completeEnum(cmd, "format", traceFormatNames()...)
 	completeEnum(cmd, "mode", "online", "frozen")
 	completeEnum(cmd, "predict", "mean", "sample")
 	completeEnum(cmd, "device-class", deviceClasses...)
 	completeEnum(cmd, "output", outputFormats...)
-	addMaxRequestsFlag(fl, &maxRequests, defaultMaxModelRequests)
+	addMaxRequestsFlag(fl, &f.maxRequests, defaultMaxModelRequests)
 	_ = cmd.MarkFlagRequired("trace")
 	_ = cmd.MarkFlagRequired("format")
 	return cmd
@@ -193,4 +138,65 @@ deprecated alias of --out-file.)`,
 	completeEnum(cmd, "format", traceFormatNames()...)
 	completeEnum(cmd, "device-class", deviceClasses...)
 	return cmd
+}
+
+// modelEvalFlags are the flags of `model eval`.
+type modelEvalFlags struct {
+	path, format, mode, predict, class, output string
+	plotPath                                   string
+	frac                                       float64
+	seed                                       int64
+	maxRequests                                int
+	threshold                                  time.Duration
+}
+
+// runModelEval runs `model eval` with its flags, writing to out.
+func runModelEval(out io.Writer, f *modelEvalFlags) error {
+	if f.output != "table" && f.output != "json" {
+		return badInputf("--output: want table or json, got %q", f.output)
+	}
+	em, err := model.ParseEvalMode(f.mode)
+	if err != nil {
+		return badInputf("--mode: %w", err)
+	}
+	pm, err := model.ParsePredictMode(f.predict)
+	if err != nil {
+		return badInputf("--predict: %w", err)
+	}
+	cl, err := model.ParseClass(f.class)
+	if err != nil {
+		return badInputf("--device-class: %w", err)
+	}
+	if !(f.frac > 0 && f.frac < 1) {
+		return badInputf("--train-fraction: must be between 0 and 1 (exclusive), got %g", f.frac)
+	}
+	if err := checkPlotPath(f.plotPath); err != nil {
+		return err
+	}
+	reqs, err := readTrace(f.format, f.path, f.maxRequests)
+	if err != nil {
+		return err
+	}
+	res, err := model.Evaluate(reqs, model.EvalOptions{
+		TrainFraction: f.frac, Mode: em, Predict: pm, Class: cl, Seed: f.seed, HitThreshold: f.threshold,
+		KeepSorted: f.plotPath != "",
+	})
+	if err != nil {
+		if errors.Is(err, model.ErrNoServiceTimes) {
+			return badInputf("%s: %w", f.path, err)
+		}
+		return badInput(err)
+	}
+	if f.plotPath != "" {
+		chart := evalCDFChart(f.path, &res)
+		if err := writePlot(f.plotPath, func(w io.Writer) error { return plot.CDFs(w, chart) }); err != nil {
+			return err
+		}
+	}
+	if f.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	return printEval(out, f.path, res)
 }
