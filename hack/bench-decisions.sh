@@ -293,6 +293,7 @@ w_aip() {
 		[[ -e ${c[0]} ]] && ((${#c[@]} >= ${#aip_members[@]})) && break
 	done
 	aip_end=$EPOCHREALTIME # before the reruns are stopped
+	read -ra aip_d1 <"$q/../stat"
 	killtree "${bg_pids[@]}"
 	bg_pids=()
 	rm -rf "$d"
@@ -388,13 +389,16 @@ run_sequence() {
 		pre=$tmp/fio/$rep.${set//\//_}.$w
 		drop_caches
 		s0=$(devstate)
+		read -ra d0 <"$q/../stat" # reads completed, merged, sectors, ms (the device's counters)
 		t0=$EPOCHREALTIME
 		aip_end=""
 		"${seq_fns[i]}" "${seq_n[i]}" "$pre" || die "$w failed under $set (rep $rep)"
 		t1=${aip_end:-$EPOCHREALTIME}
+		read -ra d1 <"$q/../stat"
+		[[ -n $aip_end ]] && d1=("${aip_d1[@]}")
 		s1=$(devstate)
-		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "out": "%s"}\n' \
-			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" "${pre#"$tmp"/}" >>"$runs"
+		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "dev_reads": %d, "dev_read_mib": %.1f, "out": "%s"}\n' \
+			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" $((d1[0] - d0[0])) "$(((d1[2] - d0[2]) * 10 / 2048))e-1" "${pre#"$tmp"/}" >>"$runs"
 	done
 	[[ $set == agent ]] && stop_agent "$rep"
 	return 0

@@ -157,6 +157,18 @@ def report(runs_path, out_path):
             print(f"{w:<{wcol}}" + "".join(
                 f"{st.median(thr[(s, w)]):>14.1f}" if (s, w) in thr else f"{'-':>14}" for s in cols))
 
+    dev = {}
+    for r in runs:
+        if "dev_read_mib" in r:
+            dev.setdefault((r["setting"], r["workload"]), []).append(r["dev_read_mib"])
+    if dev:
+        print()
+        print("MiB read from the loop device, median (read-ahead and read-around included)")
+        print(" " * wcol + "".join(f"{c:>14}" for c in cols))
+        for w in workloads:
+            print(f"{w:<{wcol}}" + "".join(
+                f"{st.median(dev[(s, w)]):>14.0f}" if (s, w) in dev else f"{'-':>14}" for s in cols))
+
     summary = {"repetitions": complete, "median_s": table, "total_s": totals, "default": default}
     best = min(statics, key=lambda s: totals[s]) if statics else None
     if best:
