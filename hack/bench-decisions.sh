@@ -49,32 +49,31 @@ bin=$(realpath "$bin")
 if [[ $quick == 1 ]]; then
 	reps=1
 	procs_list=(1)       # processes per workload
-	big=256              # MiB per large file (IOR-R, 8k-SR, 512k-SR, TAC)
-	tac_mib=16           # MiB read backward by TAC, from the end of the file
+	big=128              # MiB per large file (IOR-R, 8k-SR, 512k-SR, TAC)
+	tac_mib=8            # MiB read backward by TAC, from the end of the file
 	tree_files=1000      # files per LKR tree
 	mm_mib=1024          # the mmap file of the memory phase mix
-	mem_reads=2000       # random 4 KiB mmap reads per phase
+	mem_reads=1000       # random 4 KiB mmap reads per phase
 	mem_phases=2         # rounds of (mmap reads, scan)
-	rr_mib=128           # MiB of 4 KiB random direct reads (RR)
+	rr_mib=64            # MiB of 4 KiB random direct reads (RR)
 	per_seq_s=14         # estimated seconds per setting's sequence, this machine
 else
 	procs_list=(1 4)
-	big=512
-	tac_mib=32
+	big=128
+	tac_mib=8
 	tree_files=2000
 	mm_mib=2048
-	mem_reads=5000
+	mem_reads=2000
 	mem_phases=3
-	rr_mib=256
-	per_seq_s=50
+	rr_mib=128
+	per_seq_s=45
 fi
 # Smaller sizes for a smoke test of the script itself (not for results).
 big=${BENCH_BIG_MIB:-$big} tac_mib=${BENCH_TAC_MIB:-$tac_mib} tree_files=${BENCH_TREE_FILES:-$tree_files}
 mm_mib=${BENCH_MM_MIB:-$mm_mib} mem_reads=${BENCH_MEM_READS:-$mem_reads} rr_mib=${BENCH_RR_MIB:-$rr_mib}
 nproc_max=${procs_list[-1]}
-nbig=$((nproc_max > 2 ? nproc_max : 2)) # large files: one per process; the scans read big0 and big1
-scan_mib=$((2 * big))        # the memory mix's sequential scan (big0 and big1)
-((scan_mib == 1024)) || echo "bench-decisions: note: the scans read $scan_mib MiB (1 GiB at full size)" >&2
+nbig=$((nproc_max > 2 ? nproc_max : 2)) # large files: one per process; the memory mix's scans read them all
+scan_mib=$((nbig * big))
 img_gib=$(((nbig * big + mm_mib + nproc_max * tree_files * 40 / 1024) / 1024 + 2))
 
 die() {
@@ -261,7 +260,9 @@ w_rr() {
 		--direct=1 --ioengine=libaio --iodepth=32 --io_size="${rr_mib}M" --randseed=42
 }
 w_mem() {
-	incg python3 "$py" memmix "$mnt/mm.dat" "$mem_reads" "$mem_phases" 5 "$mnt/big0" "$mnt/big1" >"$2.mem.json"
+	local p scans=()
+	for ((p = 0; p < nbig; p++)); do scans+=("$mnt/big$p"); done
+	incg python3 "$py" memmix "$mnt/mm.dat" "$mem_reads" "$mem_phases" 5 "${scans[@]}" >"$2.mem.json"
 }
 # AIP (KDSim §5): the five at once, each with N processes of its own; one
 # that ends while another is still in its first run starts again; the time

@@ -126,36 +126,36 @@ def report(runs_path, out_path):
     print()
     print(f"median wall time (s) over {len(complete)} repetition(s); "
           f"'!' = slower than the device's defaults ({default}) by more than 5 %")
-    print(" " * wcol + "".join(f"{c:>14}" for c in cols))
+    print(" " * wcol + "".join(f"{c:>17}" for c in cols))
     table = {}
     for w in rows:
         line = f"{w:<{wcol}}"
         for s in cols:
             if (s, w) not in t or not all(rep in t[(s, w)] for rep in complete):
-                line += f"{'-':>14}"
+                line += f"{'-':>17}"
                 continue
             v = med(s, w, complete)
             table.setdefault(w, {})[s] = v
             slow = s != default and default in settings and v > 1.05 * med(default, w, complete)
-            line += f"{v:>13.3f}{'!' if slow else ' '}"
+            line += f"{v:>16.3f}{'!' if slow else ' '}"
         print(line)
     line = f"{'total':<{wcol}}"
     totals = {s: total(s, complete) for s in cols}
     for s in cols:
         slow = s != default and default in totals and totals[s] > 1.05 * totals[default]
-        line += f"{totals[s]:>13.3f}{'!' if slow else ' '}"
+        line += f"{totals[s]:>16.3f}{'!' if slow else ' '}"
     print(line)
     print(f"(total = the sum of {', '.join(workloads)}; AIR-n rows are sums of their members, "
           "not added again)")
     if thr:
         print()
         print("application throughput, median MiB/s (fio workloads; RR: IOPS = MiB/s × 256)")
-        print(" " * wcol + "".join(f"{c:>14}" for c in cols))
+        print(" " * wcol + "".join(f"{c:>17}" for c in cols))
         for w in rows:
             if not any((s, w) in thr for s in cols):
                 continue
             print(f"{w:<{wcol}}" + "".join(
-                f"{st.median(thr[(s, w)]):>14.1f}" if (s, w) in thr else f"{'-':>14}" for s in cols))
+                f"{st.median(thr[(s, w)]):>17.1f}" if (s, w) in thr else f"{'-':>17}" for s in cols))
 
     dev = {}
     for r in runs:
@@ -164,10 +164,10 @@ def report(runs_path, out_path):
     if dev:
         print()
         print("MiB read from the loop device, median (read-ahead and read-around included)")
-        print(" " * wcol + "".join(f"{c:>14}" for c in cols))
+        print(" " * wcol + "".join(f"{c:>17}" for c in cols))
         for w in workloads:
             print(f"{w:<{wcol}}" + "".join(
-                f"{st.median(dev[(s, w)]):>14.0f}" if (s, w) in dev else f"{'-':>14}" for s in cols))
+                f"{st.median(dev[(s, w)]):>17.0f}" if (s, w) in dev else f"{'-':>17}" for s in cols))
 
     summary = {"repetitions": complete, "median_s": table, "total_s": totals, "default": default}
     best = min(statics, key=lambda s: totals[s]) if statics else None
