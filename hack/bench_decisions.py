@@ -11,7 +11,9 @@ Sub-commands (all deterministic: the same arguments give the same I/O):
                                 through an mmap of MMAP, then a sequential
                                 scan (1 MiB read()s) of the SCAN files;
                                 prints the time of each phase as JSON
-  report RUNS.json OUT.json     the statistics of a run (text on stdout)
+  report RUNS.json OUT.json [--markdown]
+                                the statistics of a run (text on stdout;
+                                --markdown: also the median table in Markdown)
 """
 import json
 import mmap
@@ -87,7 +89,7 @@ def pct(boot, q):
     return boot[min(len(boot) - 1, int(q * len(boot)))]
 
 
-def report(runs_path, out_path):
+def report(runs_path, out_path, markdown=False):
     raw = json.load(open(runs_path))
     runs = raw["runs"]
     settings = raw["settings"]  # in the order of the first repetition's rotation
@@ -233,6 +235,19 @@ def report(runs_path, out_path):
             for rep in reps:
                 seq = [r for r in states if r["rep"] == rep]
                 print(f"  rep {rep}: " + "; ".join(f"{r['workload']} {r['state0']}->{r['state1']}" for r in seq))
+    if markdown:
+        short = lambda s: s.replace("mq-deadline", "mq-dl")
+        print()
+        print("| workload | " + " | ".join(short(s) for s in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for w in rows:
+            print(f"| {w} | " + " | ".join(
+                (f"{table[w][s]:.2f}" + ("!" if s != default and default in table[w]
+                                         and table[w][s] > 1.05 * table[w][default] else ""))
+                if s in table.get(w, {}) else "-" for s in cols) + " |")
+        print("| **total** | " + " | ".join(
+            f"**{totals[s]:.2f}**" + ("!" if s != default and default in totals and totals[s] > 1.05 * totals[default] else "")
+            for s in cols) + " |")
     json.dump({"summary": summary, **raw}, open(out_path, "w"), indent=1)
     return 0
 
@@ -246,7 +261,7 @@ def main(argv):
     elif cmd == "memmix":
         memmix(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:])
     elif cmd == "report":
-        return report(argv[2], argv[3])
+        return report(argv[2], argv[3], markdown="--markdown" in argv[4:])
     else:
         print(__doc__, file=sys.stderr)
         return 2
