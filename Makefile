@@ -18,12 +18,14 @@ HELM_DOCS             ?= $(GO) run github.com/norwoodj/helm-docs/cmd/helm-docs@v
 CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
-# `make bench-agent-parts BENCH_ROUNDS=16`, `make bench-memory BENCH_LINES=4000000`.
+# `make bench-agent-parts BENCH_ROUNDS=16`, `make bench-memory BENCH_LINES=4000000`,
+# `make bench-decisions BENCH_REPS=5` (BENCH_QUICK=1 for a short check).
 BENCH_COUNT ?= 5
 BENCH_RUNS  ?= 5
 BENCH_PAIRS ?= 5
 BENCH_ROUNDS ?= 10
 BENCH_LINES ?= 40000000
+BENCH_REPS  ?= 3
 
 .PHONY: all
 all: build
@@ -94,6 +96,11 @@ bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device witho
 .PHONY: bench-agent-parts
 bench-agent-parts: build ## Where the agent's IOPS cost comes from (root): fio alone / BPF rejecting every event / tracing only / the agent, BENCH_ROUNDS rounds.
 	hack/bench-agent-parts.sh $(BIN)/shadowtune $(BENCH_ROUNDS) | tee $(BIN)/bench-agent-parts.txt
+
+.PHONY: bench-decisions
+bench-decisions: build ## Decision quality (root): app wall time of KDSim/DADS-style workloads on a loop device, 12 static settings vs the agent, BENCH_REPS reps (BENCH_QUICK=1: a few minutes).
+	@mkdir -p $(BIN)
+	BENCH_OUT=$(BIN) hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-decisions.txt
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code from api/ (controller-gen).

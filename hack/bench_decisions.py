@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""Helpers of hack/bench-decisions.sh (the decision-quality benchmark).
+
+Sub-commands (all deterministic: the same arguments give the same I/O):
+  gen-tree DIR NFILES SEED      a source-tree-like directory: NFILES files of
+                                4-64 KiB (multiples of 4 KiB), 50 per directory
+  tac FILE NBYTES               read the last NBYTES of FILE backward in 8 KiB
+                                preads, as tac(1) does (KDSim/DADS §5 TAC)
+  memmix MMAP READS PHASES SEED SCAN...
+                                PHASES rounds of: READS random 4 KiB reads
+                                through an mmap of MMAP, then a sequential
+                                scan (1 MiB read()s) of the SCAN files;
+                                prints the time of each phase as JSON
+  report RUNS.json OUT.json [--markdown]
+                                the statistics of a run (text on stdout;
+                                --markdown: also the median table in Markdown)
+"""
+import json
+import mmap
+import os
+import random
+import statistics as st
+import sys
+import time
+
+
+def gen_tree(root, nfiles, seed):
+    rng = random.Random(seed)
+    total = 0
+    for i in range(nfiles):
+        d = os.path.join(root, f"d{i // 50:03d}")
+        if i % 50 == 0:
+            os.makedirs(d, exist_ok=True)
+        size = rng.randint(1, 16) * 4096
+        with open(os.path.join(d, f"f{i:05d}.c"), "wb") as f:
+            f.write(rng.randbytes(size))
+        total += size
+    print(total)
+
+
+def tac(path, nbytes):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end = os.fstat(fd).st_size
+        start = max(0, end - nbytes)
+        off, n = end, 0
+        while off > start:
+            step = min(8192, off - start)
+            off -= step
+            n += len(os.pread(fd, step, off))
+    finally:
+        os.close(fd)
+    print(n)
+
+
+def memmix(path, reads, phases, seed, scans):
+    out = {"mmap_s": [], "scan_s": []}
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    m = mmap.mmap(fd, size, prot=mmap.PROT_READ)  # no madvise: the kernel's read-around applies
+    pages = size // 4096
+    sink = 0
+    for p in range(phases):
+        rng = random.Random(seed * 1000 + p)
+        t0 = time.perf_counter()
+        for _ in range(reads):
+            off = rng.randrange(pages) * 4096
+            sink ^= m[off:off + 4096][-1]
+        out["mmap_s"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        for s in scans:
+            with open(s, "rb", buffering=0) as f:
+                while f.read(1 << 20):
+                    pass
+        out["scan_s"].append(time.perf_counter() - t0)
+    m.close()
+    os.close(fd)
+    out["sink"] = sink
+    print(json.dumps(out))
+
+
+# --- statistics ------------------------------------------------------------
+
+SEED = 1
+BOOT = 10000
+
+
+def pct(boot, q):
+    return boot[min(len(boot) - 1, int(q * len(boot)))]
+
+
+def report(runs_path, out_path, markdown=False):
+    raw = json.load(open(runs_path))
+    runs = raw["runs"]
+    settings = raw["settings"]  # in the order of the first repetition's rotation
+    default = raw["default_setting"]
+    workloads = raw["workloads"]  # the primary ones, in sequence order; totals sum these
+    derived = raw.get("derived", {})  # name -> list of primary workloads summed (AIR-n)
+    extra = raw.get("extra", [])  # shown, not summed (the memory mix's sub-phases)
+    reps = sorted({r["rep"] for r in runs})
+    t = {}  # (setting, workload) -> {rep: seconds}
+    thr = {}
+    for r in runs:
+        t.setdefault((r["setting"], r["workload"]), {})[r["rep"]] = r["wall_s"]
+        if r.get("mib_s") is not None:
+            thr.setdefault((r["setting"], r["workload"]), []).append(r["mib_s"])
+    for name, parts in derived.items():
+        for s in settings:
+            if all((s, w) in t for w in parts):
+                t[(s, name)] = {rep: sum(t[(s, w)][rep] for w in parts)
+                                for rep in reps if all(rep in t[(s, w)] for w in parts)}
+    complete = [rep for rep in reps if all(rep in t.get((s, w), {}) for s in settings for w in workloads)]
+    if not complete:
+        print("bench-decisions: no complete repetition: nothing to report", file=sys.stderr)
+        return 1
+    statics = [s for s in settings if s != "agent"]
+    has_agent = "agent" in settings
+
+    def med(s, w, rs):
+        return st.median(t[(s, w)][rep] for rep in rs)
+
+    def total(s, rs):
+        return st.median(sum(t[(s, w)][rep] for w in workloads) for rep in rs)
+
+    rows = workloads + [d for d in derived] + [e for e in extra if any((s, e) in t for s in settings)]
+    cols = settings
+    wcol = max(len(w) for w in rows + ["total"]) + 1
+    print()
+    print(f"median wall time (s) over {len(complete)} repetition(s); "
+          f"'!' = slower than the device's defaults ({default}) by more than 5 %")
+    print(" " * wcol + "".join(f"{c:>17}" for c in cols))
+    table = {}
+    for w in rows:
+        line = f"{w:<{wcol}}"
+        for s in cols:
+            if (s, w) not in t or not all(rep in t[(s, w)] for rep in complete):
+                line += f"{'-':>17}"
+                continue
+            v = med(s, w, complete)
+            table.setdefault(w, {})[s] = v
+            slow = s != default and default in settings and v > 1.05 * med(default, w, complete)
+            line += f"{v:>16.3f}{'!' if slow else ' '}"
+        print(line)
+    line = f"{'total':<{wcol}}"
+    totals = {s: total(s, complete) for s in cols}
+    for s in cols:
+        slow = s != default and default in totals and totals[s] > 1.05 * totals[default]
+        line += f"{totals[s]:>16.3f}{'!' if slow else ' '}"
+    print(line)
+    print(f"(total = the sum of {', '.join(workloads)}; AIR-n rows are sums of their members, "
+          "not added again)")
+    if thr:
+        print()
+        print("application throughput, median MiB/s (fio workloads; RR: IOPS = MiB/s × 256)")
+        print(" " * wcol + "".join(f"{c:>17}" for c in cols))
+        for w in rows:
+            if not any((s, w) in thr for s in cols):
+                continue
+            print(f"{w:<{wcol}}" + "".join(
+                f"{st.median(thr[(s, w)]):>17.1f}" if (s, w) in thr else f"{'-':>17}" for s in cols))
+
+    dev = {}
+    for r in runs:
+        if "dev_read_mib" in r:
+            dev.setdefault((r["setting"], r["workload"]), []).append(r["dev_read_mib"])
+    if dev:
+        print()
+        print("MiB read from the loop device, median (read-ahead and read-around included)")
+        print(" " * wcol + "".join(f"{c:>17}" for c in cols))
+        for w in workloads:
+            print(f"{w:<{wcol}}" + "".join(
+                f"{st.median(dev[(s, w)]):>17.0f}" if (s, w) in dev else f"{'-':>17}" for s in cols))
+
+    summary = {"repetitions": complete, "median_s": table, "total_s": totals, "default": default}
+    best = min(statics, key=lambda s: totals[s]) if statics else None
+    if best:
+        oracle = sum(min(med(s, w, complete) for s in statics) for w in workloads)
+        which = {w: min(statics, key=lambda s: med(s, w, complete)) for w in workloads}
+        print()
+        dflt = f"{totals[default]:.3f} s" if default in totals else "not run"
+        print(f"best static by total: {best} ({totals[best]:.3f} s); device defaults {default} "
+              f"({dflt}); per-workload oracle {oracle:.3f} s")
+        print("per-workload best static: " + ", ".join(f"{w} {s}" for w, s in which.items()))
+        summary.update(best_static=best, oracle_s=oracle, oracle_choice=which)
+    if has_agent and best:
+        rng = random.Random(SEED)
+        per_rep = {s: {rep: sum(t[(s, w)][rep] for w in workloads) for rep in complete} for s in cols}
+        b_static, b_oracle, b_default = [], [], []
+        for _ in range(BOOT):
+            rs = rng.choices(complete, k=len(complete))
+            ag = st.median(per_rep["agent"][r] for r in rs)
+            # The best static and the oracle are chosen again in every
+            # resample: they are estimates too.
+            b_static.append(ag / min(st.median(per_rep[s][r] for r in rs) for s in statics))
+            b_oracle.append(ag / sum(min(med(s, w, rs) for s in statics) for w in workloads))
+            if default in per_rep:
+                b_default.append(ag / st.median(per_rep[default][r] for r in rs))
+        for b in (b_static, b_oracle, b_default):
+            b.sort()
+        r_static = totals["agent"] / totals[best]
+        r_oracle = totals["agent"] / oracle
+        r_default = totals["agent"] / totals[default] if default in totals else float("nan")
+        print()
+        print(f"agent total {totals['agent']:.3f} s")
+        print(f"  regret vs the best static ({best}): ratio {r_static:.3f}, 95 % bootstrap interval "
+              f"{pct(b_static, .025):.3f}-{pct(b_static, .975):.3f}")
+        print(f"  regret vs the per-workload oracle:   ratio {r_oracle:.3f}, 95 % bootstrap interval "
+              f"{pct(b_oracle, .025):.3f}-{pct(b_oracle, .975):.3f}")
+        if b_default:
+            print(f"  vs the device's defaults ({default}):  ratio {r_default:.3f}, 95 % bootstrap interval "
+                  f"{pct(b_default, .025):.3f}-{pct(b_default, .975):.3f}")
+        print(f"  (bootstrap: {BOOT} resamples of the {len(complete)} repetitions, seed {SEED}; "
+              "with 3 repetitions there are only 10 distinct resamples, so the interval is coarse)")
+        slow = [w for w in rows if "agent" in table.get(w, {}) and default in table.get(w, {})
+                and table[w]["agent"] > 1.05 * table[w][default]]
+        print("  workloads where the agent is slower than the device's defaults by more than 5 %: "
+              + (", ".join(f"{w} ({table[w]['agent'] / table[w][default]:.2f}×)" for w in slow) or "none"))
+        summary["agent"] = {
+            "total_s": totals["agent"],
+            "regret_best_static": [r_static, pct(b_static, .025), pct(b_static, .975)],
+            "regret_oracle": [r_oracle, pct(b_oracle, .025), pct(b_oracle, .975)],
+            "vs_default": [r_default, pct(b_default, .025), pct(b_default, .975)] if b_default else None,
+            "slower_than_default": slow,
+        }
+        ev = raw.get("agent_events", [])
+        if ev:
+            print()
+            print("the agent's changes (repetition, seconds into its sequence, during workload: change):")
+            for e in ev:
+                print(f"  rep {e['rep']} {e['t_s']:7.1f} s  {e.get('workload') or '(between workloads)':<10} {e['change']}")
+        states = [r for r in runs if r["setting"] == "agent" and r["workload"] in workloads]
+        if states:
+            print()
+            print("the device during the agent's workloads (scheduler/read_ahead_kb at start -> end):")
+            for rep in reps:
+                seq = [r for r in states if r["rep"] == rep]
+                print(f"  rep {rep}: " + "; ".join(f"{r['workload']} {r['state0']}->{r['state1']}" for r in seq))
+    if markdown:
+        short = lambda s: s.replace("mq-deadline", "mq-dl")
+        print()
+        print("| workload | " + " | ".join(short(s) for s in cols) + " |")
+        print("|---|" + "---:|" * len(cols))
+        for w in rows:
+            print(f"| {w} | " + " | ".join(
+                (f"{table[w][s]:.2f}" + ("!" if s != default and default in table[w]
+                                         and table[w][s] > 1.05 * table[w][default] else ""))
+                if s in table.get(w, {}) else "-" for s in cols) + " |")
+        print("| **total** | " + " | ".join(
+            f"**{totals[s]:.2f}**" + ("!" if s != default and default in totals and totals[s] > 1.05 * totals[default] else "")
+            for s in cols) + " |")
+    json.dump({"summary": summary, **raw}, open(out_path, "w"), indent=1)
+    return 0
+
+
+def main(argv):
+    cmd = argv[1] if len(argv) > 1 else ""
+    if cmd == "gen-tree":
+        gen_tree(argv[2], int(argv[3]), int(argv[4]))
+    elif cmd == "tac":
+        tac(argv[2], int(argv[3]))
+    elif cmd == "memmix":
+        memmix(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:])
+    elif cmd == "report":
+        return report(argv[2], argv[3], markdown="--markdown" in argv[4:])
+    else:
+        print(__doc__, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
