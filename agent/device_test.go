@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,7 +100,7 @@ func TestSelectDevicesPerPolicy(t *testing.T) {
 			for _, s := range sel {
 				got[s.sys.Name] = s.policy.Name
 			}
-			if !mapsEqual(got, c.want) {
+			if !maps.Equal(got, c.want) {
 				t.Errorf("governing %v, want %v", got, c.want)
 			}
 			var on []string
@@ -111,18 +112,6 @@ func TestSelectDevicesPerPolicy(t *testing.T) {
 			}
 		})
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestSpecPolicyIgnoresNodeSelector(t *testing.T) {
@@ -377,7 +366,7 @@ func TestRestoreUngoverned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !mapsEqual(now, before[dev]) {
+		if !maps.Equal(now, before[dev]) {
 			t.Errorf("%s not restored exactly: %v, want %v", dev, now, before[dev])
 		}
 	}

@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -100,7 +101,7 @@ func TestAgentSysMounts(t *testing.T) {
 				}
 			}
 		}
-		if !slices.Equal(sortedKeys(got), sortedKeys(tc.want)) || !mapsEqual(got, tc.want) {
+		if !slices.Equal(sortedKeys(got), sortedKeys(tc.want)) || !maps.Equal(got, tc.want) {
 			t.Errorf("%v: sysfs mounts (path: read-only) %v, want %v", tc.args, got, tc.want)
 		}
 	}
@@ -113,18 +114,6 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(k)
 	return k
-}
-
-func mapsEqual(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // TestNetworkPolicy: off by default; on, each component's pods admit the
