@@ -53,6 +53,7 @@ func (a *Agent) configure(ps policySet) error {
 	if err != nil {
 		return err
 	}
+	a.release(devs)
 	a.forgetDropped(devs)
 	a.mu.Lock()
 	a.devs = devs
@@ -159,7 +160,6 @@ func (d *device) carry(old *device) {
 
 // forgetDropped removes the metrics of the devices no longer governed.
 func (a *Agent) forgetDropped(devs []*device) {
-	a.release(devs)
 	if a.opt.Metrics == nil {
 		return
 	}

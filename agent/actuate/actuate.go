@@ -908,6 +908,14 @@ func (a *Actuator) revert(dev string) error {
 	if err := a.checkIdentity(dev, rec); err != nil {
 		return err
 	}
+	return a.restoreRecord(dev, rec, "revert")
+}
+
+// restoreRecord claims dev, puts its recorded original back (checked
+// against the device first, all or nothing) and removes the record. what
+// names the operation in errors; a record that cannot be removed is a
+// *RecordError with Restored set.
+func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.claim(dev); err != nil {
 		return err
 	}
@@ -916,7 +924,7 @@ func (a *Actuator) revert(dev string) error {
 		return err
 	}
 	if err := a.restore(dev, rec.State); err != nil {
-		return fmt.Errorf("actuate: revert %s: %w", dev, err)
+		return fmt.Errorf("actuate: %s %s: %w", what, dev, err)
 	}
 	if err := removeState(a.stateDir, dev); err != nil {
 		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
@@ -950,21 +958,7 @@ func (a *Actuator) RevertDetached(dev string) error {
 		return &AttrError{Op: "read", Device: dev, Path: a.store.Path(dev, attrDev), Kind: ErrDeviceGone,
 			Err: fmt.Errorf("now dev %s, recorded dev %s in boot %q (this boot %q): not the recorded queue", id.majorMinor, rec.MajorMinor, rec.BootID, a.bootID)}
 	}
-	if err := a.claim(dev); err != nil {
-		return err
-	}
-	defer func() { _ = a.settle(dev) }()
-	if err := a.restorable(dev, rec.State, "original"); err != nil {
-		return err
-	}
-	if err := a.restore(dev, rec.State); err != nil {
-		return fmt.Errorf("actuate: revert detached %s: %w", dev, err)
-	}
-	if err := removeState(a.stateDir, dev); err != nil {
-		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
-	}
-	delete(a.records, dev)
-	return nil
+	return a.restoreRecord(dev, rec, "revert detached")
 }
 
 // RevertAll reverts every recorded device, in name order, and returns
