@@ -34,6 +34,9 @@ func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
 	dcfg.QuietChecks = int(*ev.ThrashGuard.QuietChecks)
 	rot := sd.Rotational
 	eopt := engine.Options{
+		// What the application waits for, not device service time alone
+		// (issue 14 item 2).
+		Rank:       engine.RankWait,
 		MaxSectors: uint32(sd.MaxSectorsKB * 2),
 		ReadAhead:  engine.ReadAheadBounds(int(*spec.ReadAhead.MinKiB), int(*spec.ReadAhead.MaxKiB)),
 		Rotational: &rot,

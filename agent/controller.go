@@ -170,8 +170,9 @@ type Action struct {
 	Setting Setting
 	Reason  string
 
-	guard  decide.State  // the thrash guard once the action is done
-	verify *verification // the verification an applied switch starts
+	guard    decide.State    // the thrash guard once the action is done
+	verify   *verification   // the verification an applied switch starts
+	raVerify *raVerification // the one a read-ahead change starts
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -228,6 +229,9 @@ type windowInput struct {
 	// over the CPU budget) and is the report's Skipped; its requests
 	// teach the model all the same, without calibration.
 	Skip string
+	// PageCache is what the page-cache probe counted of the device's
+	// files in the window (Measured false: no probe).
+	PageCache PageCacheWindow
 }
 
 // deviceController is the per-device state carried between windows.
@@ -255,15 +259,30 @@ type deviceController struct {
 
 	verify  *verification
 	backoff map[string]time.Time // candidate name → no retry before
+	// corrections are the learned factors by which a candidate's measure
+	// is multiplied in the decision (engine.Options.Corrections), from
+	// verified switches (learnCorrection); kept in the device's memo.
+	corrections map[string]float64
 
 	// calibrated is set once a window with enough measured requests has
 	// checked the device class and learned k (see calibrate).
 	calibrated bool
 	// note records what calibration found, for the status.
 	note string
-	// raAdvice is the previous window's read-ahead advice (KiB): a new
-	// depth is applied only when two consecutive windows agree.
-	raAdvice int
+	// raAdvice is the window's competitive read-ahead depth (KiB), one of
+	// decide.ReadAhead's inputs; raPending the depth the previous window
+	// asked for (0: none), so that a change waits for two windows that
+	// agree; originalRA the device's read_ahead_kb before the agent.
+	raAdvice, raPending, originalRA int
+	// raVerify is the verification of the last read-ahead change; ra the
+	// window's read-ahead evidence; busy a scratch buffer for it.
+	raVerify *raVerification
+	ra       raEvidence
+	busy     [][2]int64
+	// lastVerify is the outcome of the last verification (nil: none yet).
+	lastVerify *verificationResult
+	// memoDirty: a correction was learned since the memo was written.
+	memoDirty bool
 }
 
 type verification struct {
@@ -271,8 +290,9 @@ type verification struct {
 	target   Setting
 	bias     float64 // bias before the change
 	left     int
-	realNs   int64 // real total over the verified windows
-	prevNs   float64
+	realNs   int64   // real measure over the verified windows
+	prevNs   float64 // the previous setting's simulated measure × bias
+	targetNs float64 // the target's simulated measure × bias
 }
 
 // errNoModel is returned when a controller is built without a model.
@@ -284,7 +304,8 @@ func newDeviceController(name string, m *model.Model, current Setting, p Policy)
 	}
 	return &deviceController{
 		name: name, model: m, disk: m.NewDisk(0), policy: p.withKnobDefaults(),
-		current: current, bias: 1, backoff: map[string]time.Time{},
+		current: current, bias: 1, backoff: map[string]time.Time{}, corrections: map[string]float64{},
+		originalRA: current.ReadAheadKiB,
 	}, nil
 }
 
@@ -348,15 +369,17 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	if err != nil {
 		return rep, err
 	}
-	sliceReal := measuredTotal(simReqs)
+	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
+	c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+	c.raAdvice = er.ReadAhead.KiB
 
 	// Verification of the last change comes first: a regression reverts
 	// whatever this window recommends, and passes the gate.
-	if c.verifyWindow(&rep, er, sliceReal, in.Now) {
+	if c.verifyWindow(&rep, er, sliceReal, in.Now) || c.verifyReadAhead(&rep, c.ra, in.Now) {
 		return rep, nil
 	}
-	if curSim := simulatedTotal(er, c.current.Candidate.Name()); curSim > 0 && sliceReal > 0 && c.verify == nil {
+	if curSim := c.simulatedTotal(er, c.current.Candidate.Name()); curSim > 0 && sliceReal > 0 && c.verify == nil {
 		r := float64(sliceReal) / float64(curSim)
 		c.bias = 0.7*c.bias + 0.3*r
 	}
@@ -375,17 +398,22 @@ func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sli
 		return false
 	}
 	v.realNs += sliceReal
-	v.prevNs += float64(simulatedTotal(er, v.previous.Candidate.Name())) * v.bias
+	v.prevNs += float64(c.simulatedTotal(er, v.previous.Candidate.Name())) * v.bias
+	v.targetNs += float64(c.simulatedTotal(er, v.target.Candidate.Name())) * v.bias
 	v.left--
 	rep.Verifying = max(v.left, 0)
 	if v.left > 0 {
 		return false
 	}
+	c.learnCorrection(v)
+	c.lastVerify = &verificationResult{What: fmt.Sprintf("%s -> %s", v.previous.Candidate.Name(), v.target.Candidate.Name()),
+		BaselineNs: v.prevNs, PredictedNs: v.targetNs, MeasuredNs: float64(v.realNs), Unit: "ns", Outcome: "Verified"}
 	limit := v.prevNs * (1 + c.policy.ToleratedRegressionPct/100)
 	if v.prevNs <= 0 || float64(v.realNs) <= limit {
 		c.verify = nil // verified
 		return false
 	}
+	c.lastVerify.Outcome = "Reverted"
 	c.backoff[v.target.Candidate.Name()] = now.Add(c.policy.Backoff)
 	rep.Action = Action{Kind: ActionRevert, Setting: v.previous, guard: er.Guard, Reason: fmt.Sprintf(
 		"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
@@ -418,11 +446,10 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 			target.Candidate = candidateByName(er, d.Target)
 		}
 	}
-	if c.policy.ReadAhead && er.ReadAhead.KiB > 0 {
-		if raStable(c.raAdvice, er.ReadAhead.KiB) && !raClose(er.ReadAhead.KiB, c.current.ReadAheadKiB) {
-			target.ReadAheadKiB = er.ReadAhead.KiB
-		}
-		c.raAdvice = er.ReadAhead.KiB
+	// Read-ahead changes alone, so that each verification measures one
+	// change.
+	if c.policy.ReadAhead && target.Candidate.Name() == c.current.Candidate.Name() && c.verify == nil && c.raVerify == nil {
+		target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now)
 	}
 	rep.Target = &target
 	if !c.policy.Apply || sameSetting(target, c.current) {
@@ -432,10 +459,19 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		return
 	}
 	a := Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: c.guard}
-	if target.Candidate.Name() != c.current.Candidate.Name() {
+	switch {
+	case target.Candidate.Name() != c.current.Candidate.Name():
 		a.guard = er.Guard
 		a.verify = &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}
 		rep.Verifying = c.policy.VerifyWindows
+	case target.ReadAheadKiB != c.current.ReadAheadKiB:
+		a.Reason = fmt.Sprintf("read-ahead: %s (waste %.1f %%, read-ahead %.0f %% of read sectors, %d streams)",
+			c.ra.reason, c.ra.wastePct, c.ra.sharePct, c.ra.streams)
+		if before, ok := c.ra.nsPerUsedPage(); ok {
+			a.raVerify = &raVerification{previous: c.current.ReadAheadKiB, target: target.ReadAheadKiB,
+				beforeNs: before, left: c.policy.VerifyWindows}
+			rep.Verifying = c.policy.VerifyWindows
+		}
 	}
 	rep.Action = a
 }
@@ -446,17 +482,20 @@ func (c *deviceController) commit(a Action, now time.Time) {
 	c.current, c.guard, c.lastChange = a.Setting, a.guard, now
 	switch {
 	case a.Kind == ActionRevert:
-		c.verify = nil
+		c.verify, c.raVerify = nil, nil
 	case a.verify != nil:
 		c.verify = a.verify
+	case a.raVerify != nil:
+		c.raVerify = a.raVerify
 	}
+	c.raPending = 0
 }
 
 // resync tells the controller that the device has setting s, which the
 // agent did not write (another writer): the window goes on from it, and a
 // verification in progress is dropped (it measured another setting).
 func (c *deviceController) resync(s Setting) {
-	c.current, c.verify = s, nil
+	c.current, c.verify, c.raVerify = s, nil, nil
 }
 
 // simulate evaluates the window over reqs (its newest requests, in arrival
@@ -491,6 +530,7 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 		opt.Parallel = 1
 	}
 	opt.Model = m
+	opt.Corrections = c.corrections
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide
 	opt.Guard = c.guard
@@ -501,8 +541,34 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 	return er, nil
 }
 
-// measuredTotal is the measured service time of reqs, ns.
-func measuredTotal(reqs []trace.Request) int64 {
+// measured is the measure the policy ranks by (engine.Options.Rank) as
+// the device served reqs, ns: their total service time, or the summed
+// response time of their synchronous requests (of all of them when none
+// is flagged synchronous), as sim.Result.WaitNs counts it.
+func (c *deviceController) measured(reqs []trace.Request) int64 {
+	if c.policy.Engine.Rank != engine.RankWait {
+		return measuredService(reqs)
+	}
+	var all, sync int64
+	anySync := false
+	for i := range reqs {
+		d := reqs[i].ResponseTime()
+		if d == trace.Unknown {
+			continue
+		}
+		all += d
+		if reqs[i].IsSync() {
+			sync, anySync = sync+d, true
+		}
+	}
+	if anySync {
+		return sync
+	}
+	return all
+}
+
+// measuredService is the measured service time of reqs, ns.
+func measuredService(reqs []trace.Request) int64 {
 	var n int64
 	for i := range reqs {
 		if reqs[i].HasService() {
@@ -512,27 +578,16 @@ func measuredTotal(reqs []trace.Request) int64 {
 	return n
 }
 
-// raStable reports whether two consecutive read-ahead advices agree
-// within a factor of 1.5: the competitive depth of a device whose switch
-// cost is near zero is noise, and read-ahead should not flap with it.
-func raStable(prev, cur int) bool { return prev > 0 && raClose(prev, cur) }
-
-// raClose reports whether two depths are within a factor of 1.5.
-func raClose(a, b int) bool {
-	if a <= 0 || b <= 0 {
-		return false
-	}
-	return 2*max(a, b) <= 3*min(a, b)
-}
-
 func sameSetting(a, b Setting) bool {
 	return a.Candidate.Name() == b.Candidate.Name() && a.ReadAheadKiB == b.ReadAheadKiB
 }
 
-func simulatedTotal(r engine.Report, name string) int64 {
+// simulatedTotal is the candidate's simulated measure in r (the policy's
+// rank, uncorrected), ns; 0 when r has no such candidate.
+func (c *deviceController) simulatedTotal(r engine.Report, name string) int64 {
 	for _, o := range r.Outcomes {
 		if o.Candidate.Name() == name {
-			return o.Result.TotalServiceNs
+			return c.policy.Engine.Rank.Measure(o.Result)
 		}
 	}
 	return 0

@@ -265,19 +265,6 @@ func TestBusyWindowIsSimulatedOverItsNewestSlice(t *testing.T) {
 	}
 }
 
-func TestReadAheadNeedsTwoAgreeingWindows(t *testing.T) {
-	for _, tc := range []struct {
-		prev, cur int
-		stable    bool
-	}{
-		{0, 128, false}, {128, 128, true}, {128, 180, true}, {128, 200, false}, {716, 16, false}, {16, 20, true},
-	} {
-		if got := raStable(tc.prev, tc.cur); got != tc.stable {
-			t.Errorf("raStable(%d, %d) = %v, want %v", tc.prev, tc.cur, got, tc.stable)
-		}
-	}
-}
-
 // TestSettledWindowIsScreened: a busy window is first evaluated over its
 // newest Policy.ScreenRequests; that pass stands only when the setting is
 // settled, and a window near a switch is evaluated over the whole slice.

@@ -130,6 +130,9 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if err == nil && rep.Action.Kind != ActionNone {
 		d.act(rep.Action, now, e)
 	}
+	if d.ctrl.memoDirty {
+		d.memorize(e.act, e.log)
+	}
 	d.refresh(e.act, in.Gate)
 }
 
@@ -171,6 +174,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	w.Best, w.BestGainPercent = r.Decision.Best, v1alpha1.FormatPercent(r.Decision.BestImprovementPct)
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
 	st.Candidates = topCandidates(r, v1alpha1.MaxDeviceCandidates)
+	d.showEvidence()
 	if rep.Target != nil {
 		d.target = rep.Target
 		st.Recommendation = recommendationOf(rep, d.ctrl.policy.ReadAhead)

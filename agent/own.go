@@ -52,9 +52,15 @@ func (a *Agent) claim(sel []selected) (kept []selected, owned []error) {
 	return kept, owned
 }
 
-// remember restores a new device's pacing from its memo in the state
-// directory, when one was kept for the same disk.
+// remember restores a new device's pacing and corrections from its memo
+// in the state directory, when one was kept for the same disk, and its
+// original read-ahead from the actuator's record.
 func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
+	if o, ok := act.Original(d.sys.Name); ok && o.State.ReadAheadKiB > 0 {
+		// The device was changed before this start: read-ahead is
+		// restored to what it had before the agent, not to what it has.
+		d.ctrl.originalRA = o.State.ReadAheadKiB
+	}
 	m, ok, err := act.LoadDeviceState(d.sys.Name)
 	if err != nil {
 		log.Error(err, "read the device's memo; starting without it", "device", d.sys.Name)
@@ -66,14 +72,22 @@ func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
 	c.lastChange = m.LastChange
 	c.guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
 	maps.Copy(c.backoff, m.Backoff)
+	for name, f := range m.Corrections {
+		if f >= CorrectionMin && f <= CorrectionMax {
+			c.corrections[name] = f
+		}
+	}
 }
 
-// memorize keeps the device's pacing in the state directory (after every
-// write to the device).
+// memorize keeps the device's pacing and learned corrections in the state
+// directory (after every write to the device, and when a verification
+// taught a correction).
 func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	c := d.ctrl
 	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
-		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff)}
+		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
+		Corrections: maps.Clone(c.corrections)}
+	c.memoDirty = false
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)
 	}

@@ -33,6 +33,10 @@ type DeviceMemo struct {
 	// Backoff maps a candidate setting's name to the time before which
 	// it must not be tried again.
 	Backoff map[string]time.Time `json:"backoff,omitempty"`
+	// Corrections maps a candidate setting's name to the factor learned
+	// from verifying it on this device (measured ÷ predicted, relative to
+	// the setting it replaced).
+	Corrections map[string]float64 `json:"corrections,omitempty"`
 }
 
 type memoFile struct {

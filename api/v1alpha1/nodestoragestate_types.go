@@ -254,6 +254,20 @@ type DeviceState struct {
 	// window is what the last window found.
 	// +optional
 	Window *WindowState `json:"window,omitempty"`
+	// readAhead is the evidence behind the last read-ahead decision.
+	// +optional
+	ReadAhead *ReadAheadEvidence `json:"readAhead,omitempty"`
+	// corrections are the factors learned by verifying changes on this
+	// device, by which each candidate's predicted time is multiplied
+	// before candidates are compared; at most 16.
+	// +listType=map
+	// +listMapKey=candidate
+	// +kubebuilder:validation:MaxItems=16
+	// +optional
+	Corrections []LearnedCorrection `json:"corrections,omitempty"`
+	// lastVerification is the outcome of the last verified change.
+	// +optional
+	LastVerification *Verification `json:"lastVerification,omitempty"`
 	// gone says why the device is no longer traced: it was removed, or
 	// another device took its name (a new major:minor or diskseq); empty
 	// while it is there. Nothing is carried over to a device that takes
@@ -346,6 +360,91 @@ type CandidateResult struct {
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
+}
+
+// ReadAheadEvidence is what one window measured of a device's read-ahead.
+type ReadAheadEvidence struct {
+	// wastePercent is the share of the pages read into the page cache
+	// from the device's files that were evicted without being read or
+	// mapped, percent, decimal string; empty when not measured (no
+	// page-cache probe, or too few pages).
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	WastePercent string `json:"wastePercent,omitempty"`
+	// usedPages counts the pages (4 KiB) read or mapped for the first
+	// time in the window since they entered the page cache.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UsedPages int64 `json:"usedPages,omitempty"`
+	// wastedPages counts the pages (4 KiB) evicted in the window without
+	// ever being read or mapped.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WastedPages int64 `json:"wastedPages,omitempty"`
+	// readAheadSharePercent is the share of the window's read sectors the
+	// kernel issued as read-ahead, percent, decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	ReadAheadSharePercent string `json:"readAheadSharePercent,omitempty"`
+	// sequentialStreams is the number of processes that issued read-ahead
+	// in the window.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SequentialStreams int32 `json:"sequentialStreams,omitempty"`
+	// rule is the read-ahead rule that decided: no measured waste (the
+	// depth is kept), read-ahead wasted (cut), read-ahead used (the
+	// original depth restored), the competitive depth, or keep.
+	// +kubebuilder:validation:Enum=NoWasteEvidence;ReadAheadWasted;ReadAheadUsed;CompetitiveDepth;Keep
+	// +optional
+	Rule string `json:"rule,omitempty"`
+}
+
+// LearnedCorrection is the factor learned for one candidate on a device.
+type LearnedCorrection struct {
+	// candidate is the candidate's name, in the CLI's syntax.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	Candidate string `json:"candidate"`
+	// factor multiplies the candidate's predicted time (above 1: it was
+	// measured slower than predicted), decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	Factor string `json:"factor"`
+}
+
+// Verification is the outcome of the verification of a change: the
+// windows after it measured against what the previous setting would have
+// taken.
+type Verification struct {
+	// change is what was verified ("none -> bfq", "read_ahead_kb 2560 -> 16").
+	// +kubebuilder:validation:MaxLength=512
+	Change string `json:"change"`
+	// outcome is Verified or Reverted.
+	// +kubebuilder:validation:Enum=Verified;Reverted
+	Outcome string `json:"outcome"`
+	// baseline is what the previous setting would have taken (simulated,
+	// scaled by the model's measured bias) or, for read-ahead, took
+	// before the change, in unit, decimal string.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Baseline string `json:"baseline,omitempty"`
+	// predicted is what the new setting was predicted to take, in unit,
+	// decimal string; empty for read-ahead, which is not simulated.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Predicted string `json:"predicted,omitempty"`
+	// measured is what the new setting took, in unit, decimal string.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Measured string `json:"measured,omitempty"`
+	// unit is the unit of baseline, predicted and measured: "ms" of
+	// application wait for a scheduler change, "µs per used page" of
+	// device time for read-ahead.
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Unit string `json:"unit,omitempty"`
 }
 
 // Recommendation is the decision of one window for one device.

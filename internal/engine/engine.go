@@ -111,10 +111,46 @@ type Options struct {
 	// goroutine, so an evaluation never takes more than one core (the
 	// agent's setting).
 	Parallel int
+	// Rank is the measure the scheduler decision compares candidates by:
+	// RankService (the zero value) or RankWait.
+	Rank Rank
+	// Corrections are learned factors, candidate name → factor (> 0), by
+	// which the decision multiplies a candidate's measure before comparing:
+	// the measured ÷ predicted ratio of that candidate from verified
+	// changes on the device, relative to the model's error on the setting
+	// it replaced. A candidate without an entry is not corrected. This is
+	// how costs the model does not simulate, such as a scheduler's
+	// per-request dispatch (CPU) cost on a fast device, are measured on the
+	// node.
+	Corrections map[string]float64
 	// ResponseQuantiles, when > 0, keeps at most this many exact quantiles
 	// of each candidate's response times in its Result
 	// (sim.Config.ResponseQuantiles), for drawing their CDFs.
 	ResponseQuantiles int
+}
+
+// Rank is a measure candidates are ranked by.
+type Rank uint8
+
+const (
+	// RankService ranks by the total device service time of the window
+	// (sim.Result.TotalServiceNs): DADS §4.2's criterion, which the papers'
+	// trace studies use.
+	RankService Rank = iota
+	// RankWait ranks by what the window's processes wait for: the summed
+	// response time of its synchronous requests (sim.Result.WaitNs), so
+	// that queueing and reordering count, and asynchronous read-ahead and
+	// write-back only through the synchronous requests behind them
+	// (issue 14 item 2). The node agent's measure.
+	RankWait
+)
+
+// Measure is r's measure under rank k, ns.
+func (k Rank) Measure(r sim.Result) int64 {
+	if k == RankWait {
+		return r.WaitNs
+	}
+	return r.TotalServiceNs
 }
 
 // Outcome is the simulation of one candidate.
@@ -189,7 +225,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	var dc []decide.Candidate
 	for _, o := range outs {
 		if o.Candidate.Cache == opt.Current.Cache {
-			dc = append(dc, decide.Candidate{Name: o.Candidate.Name(), TotalNs: o.Result.TotalServiceNs})
+			dc = append(dc, decide.Candidate{Name: o.Candidate.Name(), TotalNs: corrected(opt, o)})
 		}
 	}
 	cfg := opt.Decide
@@ -237,6 +273,16 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	kib, det := readahead.Depth(opt.Model, span(w), rep.Concurrency, opt.ReadAhead)
 	rep.ReadAhead = ReadAheadAdvice{KiB: kib, Detail: det}
 	return rep, nil
+}
+
+// corrected is o's measure under opt.Rank times its learned correction,
+// ns.
+func corrected(opt Options, o Outcome) int64 {
+	v := opt.Rank.Measure(o.Result)
+	if f, ok := opt.Corrections[o.Candidate.Name()]; ok && f > 0 {
+		return int64(float64(v) * f)
+	}
+	return v
 }
 
 // ScreenTolerancePct is how far, in percentage points, a screening pass's

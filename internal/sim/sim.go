@@ -90,6 +90,13 @@ type Result struct {
 	P99ResponseNs  int64
 	// MakespanNs is the last completion minus the first release, ns.
 	MakespanNs int64
+	// WaitNs is what the window's processes wait for, ns: the sum of the
+	// response times of its synchronous requests (trace.Sync: reads that
+	// are not read-ahead, writes with REQ_SYNC), or of all its requests
+	// when none is flagged synchronous (a trace without flags).
+	// Asynchronous read-ahead and write-back are waited for only through
+	// the synchronous requests queued behind them.
+	WaitNs int64
 	// ResponseNs holds each request's response time in ns, in window
 	// order, when Config.KeepPerRequest is set.
 	ResponseNs []int64
@@ -501,6 +508,8 @@ func (r *runner) result() Result {
 	}
 	resp := r.buf.rsp[:0]
 	var sum float64
+	var syncSum, allSum int64
+	anySync := false
 	first, last := int64(-1), int64(0)
 	for i := 0; i < n; i++ {
 		if r.cmp[i] < 0 {
@@ -509,6 +518,11 @@ func (r *runner) result() Result {
 		d := r.cmp[i] - r.rel[i]
 		resp = append(resp, d)
 		sum += float64(d)
+		allSum += d
+		if r.reqs[i].IsSync() {
+			syncSum += d
+			anySync = true
+		}
 		if first < 0 || r.rel[i] < first {
 			first = r.rel[i]
 		}
@@ -519,6 +533,10 @@ func (r *runner) result() Result {
 	if len(resp) > 0 {
 		res.MeanResponseNs = sum / float64(len(resp))
 		res.MakespanNs = last - first
+	}
+	res.WaitNs = allSum
+	if anySync {
+		res.WaitNs = syncSum
 	}
 	if r.keep && len(resp) == n {
 		res.ResponseNs = slices.Clone(resp)

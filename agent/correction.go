@@ -1,0 +1,51 @@
+package agent
+
+// Learning from verification (issue 14 item 5): each verified scheduler
+// switch measures how far the model was off for the candidate it switched
+// to, relative to its error on the setting it replaced; that ratio becomes
+// the candidate's correction, by which the decision multiplies its
+// predicted measure from then on (engine.Options.Corrections). A
+// candidate that proved slower than predicted stops being predicted to
+// win on the same kind of window. Corrections are kept in the device's
+// memo, so they hold across restarts.
+
+import (
+	"math"
+)
+
+// Bounds and weight of a learned correction.
+const (
+	// CorrectionMin and CorrectionMax bound a correction factor.
+	CorrectionMin, CorrectionMax = 0.25, 4.0
+	// CorrectionWeight is the weight of a new verification against the
+	// correction learned before (an exponential average of the ratios'
+	// logarithms); the first verification of a candidate sets it.
+	CorrectionWeight = 0.5
+)
+
+// verificationResult is the outcome of the last verification, for the
+// status: BaselineNs is what the previous setting would have taken
+// (simulated × the model's bias, or measured before a read-ahead change),
+// PredictedNs what the new one was predicted to take (0: not predicted),
+// MeasuredNs what it took, in Unit.
+type verificationResult struct {
+	What                                string
+	BaselineNs, PredictedNs, MeasuredNs float64
+	Unit, Outcome                       string
+}
+
+// learnCorrection updates the correction of v's target from the finished
+// verification v: measured ÷ predicted (the target's simulated measure ×
+// the bias the model had on the previous setting).
+func (c *deviceController) learnCorrection(v *verification) {
+	if v.targetNs <= 0 || v.realNs <= 0 {
+		return
+	}
+	name := v.target.Candidate.Name()
+	r := float64(v.realNs) / v.targetNs
+	if old, ok := c.corrections[name]; ok && old > 0 {
+		r = math.Exp((1-CorrectionWeight)*math.Log(old) + CorrectionWeight*math.Log(r))
+	}
+	c.corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
+	c.memoDirty = true
+}

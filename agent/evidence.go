@@ -1,0 +1,61 @@
+package agent
+
+// The evidence a device's recommendations rest on, in its status (issue
+// 14 item 6): the read-ahead measurements of the last window, the learned
+// corrections and the last verification.
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+)
+
+// maxCorrections bounds status.corrections (the schema's MaxItems).
+const maxCorrections = 16
+
+// showEvidence puts the controller's evidence into the status.
+func (d *device) showEvidence() {
+	c, st := d.ctrl, &d.status
+	if d.ctrl.policy.ReadAhead {
+		e := &c.ra
+		ev := &v1alpha1.ReadAheadEvidence{
+			UsedPages: int64(min(e.pc.UsedPages, 1<<62)), WastedPages: int64(min(e.pc.WastedPages, 1<<62)),
+			ReadAheadSharePercent: v1alpha1.FormatPercent(e.sharePct), SequentialStreams: int32(min(e.streams, 1<<30)),
+			Rule: string(e.reason),
+		}
+		if e.wasteOK {
+			ev.WastePercent = v1alpha1.FormatPercent(e.wastePct)
+		}
+		st.ReadAhead = ev
+	}
+	st.Corrections = st.Corrections[:0]
+	for _, name := range slices.Sorted(maps.Keys(c.corrections)) {
+		if len(st.Corrections) == maxCorrections {
+			break
+		}
+		st.Corrections = append(st.Corrections, v1alpha1.LearnedCorrection{
+			Candidate: name, Factor: strconv.FormatFloat(c.corrections[name], 'f', 2, 64)})
+	}
+	if v := c.lastVerify; v != nil {
+		st.LastVerification = verificationStatus(v)
+	}
+}
+
+// verificationStatus is v in the API's terms: ms of application wait for
+// a scheduler change, µs per used page for read-ahead.
+func verificationStatus(v *verificationResult) *v1alpha1.Verification {
+	scale, unit := 1e6, "ms"
+	if v.Unit != "ns" {
+		scale, unit = 1e3, "µs of device time per used page"
+	}
+	f := func(ns float64) string {
+		if ns <= 0 {
+			return ""
+		}
+		return strconv.FormatFloat(ns/scale, 'f', 2, 64)
+	}
+	return &v1alpha1.Verification{Change: v.What, Outcome: v.Outcome,
+		Baseline: f(v.BaselineNs), Predicted: f(v.PredictedNs), Measured: f(v.MeasuredNs), Unit: unit}
+}

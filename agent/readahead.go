@@ -1,0 +1,203 @@
+package agent
+
+// Read-ahead by evidence (issue 14 items 3 and 4): the page-cache probe's
+// count of pages used and evicted unused, and the window's read-ahead
+// requests, go into decide.ReadAhead; a change is verified on what the
+// application gets from the device, its busy time per page it used, and
+// reverted when that got worse.
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// PageCacheWindow is what the page-cache probe counted of the files on a
+// device in one window, in pages of 4 KiB.
+type PageCacheWindow struct {
+	// Measured: a probe counted the device's files during the window.
+	Measured bool
+	// UsedPages were read or mapped for the first time since they entered
+	// the page cache; WastedPages left it without ever being used.
+	UsedPages, WastedPages uint64
+}
+
+// WastePct is the share of resolved pages that were wasted, percent, and
+// whether at least decide.MinResolvedPages were resolved.
+func (p PageCacheWindow) WastePct() (float64, bool) {
+	n := p.UsedPages + p.WastedPages
+	if !p.Measured || n < decide.MinResolvedPages {
+		return 0, false
+	}
+	return 100 * float64(p.WastedPages) / float64(n), true
+}
+
+// raEvidence is one window's evidence about read-ahead.
+type raEvidence struct {
+	pc PageCacheWindow
+	// wastePct is pc's waste when wasteOK.
+	wastePct float64
+	wasteOK  bool
+	// sharePct is the share of read sectors issued as read-ahead, percent;
+	// streams the processes that issued read-ahead.
+	sharePct float64
+	streams  int
+	// busyNs is the time the device had a request in service (the union
+	// of the requests' dispatch-to-completion intervals), ns.
+	busyNs int64
+	// reason is the rule decide.ReadAhead applied.
+	reason decide.ReadAheadReason
+}
+
+// nsPerUsedPage is the device's busy time per page the application used,
+// ns, and whether any page was used.
+func (e raEvidence) nsPerUsedPage() (float64, bool) {
+	if e.pc.UsedPages == 0 {
+		return 0, false
+	}
+	return float64(e.busyNs) / float64(e.pc.UsedPages), true
+}
+
+// StrongWastePct is the waste at which a cut is made after one window;
+// below it two consecutive windows must agree.
+const StrongWastePct = 90.0
+
+// raVerification is the verification of a read-ahead change: the busy
+// time per used page before it, against the windows after it.
+type raVerification struct {
+	previous, target int // KiB
+	beforeNs         float64
+	left             int
+	busyNs           int64
+	usedPages        uint64
+}
+
+// readAheadEvidence gathers the window's evidence (reqs are its newest
+// requests).
+func readAheadEvidence(reqs []trace.Request, pc PageCacheWindow, scratch *[][2]int64) raEvidence {
+	e := raEvidence{pc: pc}
+	e.wastePct, e.wasteOK = pc.WastePct()
+	var reads, ra uint64
+	pids := map[uint32]struct{}{}
+	for i := range reqs {
+		q := &reqs[i]
+		if q.Op != trace.Read {
+			continue
+		}
+		reads += uint64(q.Sectors)
+		if q.Flags&trace.ReadAhead != 0 {
+			ra += uint64(q.Sectors)
+			pids[q.PID] = struct{}{}
+		}
+	}
+	if reads > 0 {
+		e.sharePct = 100 * float64(ra) / float64(reads)
+	}
+	e.streams = len(pids)
+	e.busyNs = busyTime(reqs, scratch)
+	return e
+}
+
+// busyTime is the length of the union of reqs' [Dispatch, Complete]
+// intervals, ns; requests without both times are left out.
+func busyTime(reqs []trace.Request, scratch *[][2]int64) int64 {
+	iv := (*scratch)[:0]
+	for i := range reqs {
+		if reqs[i].HasService() {
+			iv = append(iv, [2]int64{reqs[i].Dispatch, reqs[i].Complete})
+		}
+	}
+	*scratch = iv
+	slices.SortFunc(iv, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var busy, end int64 = 0, -1 << 62
+	for _, x := range iv {
+		if x[0] > end {
+			busy += x[1] - x[0]
+			end = x[1]
+		} else if x[1] > end {
+			busy += x[1] - end
+			end = x[1]
+		}
+	}
+	return busy
+}
+
+// chooseReadAhead applies decide.ReadAhead to the window's evidence and
+// the pacing: a cut on StrongWastePct or more is made at once; any other
+// change when the previous window asked for a change the same way; a
+// direction that regressed before waits out its back-off. It returns the
+// depth to set (the current one for none).
+func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
+	cur := c.current.ReadAheadKiB
+	kib, reason := decide.ReadAhead(decide.ReadAheadInput{
+		CurrentKiB: cur, OriginalKiB: c.originalRA,
+		MinKiB: c.policy.Engine.ReadAhead.MinKiB, MaxKiB: c.policy.Engine.ReadAhead.MaxKiB,
+		WasteMeasured: e.wasteOK, WastePct: e.wastePct,
+		ReadAheadSharePct: e.sharePct, Streams: e.streams,
+		Rotational: c.model.Class() == model.HDD, CompetitiveKiB: c.raAdvice,
+	})
+	e.reason = reason
+	if kib == cur || cur <= 0 {
+		c.raPending = 0
+		return cur
+	}
+	strong := reason == decide.RAWaste && e.wastePct >= StrongWastePct
+	agree := c.raPending != 0 && (c.raPending < cur) == (kib < cur)
+	c.raPending = kib
+	if !strong && !agree {
+		return cur
+	}
+	if until, ok := c.backoff[raBackoffKey(cur, kib)]; ok && now.Before(until) {
+		return cur
+	}
+	return kib
+}
+
+// raBackoffKey names a read-ahead direction in the back-off map.
+func raBackoffKey(from, to int) string {
+	if to < from {
+		return "read_ahead_kb:lower"
+	}
+	return "read_ahead_kb:raise"
+}
+
+// verifyReadAhead counts the window towards the verification of the last
+// read-ahead change. When the busy time per used page after the change
+// exceeds the one before by more than the tolerated regression, it asks
+// for the previous depth back (rep.Action) and reports true. Windows in
+// which no page was used do not count.
+func (c *deviceController) verifyReadAhead(rep *WindowReport, e raEvidence, now time.Time) bool {
+	v := c.raVerify
+	if v == nil || e.pc.UsedPages == 0 {
+		return false
+	}
+	v.busyNs += e.busyNs
+	v.usedPages += e.pc.UsedPages
+	v.left--
+	rep.Verifying = max(v.left, 0)
+	if v.left > 0 {
+		return false
+	}
+	after := float64(v.busyNs) / float64(v.usedPages)
+	c.lastVerify = &verificationResult{What: fmt.Sprintf("read_ahead_kb %d -> %d", v.previous, v.target),
+		BaselineNs: v.beforeNs, MeasuredNs: after, Unit: "ns of device time per used page"}
+	if after <= v.beforeNs*(1+c.policy.ToleratedRegressionPct/100) {
+		c.raVerify = nil
+		c.lastVerify.Outcome = "Verified"
+		return false
+	}
+	c.lastVerify.Outcome = "Reverted"
+	c.backoff[raBackoffKey(v.previous, v.target)] = now.Add(c.policy.Backoff)
+	prev := c.current
+	prev.ReadAheadKiB = v.previous
+	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.guard, Reason: fmt.Sprintf(
+		"regression: %.0f ns of device time per used page at read_ahead_kb %d vs %.0f at %d (+%.1f %% > %.1f %%)",
+		after, v.target, v.beforeNs, v.previous, 100*(after/v.beforeNs-1), c.policy.ToleratedRegressionPct)}
+	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
+	return true
+}

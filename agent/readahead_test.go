@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// raWindow is n requests of `sectors` sectors, one after another on one
+// device, each served in svc ns; every other one is flagged read-ahead
+// when ra (sequential reading), else all are synchronous reads.
+func raWindow(start int64, n int, sectors uint32, svc int64, ra bool) []trace.Request {
+	reqs := make([]trace.Request, n)
+	t := start
+	for i := range reqs {
+		f := trace.Sync
+		if ra && i%2 == 1 {
+			f = trace.ReadAhead
+		}
+		reqs[i] = trace.Request{Arrival: t, Dispatch: t, Complete: t + svc, Sector: uint64(i) * uint64(sectors),
+			Sectors: sectors, Op: trace.Read, Flags: f, PID: 100, Think: trace.Unknown}
+		t += svc + 1000
+	}
+	return reqs
+}
+
+func raController(t *testing.T, raKiB int) *deviceController {
+	t.Helper()
+	p := testPolicy(true)
+	p.ReadAhead = true
+	p.Engine.ReadAhead = engine.ReadAheadBounds(16, 4096)
+	c, err := newDeviceController("loopz", model.Default(model.SSD, 100*gib),
+		Setting{Candidate: engine.Candidate{Scheduler: "none"}, ReadAheadKiB: raKiB}, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.calibrated, c.online = true, true
+	return c
+}
+
+// raStep ends a window of reqs with the page cache's counts pc and commits
+// the action.
+func raStep(c *deviceController, reqs []trace.Request, pc PageCacheWindow, now time.Time) WindowReport {
+	c.add(reqs)
+	rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: pc})
+	if err != nil {
+		panic(err)
+	}
+	if rep.Action.Kind != ActionNone {
+		c.commit(rep.Action, now)
+	}
+	return rep
+}
+
+func TestReadAheadIsCutOnlyOnMeasuredWaste(t *testing.T) {
+	now := time.Unix(1000, 0)
+	// A thrashing mmap reader: 2.5 MiB read-arounds, one page used of each.
+	thrash := raWindow(0, 400, 5120, 2_000_000, false)
+	c := raController(t, 2560)
+	rep := raStep(c, thrash, PageCacheWindow{}, now)
+	if rep.Action.Kind != ActionNone {
+		t.Fatalf("without a probe the agent changed the device: %+v", rep.Action)
+	}
+	rep = raStep(c, thrash, PageCacheWindow{Measured: true, UsedPages: 400, WastedPages: 400 * 639}, now.Add(5*time.Second))
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 16 {
+		t.Fatalf("99.8 %% waste: action %+v, want read_ahead_kb 16 at once", rep.Action)
+	}
+	if !strings.Contains(rep.Action.Reason, "ReadAheadWasted") || c.raVerify == nil {
+		t.Fatalf("reason %q, verification %+v", rep.Action.Reason, c.raVerify)
+	}
+}
+
+// TestReadAheadChangeThatHurtsIsReverted: a cut that makes the device work
+// longer for each page the application uses is reverted after the
+// verification windows, and not tried again during the back-off.
+func TestReadAheadChangeThatHurtsIsReverted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := raController(t, 2560)
+	// 60 % waste: cut to 1024, on two agreeing windows.
+	before := raWindow(0, 400, 5120, 2_000_000, true) // 0.8 s busy
+	pc := PageCacheWindow{Measured: true, UsedPages: 100_000, WastedPages: 150_000}
+	raStep(c, before, pc, now)
+	rep := raStep(c, before, pc, now.Add(5*time.Second))
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 1024 {
+		t.Fatalf("action %+v, want read_ahead_kb 1024", rep.Action)
+	}
+	// After the cut the device is busy 3× as long for the same used pages.
+	after := raWindow(20e9, 1200, 2048, 2_000_000, true)
+	var last WindowReport
+	for i := 2; i < 4; i++ {
+		last = raStep(c, after, pc, now.Add(time.Duration(i)*5*time.Second))
+	}
+	if last.Action.Kind != ActionRevert || last.Action.Setting.ReadAheadKiB != 2560 {
+		t.Fatalf("action %+v, want a revert to 2560", last.Action)
+	}
+	if c.lastVerify == nil || c.lastVerify.Outcome != "Reverted" {
+		t.Fatalf("last verification %+v", c.lastVerify)
+	}
+	for i := 4; i < 7; i++ {
+		if rep := raStep(c, before, pc, now.Add(time.Duration(i)*5*time.Second)); rep.Action.Kind != ActionNone {
+			t.Fatalf("window %d: %+v during the back-off", i, rep.Action)
+		}
+	}
+}
+
+// TestReadAheadIsRestoredWhenUsed: after a cut, sequential readers that use
+// every page bring the original depth back after two windows, and the
+// change is verified when it helps.
+func TestReadAheadIsRestoredWhenUsed(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := raController(t, 2560)
+	c.current.ReadAheadKiB = 16
+	seq := raWindow(0, 2000, 32, 100_000, true)
+	pc := PageCacheWindow{Measured: true, UsedPages: 8000, WastedPages: 0}
+	if rep := raStep(c, seq, pc, now); rep.Action.Kind != ActionNone {
+		t.Fatalf("first window acted: %+v", rep.Action)
+	}
+	rep := raStep(c, seq, pc, now.Add(5*time.Second))
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 2560 {
+		t.Fatalf("action %+v, want read_ahead_kb back to 2560", rep.Action)
+	}
+	faster := raWindow(20e9, 100, 5120, 1_000_000, true) // 0.1 s busy for the same pages
+	for i := 2; i < 4; i++ {
+		if rep := raStep(c, faster, pc, now.Add(time.Duration(i)*5*time.Second)); rep.Action.Kind != ActionNone {
+			t.Fatalf("window %d: %+v", i, rep.Action)
+		}
+	}
+	if c.raVerify != nil || c.lastVerify == nil || c.lastVerify.Outcome != "Verified" {
+		t.Fatalf("verification %+v, last %+v", c.raVerify, c.lastVerify)
+	}
+}
+
+// TestCorrectionAfterRefutedSwitch: a switch that measured slower than
+// predicted leaves a correction > 1 for its target, large enough that the
+// same window no longer predicts a gain for it.
+func TestCorrectionAfterRefutedSwitch(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	rep, err := step(c, w, now)
+	if err != nil || rep.Action.Kind != ActionApply {
+		t.Fatalf("first window: %v %+v", err, rep.Action)
+	}
+	target := rep.Action.Setting.Candidate.Name()
+	for i := 2; i < 4; i++ {
+		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := c.corrections[target]
+	if f <= 1 {
+		t.Fatalf("correction of %s = %.2f after a refuted switch, want > 1 (all: %v)", target, f, c.corrections)
+	}
+	// Past its back-off, the same window no longer predicts a gain for it.
+	c.backoff = map[string]time.Time{}
+	rep, err = step(c, w, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind == ActionApply && rep.Action.Setting.Candidate.Name() == target {
+		t.Fatalf("switched to %s again despite its correction %.2f: %s", target, f, rep.Action.Reason)
+	}
+}
