@@ -222,7 +222,7 @@ func serveMetrics(addr string, log logr.Logger) (*metrics.Metrics, func(error), 
 }
 
 // runColumns are the columns of run's live lines and final table.
-var runColumns = []string{"DEVICE", "CLASS", "CURRENT", "READ-AHEAD", "BEST", "GAIN", "RA ADVICE", "MODEL ERR", "REQS", "DROPPED", "LAST CHANGE"}
+var runColumns = []string{"DEVICE", "CLASS", "CURRENT", "READ-AHEAD", "BEST", "GAIN", "RA ADVICE", "RA WASTE", "MODEL ERR", "REQS", "DROPPED", "LAST CHANGE"}
 
 // runRow is one device's cells under runColumns; the last cell carries the
 // window's notes (error, skipped, gone, OtherWriter) after the last change.
@@ -245,6 +245,9 @@ func runRow(d v1alpha1.DeviceState) []string {
 	if d.Gone != "" {
 		note += "  gone: " + d.Gone
 	}
+	if v := d.LastVerification; v != nil {
+		note += fmt.Sprintf("  %s %s: %s %s measured vs %s", strings.ToLower(v.Outcome), v.Change, v.Measured, v.Unit, v.Baseline)
+	}
 	if ow := d.OtherWriter; ow != nil {
 		note += "  OtherWriter: " + ow.Change
 		if ow.Writer != "" {
@@ -257,8 +260,17 @@ func runRow(d v1alpha1.DeviceState) []string {
 	return []string{
 		d.Name, string(d.Class), d.Current.Scheduler, fmt.Sprintf("%d KiB", d.Current.ReadAheadKiB),
 		orDash(win.Best), orZero(win.BestGainPercent) + "%", fmt.Sprintf("%d KiB", win.ReadAheadAdviceKiB),
-		orZero(d.ModelErrorPercent) + "%", fmt.Sprint(win.Requests), fmt.Sprint(d.EventsDropped), last + note,
+		raWaste(d.ReadAhead), orZero(d.ModelErrorPercent) + "%", fmt.Sprint(win.Requests), fmt.Sprint(d.EventsDropped), last + note,
 	}
+}
+
+// raWaste is the RA WASTE cell: the window's read-ahead waste, or "-"
+// when it was not measured.
+func raWaste(e *v1alpha1.ReadAheadEvidence) string {
+	if e == nil || e.WastePercent == "" {
+		return "-"
+	}
+	return e.WastePercent + "%"
 }
 
 // printRunTable prints the whole table of one status: run's final table.
@@ -286,7 +298,7 @@ type runStream struct {
 // runStreamWidths are the minimum widths of WINDOW, TIME and runColumns
 // (the last column is not padded); a wider value pushes its line's later
 // columns right and no other line's.
-var runStreamWidths = []int{6, 8, 8, 5, 11, 10, 11, 6, 9, 9, 9, 7}
+var runStreamWidths = []int{6, 8, 8, 5, 11, 10, 11, 6, 9, 8, 9, 9, 7}
 
 func (r *runStream) window(s agent.Status, now time.Time) {
 	if !r.started || s.Mode != r.mode || s.Tracer != r.tracer {
