@@ -228,6 +228,13 @@ type Original struct {
 	// Interrupted is the journal of a change that did not finish (the
 	// agent died during Apply, or its rollback failed); nil otherwise.
 	Interrupted *Change
+	// Applied holds, for each knob (scheduler, tunable, read-ahead),
+	// the value shadowtune's last finished change left on it, or the
+	// original for a knob it never changed; nil in a record written
+	// before it existed. A revert restores a knob only while it holds
+	// the original, this value or the in-progress target: any other
+	// value is another writer's and is left (see LeftError).
+	Applied *State
 
 	dirty bool // the file on disk is behind this record (a failed update)
 }
@@ -240,6 +247,10 @@ func (o *Original) clone() Original {
 		ic.Before = ic.Before.clone()
 		ic.Target.Tunables = maps.Clone(ic.Target.Tunables)
 		c.Interrupted = &ic
+	}
+	if o.Applied != nil {
+		ap := o.Applied.clone()
+		c.Applied = &ap
 	}
 	return c
 }
@@ -574,7 +585,8 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 			return Applied{}, err
 		}
 		rec = &Original{Device: dev, MajorMinor: id.majorMinor, DiskSeq: id.diskSeq, BootID: a.bootID, StableID: id.stableID,
-			RecordedAt: time.Now().UTC(), State: before.clone()}
+			RecordedAt: time.Now().UTC(), State: before.clone(),
+			Applied: &State{Scheduler: before.Scheduler, Tunables: maps.Clone(before.Tunables), ReadAheadKiB: before.ReadAheadKiB}}
 		// The original must be durable before the first change: no
 		// record, no change.
 		if err := writeState(a.stateDir, rec, true); err != nil {
@@ -584,20 +596,13 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		created = true
 		a.at("recorded")
 	}
-	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
-		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
-	journaled := true
-	if err := writeState(a.stateDir, rec, false); err != nil {
-		// The original is durable, so the change can be made without
-		// a journal (a crash now leaves the device to Revert, which
-		// restores the original regardless): a full or read-only state
-		// file system must not block a change back, e.g. a regression
-		// revert.
-		rec.Interrupted = nil
-		journaled = false
-		res.RecordError = &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "journal", Err: err}
-	} else {
-		a.at("journaled")
+	jerr := a.journal(dev, rec, before, s, created)
+	if jerr != nil && jerr.NotChanged {
+		return Applied{}, jerr
+	}
+	journaled := jerr == nil
+	if !journaled {
+		res.RecordError = jerr
 	}
 
 	written, after, cause := a.change(dev, before, s)
@@ -608,6 +613,9 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	res.After = after
 	rec.Interrupted = nil
 	if journaled {
+		// Unjournaled, the record is left as it is: it already accepts
+		// every value the change made (see journal).
+		rec.noteApplied(before, s, after)
 		if err := writeState(a.stateDir, rec, false); err != nil {
 			// The device has the setting, and the original is intact;
 			// the journal on disk still says the change is in progress
@@ -619,6 +627,38 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		}
 	}
 	return res, nil
+}
+
+// journal writes rec with the journal of the change of dev from before to
+// s (its target is the value about to be written, which a revert then
+// takes for shadowtune's) before anything is written to the device, and
+// returns nil. When the write fails, it returns a *RecordError: with
+// NotChanged set the change must not be made (a record created for it is
+// dropped again); without, the record on disk already accepts every value
+// the change can leave (Original.accepts: e.g. a change back to the
+// original on a full state file system), so it may be made unjournaled.
+func (a *Actuator) journal(dev string, rec *Original, before State, s Setting, created bool) *RecordError {
+	mayGoOn := !created && rec.accepts(before, s)
+	prev := rec.Applied
+	if rec.Applied == nil { // a record of an older agent: from now on it says what is shadowtune's
+		rec.Applied = &State{Scheduler: before.Scheduler, Tunables: maps.Clone(before.Tunables), ReadAheadKiB: before.ReadAheadKiB}
+	}
+	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
+		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
+	err := writeState(a.stateDir, rec, false)
+	if err == nil {
+		a.at("journaled")
+		return nil
+	}
+	rec.Interrupted, rec.Applied = nil, prev
+	rerr := &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "journal", NotChanged: !mayGoOn, Err: err}
+	if created {
+		// The record was written for this change, which is not made.
+		if err := removeState(a.stateDir, dev); err == nil {
+			delete(a.records, dev)
+		}
+	}
+	return rerr
 }
 
 // finishInterrupted finishes the rollback of dev's interrupted change, if
@@ -889,7 +929,12 @@ func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 // write the state directory before restoring: when the device is restored
 // but its record cannot be removed (a read-only or full state file
 // system), the error is a *RecordError (ErrRecordNotUpdated) and the
-// record is kept; reverting again verifies the device and retries.
+// record is kept; reverting again verifies the device and retries. A
+// value another writer set after shadowtune's change (neither the
+// original, nor what shadowtune applied, nor the target of its change in
+// progress) is left, with the tunables of a scheduler left so: the rest
+// is restored, the record removed, and the error is a *LeftError
+// (ErrOtherWriter) saying what was left, one line per knob.
 func (a *Actuator) Revert(dev string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -912,9 +957,12 @@ func (a *Actuator) revert(dev string) error {
 }
 
 // restoreRecord claims dev, puts its recorded original back (checked
-// against the device first, all or nothing) and removes the record. what
-// names the operation in errors; a record that cannot be removed is a
-// *RecordError with Restored set.
+// against the device first, all or nothing) and removes the record. A
+// knob another writer changed since shadowtune's change keeps its value
+// (see Original.ownedState): the error is then a *LeftError naming each,
+// and the revert is otherwise complete. what names the operation in
+// errors; a record that cannot be removed is a *RecordError with
+// Restored set.
 func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.claim(dev); err != nil {
 		return err
@@ -923,14 +971,23 @@ func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.restorable(dev, rec.State, "original"); err != nil {
 		return err
 	}
-	if err := a.restore(dev, rec.State); err != nil {
+	cur, err := a.readState(dev)
+	if err != nil {
+		return err
+	}
+	want, left := rec.ownedState(cur)
+	if err := a.restore(dev, want); err != nil {
 		return fmt.Errorf("actuate: %s %s: %w", what, dev, err)
 	}
+	var lerr error
+	if len(left) > 0 {
+		lerr = &LeftError{Device: dev, Left: left}
+	}
 	if err := removeState(a.stateDir, dev); err != nil {
-		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
+		return errors.Join(&RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}, lerr)
 	}
 	delete(a.records, dev)
-	return nil
+	return lerr
 }
 
 // RevertDetached puts dev's original back on a device whose medium went
@@ -968,7 +1025,9 @@ func (a *Actuator) RevertDetached(dev string) error {
 // (gone or replaced, untouched: not a failure of the revert, report them
 // and Forget them), Failed (not restored: a write failed, a record that
 // cannot be loaded or does not fit the device, a device another Actuator
-// owns) and RecordKept (restored, but the record could not be removed;
+// owns), RecordKept (restored, but the record could not be removed;
+// these are in the returned list too) and Left (restored except the
+// values another writer changed since, which were left, *LeftError;
 // these are in the returned list too).
 func (a *Actuator) RevertAll() ([]string, error) {
 	a.mu.Lock()
@@ -987,6 +1046,13 @@ func (a *Actuator) RevertAll() ([]string, error) {
 	for _, dev := range devs {
 		err := a.revert(dev)
 		var rerr *RecordError
+		var lerr *LeftError
+		if errors.As(err, &lerr) {
+			re.Left = append(re.Left, DeviceError{dev, lerr})
+			if !errors.As(err, &rerr) {
+				err = nil // restored, but for what was left
+			}
+		}
 		switch {
 		case err == nil:
 			done = append(done, dev)
@@ -999,7 +1065,7 @@ func (a *Actuator) RevertAll() ([]string, error) {
 			re.Failed = append(re.Failed, DeviceError{dev, err})
 		}
 	}
-	if len(re.Gone)+len(re.Failed)+len(re.RecordKept) == 0 {
+	if len(re.Gone)+len(re.Failed)+len(re.RecordKept)+len(re.Left) == 0 {
 		return done, nil
 	}
 	return done, re
@@ -1077,7 +1143,8 @@ func (a *Actuator) restorable(dev string, want State, what string) error {
 // restore puts dev into state want: the scheduler, then the queue
 // attributes a switch resets, then the tunables, then read-ahead; each
 // value is written only if it differs and is read back. It goes on after
-// a failure (best effort) and finally compares the whole state.
+// a failure (best effort) and finally compares the whole state. A
+// Scheduler "" and ReadAheadKiB leaveReadAhead are left as they are.
 func (a *Actuator) restore(dev string, want State) error {
 	var errs []error
 	if want.Scheduler != "" {
@@ -1101,8 +1168,10 @@ func (a *Actuator) restore(dev string, want State) error {
 			}
 		}
 	}
-	if _, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB)); err != nil {
-		errs = append(errs, err)
+	if want.ReadAheadKiB != leaveReadAhead {
+		if _, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -1126,10 +1195,11 @@ func (a *Actuator) restoreScheduler(dev, name string) error {
 	return a.writeScheduler(dev, name)
 }
 
-// compare returns an error for each recorded value that got does not have.
+// compare returns an error for each recorded value that got does not
+// have (a Scheduler "" or ReadAheadKiB leaveReadAhead is not compared).
 func (a *Actuator) compare(dev string, want, got State) error {
 	var errs []error
-	if want.Scheduler != got.Scheduler {
+	if want.Scheduler != "" && want.Scheduler != got.Scheduler {
 		errs = append(errs, a.mismatch(dev, AttrScheduler, want.Scheduler, got.Scheduler))
 	}
 	for _, k := range slices.Sorted(maps.Keys(want.Queue)) {
@@ -1142,7 +1212,7 @@ func (a *Actuator) compare(dev string, want, got State) error {
 			errs = append(errs, a.mismatch(dev, AttrIosched+"/"+k, want.Tunables[k], got.Tunables[k]))
 		}
 	}
-	if want.ReadAheadKiB != got.ReadAheadKiB {
+	if want.ReadAheadKiB != leaveReadAhead && want.ReadAheadKiB != got.ReadAheadKiB {
 		errs = append(errs, a.mismatch(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB), strconv.Itoa(got.ReadAheadKiB)))
 	}
 	return errors.Join(errs...)
