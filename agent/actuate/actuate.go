@@ -43,11 +43,19 @@
 //   - Revert restores the scheduler, then nr_requests and
 //     wbt_lat_usec, then the scheduler's tunables, then read_ahead_kb,
 //     reads everything back and removes the record only when every value
-//     matches.
+//     matches. It restores a knob only while it holds a value of
+//     shadowtune's: the original, the value the last finished change
+//     applied (Original.Applied) or the target of the journaled change
+//     (written before the device is changed, so a crash between the two
+//     writes is covered). Any other value is another writer's: it stays,
+//     with the scheduler's tunables when the scheduler is the writer's,
+//     and the revert reports it (*LeftError). Records without Applied
+//     (older agents) restore every knob.
 //   - A journal that cannot be written (full or read-only state file
-//     system) does not block a change once the original is recorded: a
-//     crash then leaves the device to Revert, which restores the original
-//     regardless.
+//     system) blocks the change (*RecordError with NotChanged; the device
+//     and the record stay as they were), unless the record already
+//     accepts every value the change can leave, as a change back to the
+//     original does: that change is made unjournaled.
 //
 // Ownership: one Actuator (one state directory) per device. Before it
 // changes or reverts a device, an Actuator claims it host-wide (an flock
@@ -79,12 +87,12 @@
 // read-ahead in whole pages): all or nothing per device.
 //
 // State writes: the original must be durable before a device's first
-// change; nothing else depends on writing the state directory. A revert
-// restores the device first and only then removes the record (a read-only
-// or full state file system leaves the record, *RecordError); a change
-// whose journal cannot be written proceeds (the original is durable) and
-// reports Applied.RecordError; failed updates are retried at the next
-// operation (Flush).
+// change, and the journal before every change that writes a value the
+// record does not hold yet. A revert restores the device first and only
+// then removes the record (a read-only or full state file system leaves
+// the record, *RecordError); a change made without its journal, or whose
+// journal could not be cleared, reports Applied.RecordError; failed
+// updates are retried at the next operation (Flush).
 //
 // Kernel behaviour this relies on (verified on Linux 6.18 loop devices by
 // the integration tests): writing an unknown scheduler name fails with
@@ -267,9 +275,10 @@ type Applied struct {
 	Written []string
 	// RecordError is non-nil when the device has the setting (the
 	// change succeeded) but its state file could not be updated (a full
-	// or read-only state file system): the journal was not written or
-	// not cleared. The original record is intact either way. The
-	// Actuator retries the update at its next operation (see Flush).
+	// or read-only state file system): the journal was not written (a
+	// change back to values the record holds) or not cleared. The
+	// original record is intact either way. The Actuator retries the
+	// update at its next operation (see Flush).
 	RecordError *RecordError
 }
 
@@ -536,9 +545,11 @@ func (a *Actuator) at(point string) {
 // Apply changes dev (a whole disk's kernel name, e.g. "sda"; partitions
 // have no queue of their own) to s. See the package documentation for the
 // order, the verification and the rollback. On failure the error is an
-// *AttrError or a *ChangeError; with errors.Is it matches the kind
-// (ErrDeviceGone, ErrBusy, ErrReadOnly, ErrPermission, ErrRejected,
-// ErrMismatch, ErrNotAllowed, ErrInvalidSetting, ErrRollback).
+// *AttrError, a *ChangeError, or a *RecordError (ErrRecordNotUpdated,
+// NotChanged: the journal could not be written, nothing was changed);
+// with errors.Is it matches the kind (ErrDeviceGone, ErrBusy, ErrReadOnly,
+// ErrPermission, ErrRejected, ErrMismatch, ErrNotAllowed,
+// ErrInvalidSetting, ErrRollback, ErrRecordNotUpdated).
 func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
