@@ -14,8 +14,10 @@ package agent
 // (agent/actuate's identity rule).
 
 import (
+	"errors"
 	"fmt"
 
+	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
@@ -25,6 +27,12 @@ import (
 // nothing the agent set is carried over.
 func (a *Agent) dropRecord(dev string) {
 	err := a.act.RevertDetached(dev)
+	var left *actuate.LeftError
+	var rerr *actuate.RecordError
+	if errors.As(err, &left) && !errors.As(err, &rerr) {
+		a.opt.Log.Info("restored the original settings of a device's queue left behind, except what another writer changed", "device", dev, "left", left.Error())
+		return
+	}
 	if err == nil {
 		a.opt.Log.Info("restored the original settings of a device's queue left behind", "device", dev)
 		return

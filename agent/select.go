@@ -84,7 +84,14 @@ func restoreUngoverned(act *actuate.Actuator, sel []selected, m *metrics.Metrics
 		if applyDevs[dev] {
 			continue
 		}
-		if err := act.Revert(dev); err != nil {
+		err := act.Revert(dev)
+		var left *actuate.LeftError
+		var rerr *actuate.RecordError
+		if errors.As(err, &left) && !errors.As(err, &rerr) {
+			log.Info("restored a device except what another writer changed since", "device", dev, "left", left.Error())
+			err = nil
+		}
+		if err != nil {
 			if errors.Is(err, actuate.ErrDeviceGone) {
 				log.Info("a device changed by an earlier run is gone; its record is kept", "device", dev, "error", err.Error())
 				continue

@@ -43,11 +43,19 @@
 //   - Revert restores the scheduler, then nr_requests and
 //     wbt_lat_usec, then the scheduler's tunables, then read_ahead_kb,
 //     reads everything back and removes the record only when every value
-//     matches.
+//     matches. It restores a knob only while it holds a value of
+//     shadowtune's: the original, the value the last finished change
+//     applied (Original.Applied) or the target of the journaled change
+//     (written before the device is changed, so a crash between the two
+//     writes is covered). Any other value is another writer's: it stays,
+//     with the scheduler's tunables when the scheduler is the writer's,
+//     and the revert reports it (*LeftError). Records without Applied
+//     (older agents) restore every knob.
 //   - A journal that cannot be written (full or read-only state file
-//     system) does not block a change once the original is recorded: a
-//     crash then leaves the device to Revert, which restores the original
-//     regardless.
+//     system) blocks the change (*RecordError with NotChanged; the device
+//     and the record stay as they were), unless the record already
+//     accepts every value the change can leave, as a change back to the
+//     original does: that change is made unjournaled.
 //
 // Ownership: one Actuator (one state directory) per device. Before it
 // changes or reverts a device, an Actuator claims it host-wide (an flock
@@ -79,12 +87,12 @@
 // read-ahead in whole pages): all or nothing per device.
 //
 // State writes: the original must be durable before a device's first
-// change; nothing else depends on writing the state directory. A revert
-// restores the device first and only then removes the record (a read-only
-// or full state file system leaves the record, *RecordError); a change
-// whose journal cannot be written proceeds (the original is durable) and
-// reports Applied.RecordError; failed updates are retried at the next
-// operation (Flush).
+// change, and the journal before every change that writes a value the
+// record does not hold yet. A revert restores the device first and only
+// then removes the record (a read-only or full state file system leaves
+// the record, *RecordError); a change made without its journal, or whose
+// journal could not be cleared, reports Applied.RecordError; failed
+// updates are retried at the next operation (Flush).
 //
 // Kernel behaviour this relies on (verified on Linux 6.18 loop devices by
 // the integration tests): writing an unknown scheduler name fails with
@@ -228,6 +236,13 @@ type Original struct {
 	// Interrupted is the journal of a change that did not finish (the
 	// agent died during Apply, or its rollback failed); nil otherwise.
 	Interrupted *Change
+	// Applied holds, for each knob (scheduler, tunable, read-ahead),
+	// the value shadowtune's last finished change left on it, or the
+	// original for a knob it never changed; nil in a record written
+	// before it existed. A revert restores a knob only while it holds
+	// the original, this value or the in-progress target: any other
+	// value is another writer's and is left (see LeftError).
+	Applied *State
 
 	dirty bool // the file on disk is behind this record (a failed update)
 }
@@ -240,6 +255,10 @@ func (o *Original) clone() Original {
 		ic.Before = ic.Before.clone()
 		ic.Target.Tunables = maps.Clone(ic.Target.Tunables)
 		c.Interrupted = &ic
+	}
+	if o.Applied != nil {
+		ap := o.Applied.clone()
+		c.Applied = &ap
 	}
 	return c
 }
@@ -256,9 +275,10 @@ type Applied struct {
 	Written []string
 	// RecordError is non-nil when the device has the setting (the
 	// change succeeded) but its state file could not be updated (a full
-	// or read-only state file system): the journal was not written or
-	// not cleared. The original record is intact either way. The
-	// Actuator retries the update at its next operation (see Flush).
+	// or read-only state file system): the journal was not written (a
+	// change back to values the record holds) or not cleared. The
+	// original record is intact either way. The Actuator retries the
+	// update at its next operation (see Flush).
 	RecordError *RecordError
 }
 
@@ -525,9 +545,11 @@ func (a *Actuator) at(point string) {
 // Apply changes dev (a whole disk's kernel name, e.g. "sda"; partitions
 // have no queue of their own) to s. See the package documentation for the
 // order, the verification and the rollback. On failure the error is an
-// *AttrError or a *ChangeError; with errors.Is it matches the kind
-// (ErrDeviceGone, ErrBusy, ErrReadOnly, ErrPermission, ErrRejected,
-// ErrMismatch, ErrNotAllowed, ErrInvalidSetting, ErrRollback).
+// *AttrError, a *ChangeError, or a *RecordError (ErrRecordNotUpdated,
+// NotChanged: the journal could not be written, nothing was changed);
+// with errors.Is it matches the kind (ErrDeviceGone, ErrBusy, ErrReadOnly,
+// ErrPermission, ErrRejected, ErrMismatch, ErrNotAllowed,
+// ErrInvalidSetting, ErrRollback, ErrRecordNotUpdated).
 func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -574,7 +596,8 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 			return Applied{}, err
 		}
 		rec = &Original{Device: dev, MajorMinor: id.majorMinor, DiskSeq: id.diskSeq, BootID: a.bootID, StableID: id.stableID,
-			RecordedAt: time.Now().UTC(), State: before.clone()}
+			RecordedAt: time.Now().UTC(), State: before.clone(),
+			Applied: &State{Scheduler: before.Scheduler, Tunables: maps.Clone(before.Tunables), ReadAheadKiB: before.ReadAheadKiB}}
 		// The original must be durable before the first change: no
 		// record, no change.
 		if err := writeState(a.stateDir, rec, true); err != nil {
@@ -584,20 +607,13 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		created = true
 		a.at("recorded")
 	}
-	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
-		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
-	journaled := true
-	if err := writeState(a.stateDir, rec, false); err != nil {
-		// The original is durable, so the change can be made without
-		// a journal (a crash now leaves the device to Revert, which
-		// restores the original regardless): a full or read-only state
-		// file system must not block a change back, e.g. a regression
-		// revert.
-		rec.Interrupted = nil
-		journaled = false
-		res.RecordError = &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "journal", Err: err}
-	} else {
-		a.at("journaled")
+	jerr := a.journal(dev, rec, before, s, created)
+	if jerr != nil && jerr.NotChanged {
+		return Applied{}, jerr
+	}
+	journaled := jerr == nil
+	if !journaled {
+		res.RecordError = jerr
 	}
 
 	written, after, cause := a.change(dev, before, s)
@@ -608,6 +624,9 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 	res.After = after
 	rec.Interrupted = nil
 	if journaled {
+		// Unjournaled, the record is left as it is: it already accepts
+		// every value the change made (see journal).
+		rec.noteApplied(before, s, after)
 		if err := writeState(a.stateDir, rec, false); err != nil {
 			// The device has the setting, and the original is intact;
 			// the journal on disk still says the change is in progress
@@ -619,6 +638,38 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		}
 	}
 	return res, nil
+}
+
+// journal writes rec with the journal of the change of dev from before to
+// s (its target is the value about to be written, which a revert then
+// takes for shadowtune's) before anything is written to the device, and
+// returns nil. When the write fails, it returns a *RecordError: with
+// NotChanged set the change must not be made (a record created for it is
+// dropped again); without, the record on disk already accepts every value
+// the change can leave (Original.accepts: e.g. a change back to the
+// original on a full state file system), so it may be made unjournaled.
+func (a *Actuator) journal(dev string, rec *Original, before State, s Setting, created bool) *RecordError {
+	mayGoOn := !created && rec.accepts(before, s)
+	prev := rec.Applied
+	if rec.Applied == nil { // a record of an older agent: from now on it says what is shadowtune's
+		rec.Applied = &State{Scheduler: before.Scheduler, Tunables: maps.Clone(before.Tunables), ReadAheadKiB: before.ReadAheadKiB}
+	}
+	rec.Interrupted = &Change{StartedAt: time.Now().UTC(), Before: before.clone(),
+		Target: Setting{Scheduler: s.Scheduler, Tunables: maps.Clone(s.Tunables), ReadAheadKiB: s.ReadAheadKiB}}
+	err := writeState(a.stateDir, rec, false)
+	if err == nil {
+		a.at("journaled")
+		return nil
+	}
+	rec.Interrupted, rec.Applied = nil, prev
+	rerr := &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "journal", NotChanged: !mayGoOn, Err: err}
+	if created {
+		// The record was written for this change, which is not made.
+		if err := removeState(a.stateDir, dev); err == nil {
+			delete(a.records, dev)
+		}
+	}
+	return rerr
 }
 
 // finishInterrupted finishes the rollback of dev's interrupted change, if
@@ -889,7 +940,12 @@ func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 // write the state directory before restoring: when the device is restored
 // but its record cannot be removed (a read-only or full state file
 // system), the error is a *RecordError (ErrRecordNotUpdated) and the
-// record is kept; reverting again verifies the device and retries.
+// record is kept; reverting again verifies the device and retries. A
+// value another writer set after shadowtune's change (neither the
+// original, nor what shadowtune applied, nor the target of its change in
+// progress) is left, with the tunables of a scheduler left so: the rest
+// is restored, the record removed, and the error is a *LeftError
+// (ErrOtherWriter) saying what was left, one line per knob.
 func (a *Actuator) Revert(dev string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -912,9 +968,12 @@ func (a *Actuator) revert(dev string) error {
 }
 
 // restoreRecord claims dev, puts its recorded original back (checked
-// against the device first, all or nothing) and removes the record. what
-// names the operation in errors; a record that cannot be removed is a
-// *RecordError with Restored set.
+// against the device first, all or nothing) and removes the record. A
+// knob another writer changed since shadowtune's change keeps its value
+// (see Original.ownedState): the error is then a *LeftError naming each,
+// and the revert is otherwise complete. what names the operation in
+// errors; a record that cannot be removed is a *RecordError with
+// Restored set.
 func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.claim(dev); err != nil {
 		return err
@@ -923,14 +982,23 @@ func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.restorable(dev, rec.State, "original"); err != nil {
 		return err
 	}
-	if err := a.restore(dev, rec.State); err != nil {
+	cur, err := a.readState(dev)
+	if err != nil {
+		return err
+	}
+	want, left := rec.ownedState(cur)
+	if err := a.restore(dev, want); err != nil {
 		return fmt.Errorf("actuate: %s %s: %w", what, dev, err)
 	}
+	var lerr error
+	if len(left) > 0 {
+		lerr = &LeftError{Device: dev, Left: left}
+	}
 	if err := removeState(a.stateDir, dev); err != nil {
-		return &RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}
+		return errors.Join(&RecordError{Device: dev, Path: statePath(a.stateDir, dev), Op: "remove", Restored: true, Err: err}, lerr)
 	}
 	delete(a.records, dev)
-	return nil
+	return lerr
 }
 
 // RevertDetached puts dev's original back on a device whose medium went
@@ -968,7 +1036,9 @@ func (a *Actuator) RevertDetached(dev string) error {
 // (gone or replaced, untouched: not a failure of the revert, report them
 // and Forget them), Failed (not restored: a write failed, a record that
 // cannot be loaded or does not fit the device, a device another Actuator
-// owns) and RecordKept (restored, but the record could not be removed;
+// owns), RecordKept (restored, but the record could not be removed;
+// these are in the returned list too) and Left (restored except the
+// values another writer changed since, which were left, *LeftError;
 // these are in the returned list too).
 func (a *Actuator) RevertAll() ([]string, error) {
 	a.mu.Lock()
@@ -987,6 +1057,13 @@ func (a *Actuator) RevertAll() ([]string, error) {
 	for _, dev := range devs {
 		err := a.revert(dev)
 		var rerr *RecordError
+		var lerr *LeftError
+		if errors.As(err, &lerr) {
+			re.Left = append(re.Left, DeviceError{dev, lerr})
+			if !errors.As(err, &rerr) {
+				err = nil // restored, but for what was left
+			}
+		}
 		switch {
 		case err == nil:
 			done = append(done, dev)
@@ -999,7 +1076,7 @@ func (a *Actuator) RevertAll() ([]string, error) {
 			re.Failed = append(re.Failed, DeviceError{dev, err})
 		}
 	}
-	if len(re.Gone)+len(re.Failed)+len(re.RecordKept) == 0 {
+	if len(re.Gone)+len(re.Failed)+len(re.RecordKept)+len(re.Left) == 0 {
 		return done, nil
 	}
 	return done, re
@@ -1077,7 +1154,8 @@ func (a *Actuator) restorable(dev string, want State, what string) error {
 // restore puts dev into state want: the scheduler, then the queue
 // attributes a switch resets, then the tunables, then read-ahead; each
 // value is written only if it differs and is read back. It goes on after
-// a failure (best effort) and finally compares the whole state.
+// a failure (best effort) and finally compares the whole state. A
+// Scheduler "" and ReadAheadKiB leaveReadAhead are left as they are.
 func (a *Actuator) restore(dev string, want State) error {
 	var errs []error
 	if want.Scheduler != "" {
@@ -1101,8 +1179,10 @@ func (a *Actuator) restore(dev string, want State) error {
 			}
 		}
 	}
-	if _, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB)); err != nil {
-		errs = append(errs, err)
+	if want.ReadAheadKiB != leaveReadAhead {
+		if _, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB)); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -1126,10 +1206,11 @@ func (a *Actuator) restoreScheduler(dev, name string) error {
 	return a.writeScheduler(dev, name)
 }
 
-// compare returns an error for each recorded value that got does not have.
+// compare returns an error for each recorded value that got does not
+// have (a Scheduler "" or ReadAheadKiB leaveReadAhead is not compared).
 func (a *Actuator) compare(dev string, want, got State) error {
 	var errs []error
-	if want.Scheduler != got.Scheduler {
+	if want.Scheduler != "" && want.Scheduler != got.Scheduler {
 		errs = append(errs, a.mismatch(dev, AttrScheduler, want.Scheduler, got.Scheduler))
 	}
 	for _, k := range slices.Sorted(maps.Keys(want.Queue)) {
@@ -1142,7 +1223,7 @@ func (a *Actuator) compare(dev string, want, got State) error {
 			errs = append(errs, a.mismatch(dev, AttrIosched+"/"+k, want.Tunables[k], got.Tunables[k]))
 		}
 	}
-	if want.ReadAheadKiB != got.ReadAheadKiB {
+	if want.ReadAheadKiB != leaveReadAhead && want.ReadAheadKiB != got.ReadAheadKiB {
 		errs = append(errs, a.mismatch(dev, AttrReadAhead, strconv.Itoa(want.ReadAheadKiB), strconv.Itoa(got.ReadAheadKiB)))
 	}
 	return errors.Join(errs...)

@@ -185,12 +185,18 @@ type RecordError struct {
 	// Restored is true for a revert: the device has its original values
 	// (read back), only the record is left.
 	Restored bool
-	Err      error
+	// NotChanged is true for an Apply refused because its journal could
+	// not be written: the device was not changed.
+	NotChanged bool
+	Err        error
 }
 
 func (e *RecordError) Error() string {
 	if e.Restored {
 		return fmt.Sprintf("actuate: %s restored, but could not remove its record %s (%v): it stays until a revert can remove it", e.Device, e.Path, e.Err)
+	}
+	if e.NotChanged {
+		return fmt.Sprintf("actuate: %s: could not %s record %s (%v): the device was not changed; the original record is intact", e.Device, e.Op, e.Path, e.Err)
 	}
 	return fmt.Sprintf("actuate: %s: could not %s record %s (%v); the original record is intact", e.Device, e.Op, e.Path, e.Err)
 }
@@ -217,10 +223,15 @@ type RevertError struct {
 	// RecordKept: devices restored whose record could not be removed
 	// (*RecordError); a later revert retries.
 	RecordKept []DeviceError
+	// Left: devices restored except the values another writer changed
+	// since shadowtune's change (*LeftError, ErrOtherWriter), which stay;
+	// their records are dropped. Not a failed restore: the values in
+	// effect are the other writer's.
+	Left []DeviceError
 }
 
 // AllRestored reports whether every device that still exists was
-// restored (only Gone or RecordKept entries).
+// restored (only Gone, RecordKept or Left entries).
 func (e *RevertError) AllRestored() bool { return len(e.Failed) == 0 }
 
 func (e *RevertError) Error() string {
@@ -238,13 +249,14 @@ func (e *RevertError) Error() string {
 	list("not restored", e.Failed)
 	list("gone or replaced (not touched, record kept)", e.Gone)
 	list("restored with the record kept", e.RecordKept)
+	list("restored, except what another writer changed since", e.Left)
 	return "actuate: revert: " + strings.Join(parts, "; ")
 }
 
 // Unwrap returns every device's error.
 func (e *RevertError) Unwrap() []error {
 	var out []error
-	for _, l := range [][]DeviceError{e.Failed, e.Gone, e.RecordKept} {
+	for _, l := range [][]DeviceError{e.Failed, e.Gone, e.RecordKept, e.Left} {
 		for _, d := range l {
 			out = append(out, d.Err)
 		}

@@ -43,12 +43,21 @@ const StateVersion = 1
 //	                                   // queue attributes a scheduler switch resets, raw text
 //	    "read_ahead_kb": 128
 //	  },
-//	  "in_progress": {                 // present only while a change is being made: the journal
-//	    "started_at": "...",
+//	  "applied": {                     // per knob, what shadowtune's last finished change left
+//	    "scheduler": "kyber",          // (the original for a knob it never changed); absent in
+//	    "tunables": {...},             // records of older agents, which revert every knob
+//	    "read_ahead_kb": 1024
+//	  },
+//	  "in_progress": {                 // the journal, written before the device is changed
+//	    "started_at": "...",           // and cleared when the change is done
 //	    "before": { ...a State... },   // the device just before this change
 //	    "target": {"scheduler": "bfq", "tunables": {"slice_idle": 0}, "read_ahead_kb": 512}
-//	  }
+//	  }                                // (the values about to be written: "pending")
 //	}
+//
+// A revert restores a knob only while it holds the original, the applied
+// value or the in-progress target; another value is another writer's and
+// stays (see LeftError).
 //
 // Writes are atomic and durable: a temporary file in STATEDIR is written,
 // fsynced, then linked (first record: os.Link fails if a record exists, so
@@ -71,6 +80,7 @@ type stateFile struct {
 	RecordedAt time.Time `json:"recorded_at"`
 	Original   *State    `json:"original"`
 	InProgress *Change   `json:"in_progress,omitempty"`
+	Applied    *State    `json:"applied,omitempty"`
 }
 
 func (o *Original) file() stateFile {
@@ -78,7 +88,7 @@ func (o *Original) file() stateFile {
 	return stateFile{
 		Version: StateVersion, Device: o.Device, MajorMinor: o.MajorMinor, DiskSeq: o.DiskSeq,
 		BootID: o.BootID, StableID: o.StableID,
-		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted,
+		RecordedAt: o.RecordedAt, Original: &st, InProgress: o.Interrupted, Applied: o.Applied,
 	}
 }
 
@@ -192,9 +202,14 @@ func readStateFile(path, dev string) (*Original, error) {
 			return nil, corrupt("in_progress.before: %v", err)
 		}
 	}
+	if f.Applied != nil {
+		if err := f.Applied.check(); err != nil {
+			return nil, corrupt("applied: %v", err)
+		}
+	}
 	return &Original{
 		Device: f.Device, MajorMinor: f.MajorMinor, DiskSeq: f.DiskSeq, BootID: f.BootID, StableID: f.StableID,
-		RecordedAt: f.RecordedAt, State: *f.Original, Interrupted: f.InProgress,
+		RecordedAt: f.RecordedAt, State: *f.Original, Interrupted: f.InProgress, Applied: f.Applied,
 	}, nil
 }
 

@@ -170,6 +170,14 @@ func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
 	for _, d := range re.RecordKept {
 		fmt.Fprintf(stdout, "restored %s, but its record stays: %s\n", d.Device, oneLine(d.Err.Error()))
 	}
+	for _, d := range re.Left {
+		var left *actuate.LeftError
+		if errors.As(d.Err, &left) {
+			for _, l := range left.Left {
+				fmt.Fprintf(stdout, "%s: %s\n", d.Device, l)
+			}
+		}
+	}
 	for _, d := range re.Gone {
 		fmt.Fprintf(stdout, "skipped %s: gone or replaced, not touched (shadowtune state forget %s --state-dir %s): %s\n",
 			d.Device, d.Device, a.StateDir(), oneLine(d.Err.Error()))
