@@ -3,8 +3,8 @@ package tracer
 import "errors"
 
 // ErrPageCacheUnsupported is wrapped by NewPageCacheProbe's error when the
-// kernel lacks a tracepoint the probe needs (Linux before 6.11, or another
-// platform than Linux); the error names the first one missing.
+// kernel lacks a tracepoint the probe needs (Linux 6.1 does), or on
+// another platform than Linux; the error names the first one missing.
 var ErrPageCacheUnsupported = errors.New("page-cache probe unsupported")
 
 // MinResolvedPages is how many pages (4 KiB) a window must have resolved,

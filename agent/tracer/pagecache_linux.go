@@ -56,7 +56,7 @@ type PageCacheProbe struct {
 // tracepoints. It needs root (CAP_BPF and CAP_PERFMON), kernel BTF and
 // tracefs (found by cilium/ebpf at /sys/kernel/tracing or
 // /sys/kernel/debug/tracing). When the kernel lacks one of the
-// tracepoints (Linux before 6.11) it returns an error wrapping
+// tracepoints (Linux 6.1 lacks most; 6.18 has them) it returns an error wrapping
 // ErrPageCacheUnsupported that names it, before anything is attached;
 // other errors (memlock, BTF, load, attach) are returned wrapped, and
 // nothing stays attached.
@@ -71,7 +71,7 @@ func NewPageCacheProbe() (*PageCacheProbe, error) {
 	for _, h := range pageCacheHooks {
 		var typ *btf.Typedef
 		if err := kspec.TypeByName("btf_trace_"+h.name, &typ); err != nil {
-			return nil, fmt.Errorf("%w: kernel has no tracepoint %s:%s (needs Linux 6.11 or later)", ErrPageCacheUnsupported, h.group, h.name)
+			return nil, fmt.Errorf("%w: kernel has no tracepoint %s:%s (a recent kernel has it: 6.18 does, 6.1 does not)", ErrPageCacheUnsupported, h.group, h.name)
 		}
 	}
 	spec, err := loadPagecache()

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
@@ -365,4 +366,86 @@ func TestPageCacheWaste(t *testing.T) {
 	if seq.UsedPages < 9*(1<<30>>12)/10 {
 		t.Errorf("sequential read(): %d pages used, want ≥ 90%% of the file's %d", seq.UsedPages, 1<<30>>12)
 	}
+}
+
+// TestPageCacheOverhead times a buffered sequential read of the 1 GiB file
+// (1 MiB read() calls, from a cold cache) without and with the probe
+// attached and tracking the device, alternating, and logs the medians and
+// the probe's BPF run time per program. It runs only with
+// SHADOWTUNE_TRACER_BENCH=1 (rounds: SHADOWTUNE_TRACER_BENCH_ROUNDS,
+// default 3).
+func TestPageCacheOverhead(t *testing.T) {
+	if os.Getenv("SHADOWTUNE_TRACER_BENCH") != "1" {
+		t.Skip("set SHADOWTUNE_TRACER_BENCH=1 to measure the page-cache probe's overhead")
+	}
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	newProbe(t).Close() // skips where unsupported
+	fx := newPCFixture(t)
+	st, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		t.Fatalf("BPF statistics: %v", err)
+	}
+	defer st.Close()
+	secs := map[bool][]float64{}
+	for round := range envInt("SHADOWTUNE_TRACER_BENCH_ROUNDS", 3) {
+		for i := range 2 {
+			on := i != round%2 // alternate which goes first
+			var p *PageCacheProbe
+			if on {
+				if p, err = NewPageCacheProbe(); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Track([]uint32{fx.dev}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fx.evict(t)
+			t0 := time.Now()
+			readAll(t, fx.data)
+			d := time.Since(t0).Seconds()
+			secs[on] = append(secs[on], d)
+			if p != nil {
+				logProgStats(t, p)
+				_ = p.Close()
+			}
+			t.Logf("round %d probe %-5v %.3f s (%.0f MiB/s)", round, on, d, 1024/d)
+		}
+	}
+	off, on := median(secs[false]), median(secs[true])
+	t.Logf("median: without %.3f s (%.0f MiB/s), with %.3f s (%.0f MiB/s): %+.1f%% time",
+		off, 1024/off, on, 1024/on, 100*(on-off)/off)
+}
+
+func readAll(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logProgStats logs each of p's programs' run count and mean run time.
+func logProgStats(t *testing.T, p *PageCacheProbe) {
+	t.Helper()
+	var total time.Duration
+	for name, prog := range p.coll.Programs {
+		s, err := prog.Stats()
+		if err != nil || s.RunCount == 0 {
+			continue
+		}
+		total += s.Runtime
+		t.Logf("  %-16s %8d runs %6.0f ns/run", name, s.RunCount, float64(s.Runtime.Nanoseconds())/float64(s.RunCount))
+	}
+	t.Logf("  BPF time in all: %.1f ms", float64(total.Microseconds())/1000)
 }

@@ -11,7 +11,7 @@ type PageCacheProbe struct{}
 // NewPageCacheProbe returns an error wrapping ErrPageCacheUnsupported:
 // the probe needs Linux.
 func NewPageCacheProbe() (*PageCacheProbe, error) {
-	return nil, fmt.Errorf("%w: needs Linux 6.11 or later", ErrPageCacheUnsupported)
+	return nil, fmt.Errorf("%w: needs Linux", ErrPageCacheUnsupported)
 }
 
 // Track returns an error wrapping ErrPageCacheUnsupported.

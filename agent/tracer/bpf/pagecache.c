@@ -26,8 +26,8 @@
 //   readahead:page_cache_async_ra             an asynchronous one starts
 //   readahead:page_cache_ra_order             a read-ahead window is read
 //   readahead:page_cache_ra_unbounded         a forced / fallback read-ahead
-// Needs Linux 6.11 or later (the filemap access tracepoints came in 6.10,
-// the readahead ones in 6.11... see doc.go).
+// Needs a kernel with all of them: 6.18 has them, 6.1 lacks the access and
+// readahead ones (added upstream in 2024 and 2025; see ../doc.go).
 //
 // Per-page state, bounded: an LRU hash keyed by (s_dev, ino, index / 16)
 // whose value holds two 16-bit bitmaps, pages added (while traced) and pages
