@@ -246,19 +246,24 @@
 // BPF LRU hash keyed by (s_dev, inode, index / 16) whose value holds two
 // 16-bit bitmaps (pages added while tracked, pages accessed since); an
 // event walks at most 64 such chunks (1,024 pages) and counts pages beyond
-// in UnwalkedPages. Memory, preallocated by the kernel: the chunk map has
-// 131,072 entries (8 GiB of the tracked devices' page cache) of 24-byte
-// keys and 8-byte values, about 80 bytes each with the LRU hash's element
-// overhead: about 10 MiB; the per-task map 8,192 entries × (4 + 40 bytes +
-// overhead) ≈ 0.8 MiB; the counters 64 × 64 bytes per CPU. When the
+// in UnwalkedPages. Memory, preallocated by the kernel (memlock as
+// bpftool reports it on 6.18): the chunk map, 131,072 entries (8 GiB of
+// the tracked devices' page cache) of a 24-byte key and an 8-byte value,
+// 96 bytes each with the LRU hash's element overhead: 12.6 MB; the
+// per-task map, 8,192 entries of 4 + 40 bytes, 112 bytes each: 0.9 MB; the
+// counters, 64 devices × 64 bytes per possible CPU, and the device set, 64
+// entries: a few KiB. About 13.5 MB in all. When the
 // tracked devices cache more than 8 GiB, the least recently touched chunks
 // are forgotten: their pages are then neither used nor wasted, so the
 // ratio stays an estimate over the pages still followed.
 //
 // Measured (TestPageCacheWaste: ext4 on a loop device, read_ahead_kb 2560,
-// a 256 MiB memory cgroup, kernel 6.18): 2,000 random 4 KiB reads through
-// mmap waste about 96.6 % of what read-around brought in; a sequential
-// read() of 1 GiB in 1 MiB calls 0.0 %. Cost: about 14 ms of BPF time per
-// GiB read sequentially with the device tracked (pc_add, 3–5 µs per
-// folio added, is most of it), about 2 % of that read's time on one CPU.
+// a 256 MiB memory cgroup, kernel 6.18, three runs): 2,000 random 4 KiB
+// reads through mmap waste 96.6 % of what read-around brought in (about
+// 920,000 pages added, 31,500 used); a sequential read() of 1 GiB in 1 MiB
+// calls 0.00–0.05 %. Cost (TestPageCacheOverhead, cold-cache sequential
+// read of 1 GiB): 11–14 ms of BPF time per GiB with the device tracked
+// (pc_add, 3–5 µs per folio added, is most of it), about 2 % of the 0.65 s
+// read on one CPU; the read's wall time did not measurably change (its
+// spread between runs, 0.63–1.24 s, was far larger).
 package tracer

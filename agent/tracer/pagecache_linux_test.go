@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -448,4 +449,21 @@ func logProgStats(t *testing.T, p *PageCacheProbe) {
 		t.Logf("  %-16s %8d runs %6.0f ns/run", name, s.RunCount, float64(s.Runtime.Nanoseconds())/float64(s.RunCount))
 	}
 	t.Logf("  BPF time in all: %.1f ms", float64(total.Microseconds())/1000)
+}
+
+// TestPageCacheUnsupported checks that a kernel without one of the
+// tracepoints gets ErrPageCacheUnsupported naming it, as on Linux 6.1.
+func TestPageCacheUnsupported(t *testing.T) {
+	loopdev.NeedLoop(t, "loads BPF programs")
+	saved := pageCacheHooks
+	t.Cleanup(func() { pageCacheHooks = saved })
+	pageCacheHooks = append(slices.Clone(saved), struct{ group, name, prog string }{"filemap", "mm_filemap_no_such_event", pagecacheProgPcAdd})
+	p, err := NewPageCacheProbe()
+	if err == nil {
+		_ = p.Close()
+		t.Fatal("NewPageCacheProbe succeeded with a tracepoint the kernel lacks")
+	}
+	if !errors.Is(err, ErrPageCacheUnsupported) || !strings.Contains(err.Error(), "filemap:mm_filemap_no_such_event") {
+		t.Fatalf("error %q: want ErrPageCacheUnsupported naming filemap:mm_filemap_no_such_event", err)
+	}
 }
