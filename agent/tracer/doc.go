@@ -201,8 +201,8 @@
 // tracked, then accessed at least once, counted at the first access),
 // pages wasted (added while tracked, deleted never accessed), the
 // synchronous and asynchronous read-ahead decisions, the pages of the
-// read-ahead windows read, and mmap faults (filemap_fault calls,
-// retries included). The waste of a window is ΔWasted / (ΔWasted + ΔUsed)
+// read-ahead windows read, and mmap faults (filemap_fault calls: a fault
+// retried after dropping mmap_lock for its I/O counts twice). The waste of a window is ΔWasted / (ΔWasted + ΔUsed)
 // ([PageCacheStats.Sub], [PageCacheStats.WastePct]). Pages are 4 KiB; a
 // large folio (ext4 uses them on 6.18) counts all its pages.
 //
@@ -214,7 +214,7 @@
 // readahead:page_cache_sync_ra, page_cache_async_ra, page_cache_ra_order and
 // page_cache_ra_unbounded. The filemap access tracepoints (get_pages,
 // fault, map_pages) were added upstream in 2024 and the readahead ones in
-// 2025; 6.18 has them all, Debian's 6.1 none of them, and
+// 2025; 6.18 has them all, Debian's 6.1 lacks those, and
 // [NewPageCacheProbe] then returns an error wrapping
 // [ErrPageCacheUnsupported] that names the first missing tracepoint (it
 // checks kernel BTF for each before loading, so nothing is half attached).
@@ -224,8 +224,9 @@
 // mm_filemap_fault fires at the start of filemap_fault, before the
 // read-around adds the faulting page, so a fault (and a read's first miss,
 // from page_cache_sync_ra) is remembered per task and credited when that
-// task adds the folio covering it; the kernel also retries a fault that
-// dropped mmap_lock for the I/O, and the retry finds the page. The
+// task adds the folio covering it. (In TestPageCacheWaste that credit made
+// no difference: the kernel retries a fault that dropped mmap_lock for the
+// I/O, and the retry finds the page; it matters for faults not retried.) The
 // read-ahead events fire before the new window is computed (their size is
 // the previous window's), so the pages read are taken from
 // page_cache_ra_order, once the window is set, and page_cache_ra_unbounded
