@@ -82,3 +82,20 @@ func errNotExist(err error) string {
 	}
 	return err.Error()
 }
+
+// KernelDev converts a dev_t as user space sees it (stat's st_dev, glibc's
+// encoding: major in bits 8–19 and 32–43, minor in bits 0–7 and 20–31)
+// into the kernel's internal encoding, major<<20 | minor, which the
+// filemap and readahead tracepoints report as s_dev.
+func KernelDev(unixDev uint64) uint32 {
+	major := uint32((unixDev>>8)&0xfff | (unixDev>>32)&^0xfff)
+	minor := uint32(unixDev&0xff | (unixDev>>12)&^0xff)
+	return Mkdev(major, minor)
+}
+
+// UnixDev converts a kernel-internal dev_t (major<<20 | minor) into user
+// space's encoding (KernelDev's inverse).
+func UnixDev(kdev uint32) uint64 {
+	major, minor := uint64(kdev>>minorBits), uint64(kdev&(1<<minorBits-1))
+	return major&0xfff<<8 | (major&^0xfff)<<32 | minor&0xff | (minor&^0xff)<<12
+}

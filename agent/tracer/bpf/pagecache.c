@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: GPL-2.0
+//
+// pagecache: counts, per file system device (s_dev), the pages added to the
+// page cache and whether each was accessed before it left the cache: the
+// read-ahead waste of that device. See ../doc.go ("Page-cache probe") for
+// the semantics; compiled by bpf2go (../gen.go) into pagecache_bpfel.o /
+// pagecache_bpfeb.o, which are committed.
+//
+// The technique is bcc's tools/readahead.py (pages allocated by read-ahead
+// and not accessed before eviction), done here on tracepoints only: the
+// kernel this was written on has no kprobes.
+//
+// Hooks (classic tracepoints; their record structs are relocated by CO-RE):
+//   filemap:mm_filemap_add_to_page_cache      a folio (1 << order pages) enters
+//   filemap:mm_filemap_delete_from_page_cache a folio leaves (evicted, truncated)
+//   filemap:mm_filemap_get_pages              a read() found index..last_index
+//                                             (fires at the END of
+//                                             filemap_get_pages, after its
+//                                             read-ahead; not at all on some
+//                                             paths, see note 2)
+//   filemap:mm_filemap_fault                  an mmap fault on index (fires at
+//                                             the START of filemap_fault, before
+//                                             read-around adds the page, note 1)
+//   filemap:mm_filemap_map_pages              fault-around mapped start..end
+//   readahead:page_cache_sync_ra              a synchronous read-ahead starts
+//   readahead:page_cache_async_ra             an asynchronous one starts
+//   readahead:page_cache_ra_order             a read-ahead window is read
+//   readahead:page_cache_ra_unbounded         a forced / fallback read-ahead
+// Needs a kernel with all of them: 6.18 has them, 6.1 lacks the access and
+// readahead ones (added upstream in 2024 and 2025; see ../doc.go).
+//
+// Per-page state, bounded: an LRU hash keyed by (s_dev, ino, index / 16)
+// whose value holds two 16-bit bitmaps, pages added (while traced) and pages
+// accessed since. Every event walks at most MAX_CHUNKS chunks (1024 pages);
+// pages beyond are counted in unwalked and otherwise ignored.
+//
+// Note 1: mm_filemap_fault fires before the faulting page is read, so the
+// fault is remembered per task (task_state.demand) and credited when that
+// task adds the folio that covers it. page_cache_sync_ra, likewise, records
+// the read's first page: filemap_get_pages reads it through
+// filemap_create_folio, without the get_pages event, when read-ahead added
+// nothing.
+//
+// Note 2: filemap_get_pages returns the folios it found without the event
+// when the batch's last folio is not up to date (still being read), and
+// filemap_read copies them. Each task's last read request (pages
+// req_start..req_end of one file) is kept; a new request of the same file
+// that starts after it by less than that request's length (a sequential
+// reader) is credited with the pages in between.
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+#define CHUNK_SHIFT 4
+#define CHUNK_PAGES (1 << CHUNK_SHIFT)
+#define MAX_CHUNKS 64
+#define MAX_DEVS 64
+#define MAX_ORDER_PAGES 12 // order cap: a folio of more than 16 MiB is unheard of
+
+// Counters of one tracked device (pages are 4 KiB, PAGE_SIZE units).
+struct pc_stats {
+	__u64 added;      // pages added to the page cache
+	__u64 used;       // pages added while traced, then accessed (at the first access)
+	__u64 wasted;     // pages added while traced, deleted never accessed
+	__u64 sync_ra;    // page_cache_sync_ra events
+	__u64 async_ra;   // page_cache_async_ra events
+	__u64 ra_pages;   // pages of the read-ahead windows read
+	__u64 faults;     // mm_filemap_fault events
+	__u64 unwalked;   // pages of events beyond MAX_CHUNKS chunks (not followed)
+};
+
+struct chunk_key {
+	__u64 ino;
+	__u64 chunk; // page index >> CHUNK_SHIFT
+	__u32 dev;
+	__u32 pad;
+};
+
+// bits: low 16 bits, pages added while traced; high 16, pages accessed since.
+struct chunk {
+	__u32 bits;
+	__u32 pad;
+};
+
+struct task_state {
+	__u64 ino;
+	__u64 demand;    // page a fault (or a read's first miss) waits for
+	__u64 req_start; // the task's last read request, pages, inclusive
+	__u64 req_end;
+	__u32 dev;
+	__u8 has_demand;
+	__u8 has_req;
+	__u8 in_ra_order; // a ra_order window was counted: its fallback is not
+	__u8 pad;
+};
+
+// tracked: s_dev → index into stats, set by user space.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_DEVS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tracked SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, MAX_DEVS);
+	__type(key, __u32);
+	__type(value, struct pc_stats);
+} stats SEC(".maps");
+
+// chunks: the per-page state (max_entries is set by user space).
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 131072);
+	__type(key, struct chunk_key);
+	__type(value, struct chunk);
+} chunks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u32);
+	__type(value, struct task_state);
+} tasks SEC(".maps");
+
+static __always_inline struct pc_stats *lookup_dev(__u32 dev)
+{
+	__u32 *idx = bpf_map_lookup_elem(&tracked, &dev);
+	if (!idx)
+		return 0;
+	__u32 i = *idx;
+	return bpf_map_lookup_elem(&stats, &i);
+}
+
+static __always_inline __u32 pop16(__u32 x)
+{
+	x = x - ((x >> 1) & 0x5555);
+	x = (x & 0x3333) + ((x >> 2) & 0x3333);
+	x = (x + (x >> 4)) & 0x0f0f;
+	return (x + (x >> 8)) & 0x1f;
+}
+
+// chunk_mask is the bits of chunk c that pages lo..hi (inclusive) cover.
+static __always_inline __u32 chunk_mask(__u64 c, __u64 lo, __u64 hi)
+{
+	__u64 first = c << CHUNK_SHIFT, last = first + CHUNK_PAGES - 1;
+	__u32 a = lo > first ? lo - first : 0;
+	__u32 b = hi < last ? hi - first : CHUNK_PAGES - 1;
+	return ((0xffffu << a) & (0xffffu >> (15 - b))) & 0xffff;
+}
+
+// walk_end returns the last chunk to walk for pages lo..hi and counts the
+// pages beyond the cap.
+static __always_inline __u64 walk_end(struct pc_stats *st, __u64 lo, __u64 hi)
+{
+	__u64 c0 = lo >> CHUNK_SHIFT, c1 = hi >> CHUNK_SHIFT;
+	if (c1 - c0 >= MAX_CHUNKS) {
+		c1 = c0 + MAX_CHUNKS - 1;
+		st->unwalked += hi - ((c1 + 1) << CHUNK_SHIFT) + 1;
+	}
+	return c1;
+}
+
+// credit marks pages lo..hi of (dev, ino) accessed; those added while
+// traced and not accessed before count as used.
+static __always_inline void credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi)
+{
+	if (hi < lo)
+		return;
+	struct chunk_key k = {.ino = ino, .dev = dev};
+	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
+	for (int i = 0; i < MAX_CHUNKS; i++) {
+		k.chunk = c0 + i;
+		if (k.chunk > c1)
+			break;
+		struct chunk *v = bpf_map_lookup_elem(&chunks, &k);
+		if (!v)
+			continue;
+		__u32 cur = v->bits;
+		__u32 want = chunk_mask(k.chunk, lo, hi) & cur & ~(cur >> 16) & 0xffff;
+		if (!want)
+			continue;
+		__u32 old = __sync_fetch_and_or(&v->bits, want << 16);
+		st->used += pop16(want & ~(old >> 16) & 0xffff);
+	}
+}
+
+static __always_inline struct task_state *task(void)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	if (ts)
+		return ts;
+	struct task_state zero = {};
+	bpf_map_update_elem(&tasks, &tid, &zero, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&tasks, &tid);
+}
+
+static __always_inline void set_demand(__u32 dev, __u64 ino, __u64 index)
+{
+	struct task_state *ts = task();
+	if (!ts)
+		return;
+	if (ts->dev != dev || ts->ino != ino)
+		ts->has_req = 0;
+	ts->dev = dev;
+	ts->ino = ino;
+	ts->demand = index;
+	ts->has_demand = 1;
+	ts->in_ra_order = 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
+int pc_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	__u32 dev = ctx->s_dev, order = 0;
+	__u64 ino = ctx->i_ino, lo = ctx->index;
+	if (bpf_core_field_exists(ctx->order))
+		order = ctx->order;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	if (order > MAX_ORDER_PAGES)
+		order = MAX_ORDER_PAGES;
+	__u64 hi = lo + (1ull << order) - 1;
+	st->added += 1ull << order;
+	struct chunk_key k = {.ino = ino, .dev = dev};
+	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
+	for (int i = 0; i < MAX_CHUNKS; i++) {
+		k.chunk = c0 + i;
+		if (k.chunk > c1)
+			break;
+		struct chunk *v = bpf_map_lookup_elem(&chunks, &k);
+		if (!v) {
+			struct chunk zero = {};
+			bpf_map_update_elem(&chunks, &k, &zero, BPF_NOEXIST);
+			v = bpf_map_lookup_elem(&chunks, &k);
+			if (!v)
+				continue;
+		}
+		__u32 m = chunk_mask(k.chunk, lo, hi);
+		// A page added again (its deletion was missed) starts afresh.
+		__sync_fetch_and_and(&v->bits, ~(m << 16));
+		__sync_fetch_and_or(&v->bits, m);
+	}
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	if (ts && ts->has_demand && ts->dev == dev && ts->ino == ino && ts->demand >= lo && ts->demand <= hi) {
+		ts->has_demand = 0;
+		credit(st, dev, ino, ts->demand, ts->demand);
+	}
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_delete_from_page_cache")
+int pc_delete(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+{
+	__u32 dev = ctx->s_dev, order = 0;
+	__u64 ino = ctx->i_ino, lo = ctx->index;
+	if (bpf_core_field_exists(ctx->order))
+		order = ctx->order;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	if (order > MAX_ORDER_PAGES)
+		order = MAX_ORDER_PAGES;
+	__u64 hi = lo + (1ull << order) - 1;
+	struct chunk_key k = {.ino = ino, .dev = dev};
+	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
+	for (int i = 0; i < MAX_CHUNKS; i++) {
+		k.chunk = c0 + i;
+		if (k.chunk > c1)
+			break;
+		struct chunk *v = bpf_map_lookup_elem(&chunks, &k);
+		if (!v)
+			continue;
+		__u32 m = chunk_mask(k.chunk, lo, hi);
+		__u32 old = __sync_fetch_and_and(&v->bits, ~(m | m << 16));
+		st->wasted += pop16(m & old & ~(old >> 16) & 0xffff);
+		if (!(old & ~(m | m << 16)))
+			bpf_map_delete_elem(&chunks, &k);
+	}
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_get_pages")
+int pc_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	__u32 dev = ctx->s_dev;
+	__u64 ino = ctx->i_ino, lo = ctx->index, hi = ctx->last_index;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	struct task_state *ts = task();
+	if (ts) {
+		int same = ts->has_req && ts->dev == dev && ts->ino == ino;
+		if (!same || ts->req_end != hi) {
+			// A new request; the pages between the task's last one
+			// and this one were read without the event (note 2).
+			__u64 start = lo;
+			if (same && lo > ts->req_end + 1 &&
+			    lo - ts->req_end - 1 <= ts->req_end - ts->req_start) {
+				start = ts->req_end + 1;
+				credit(st, dev, ino, start, lo - 1);
+			}
+			ts->dev = dev;
+			ts->ino = ino;
+			ts->req_start = start;
+			ts->req_end = hi;
+			ts->has_req = 1;
+		}
+		ts->in_ra_order = 0;
+	}
+	credit(st, dev, ino, lo, hi);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_fault")
+int pc_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+{
+	__u32 dev = ctx->s_dev;
+	__u64 ino = ctx->i_ino, index = ctx->index;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	st->faults++;
+	credit(st, dev, ino, index, index);
+	set_demand(dev, ino, index);
+	return 0;
+}
+
+SEC("tracepoint/filemap/mm_filemap_map_pages")
+int pc_map_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+{
+	__u32 dev = ctx->s_dev;
+	__u64 ino = ctx->i_ino, lo = ctx->index, hi = ctx->last_index;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	credit(st, dev, ino, lo, hi);
+	return 0;
+}
+
+SEC("tracepoint/readahead/page_cache_sync_ra")
+int pc_sync_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	__u32 dev = ctx->s_dev;
+	__u64 ino = ctx->i_ino, index = ctx->index;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	st->sync_ra++;
+	set_demand(dev, ino, index);
+	return 0;
+}
+
+SEC("tracepoint/readahead/page_cache_async_ra")
+int pc_async_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+{
+	struct pc_stats *st = lookup_dev(ctx->s_dev);
+	if (!st)
+		return 0;
+	st->async_ra++;
+	struct task_state *ts = task();
+	if (ts)
+		ts->in_ra_order = 0;
+	return 0;
+}
+
+// page_cache_ra_order fires once the window (ra->size pages) is set;
+// page_cache_sync_ra and _async_ra fire before, with the previous window.
+SEC("tracepoint/readahead/page_cache_ra_order")
+int pc_ra_order(struct trace_event_raw_page_cache_ra_order *ctx)
+{
+	// The record's fields are read first: the verifier accepts only
+	// constant offsets from the context pointer itself.
+	__u32 dev = ctx->s_dev, size = ctx->size;
+	__u64 ino = ctx->i_ino;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	st->ra_pages += size;
+	struct task_state *ts = task();
+	if (ts) {
+		ts->in_ra_order = 1;
+		if (ts->dev != dev || ts->ino != ino)
+			ts->has_req = 0, ts->has_demand = 0;
+		ts->dev = dev;
+		ts->ino = ino;
+	}
+	return 0;
+}
+
+// page_cache_ra_unbounded reads a forced read-ahead (read_ahead_kb 0,
+// POSIX_FADV_RANDOM, madvise) or the fallback of a ra_order window, which
+// was counted there.
+SEC("tracepoint/readahead/page_cache_ra_unbounded")
+int pc_ra_unbounded(struct trace_event_raw_page_cache_ra_unbounded *ctx)
+{
+	__u32 dev = ctx->s_dev;
+	__u64 ino = ctx->i_ino, nr = ctx->nr_to_read;
+	struct pc_stats *st = lookup_dev(dev);
+	if (!st)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	if (ts && ts->in_ra_order && ts->dev == dev && ts->ino == ino) {
+		ts->in_ra_order = 0;
+		return 0;
+	}
+	st->ra_pages += nr;
+	return 0;
+}

@@ -1,0 +1,72 @@
+package tracer
+
+import "errors"
+
+// ErrPageCacheUnsupported is wrapped by NewPageCacheProbe's error when the
+// kernel lacks a tracepoint the probe needs (Linux 6.1 does), or on
+// another platform than Linux; the error names the first one missing.
+var ErrPageCacheUnsupported = errors.New("page-cache probe unsupported")
+
+// MinResolvedPages is how many pages (4 KiB) a window must have resolved,
+// used plus wasted, for PageCacheStats.WastePct to report a ratio.
+const MinResolvedPages = 256
+
+// PageCacheStats are the cumulative page-cache counters of one file
+// system device, since it was tracked. Pages are 4 KiB (PAGE_SIZE) units;
+// a large folio counts all its pages.
+type PageCacheStats struct {
+	// AddedPages are the pages added to the page cache.
+	AddedPages uint64
+	// UsedPages are the pages added while tracked and then accessed
+	// (read(), an mmap fault, fault-around mapping) at least once,
+	// counted at their first access.
+	UsedPages uint64
+	// WastedPages are the pages added while tracked and deleted from the
+	// page cache (evicted, truncated) without ever being accessed.
+	WastedPages uint64
+	// SyncReadAhead and AsyncReadAhead count the synchronous (on a
+	// miss) and asynchronous (on reaching a PG_readahead page)
+	// read-ahead decisions (events).
+	SyncReadAhead, AsyncReadAhead uint64
+	// ReadAheadPages are the pages of the read-ahead windows the kernel
+	// read (pages).
+	ReadAheadPages uint64
+	// MmapFaults count mmap page faults on the device's files (events).
+	MmapFaults uint64
+	// UnwalkedPages are pages of events beyond the probe's per-event
+	// bound (1024 pages), left unresolved (pages).
+	UnwalkedPages uint64
+}
+
+// Sub returns s - prev, field by field: the counts of a window when prev
+// is an earlier reading of the same device. A counter that went backwards
+// (the device was untracked and tracked again) gives its value in s.
+func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
+	d := func(a, b uint64) uint64 {
+		if a < b {
+			return a
+		}
+		return a - b
+	}
+	return PageCacheStats{
+		AddedPages:     d(s.AddedPages, prev.AddedPages),
+		UsedPages:      d(s.UsedPages, prev.UsedPages),
+		WastedPages:    d(s.WastedPages, prev.WastedPages),
+		SyncReadAhead:  d(s.SyncReadAhead, prev.SyncReadAhead),
+		AsyncReadAhead: d(s.AsyncReadAhead, prev.AsyncReadAhead),
+		ReadAheadPages: d(s.ReadAheadPages, prev.ReadAheadPages),
+		MmapFaults:     d(s.MmapFaults, prev.MmapFaults),
+		UnwalkedPages:  d(s.UnwalkedPages, prev.UnwalkedPages),
+	}
+}
+
+// WastePct is the read-ahead waste of s, usually a window (Sub), in
+// percent: 100 × WastedPages / (WastedPages + UsedPages). It returns false
+// when fewer than MinResolvedPages pages were resolved.
+func (s PageCacheStats) WastePct() (float64, bool) {
+	n := s.WastedPages + s.UsedPages
+	if n < MinResolvedPages {
+		return 0, false
+	}
+	return 100 * float64(s.WastedPages) / float64(n), true
+}

@@ -1,0 +1,196 @@
+//go:build linux
+
+package tracer
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+)
+
+// pageCacheChunks is the size of the probe's per-page state (entries of
+// 16 pages): 131,072 chunks follow 8 GiB of the tracked devices' page
+// cache, in 12.6 MB of kernel memory (96 bytes an entry).
+const pageCacheChunks = 1 << 17
+
+// pageCacheMaxDevs is how many devices Track accepts (MAX_DEVS in
+// bpf/pagecache.c).
+const pageCacheMaxDevs = 64
+
+// pageCacheHooks are the probe's tracepoints (group, name) and programs,
+// in the order they are attached.
+var pageCacheHooks = []struct{ group, name, prog string }{
+	{"filemap", "mm_filemap_add_to_page_cache", pagecacheProgPcAdd},
+	{"filemap", "mm_filemap_delete_from_page_cache", pagecacheProgPcDelete},
+	{"filemap", "mm_filemap_get_pages", pagecacheProgPcGetPages},
+	{"filemap", "mm_filemap_fault", pagecacheProgPcFault},
+	{"filemap", "mm_filemap_map_pages", pagecacheProgPcMapPages},
+	{"readahead", "page_cache_sync_ra", pagecacheProgPcSyncRa},
+	{"readahead", "page_cache_async_ra", pagecacheProgPcAsyncRa},
+	{"readahead", "page_cache_ra_order", pagecacheProgPcRaOrder},
+	{"readahead", "page_cache_ra_unbounded", pagecacheProgPcRaUnbounded},
+}
+
+// PageCacheProbe counts, per file system device, the pages added to the
+// page cache and whether they were accessed before they left it: the
+// read-ahead waste (bpf/pagecache.c; see the package doc, "Page-cache
+// probe"). It counts only the devices given to Track. Its methods may be
+// called concurrently. Close releases it.
+type PageCacheProbe struct {
+	coll    *ebpf.Collection
+	links   []link.Link
+	tracked *ebpf.Map
+	stats   *ebpf.Map
+
+	mu   sync.Mutex
+	devs map[uint32]uint32 // s_dev → index into stats
+}
+
+// NewPageCacheProbe loads the probe and attaches it to its nine
+// tracepoints. It needs root (CAP_BPF and CAP_PERFMON), kernel BTF and
+// tracefs (found by cilium/ebpf at /sys/kernel/tracing or
+// /sys/kernel/debug/tracing). When the kernel lacks one of the
+// tracepoints (Linux 6.1 lacks most; 6.18 has them) it returns an error wrapping
+// ErrPageCacheUnsupported that names it, before anything is attached;
+// other errors (memlock, BTF, load, attach) are returned wrapped, and
+// nothing stays attached.
+func NewPageCacheProbe() (*PageCacheProbe, error) {
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, fmt.Errorf("page-cache probe: memlock: %w", err)
+	}
+	kspec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return nil, fmt.Errorf("page-cache probe: kernel BTF: %w", err)
+	}
+	for _, h := range pageCacheHooks {
+		var typ *btf.Typedef
+		if err := kspec.TypeByName("btf_trace_"+h.name, &typ); err != nil {
+			return nil, fmt.Errorf("%w: kernel has no tracepoint %s:%s (a recent kernel has it: 6.18 does, 6.1 does not)", ErrPageCacheUnsupported, h.group, h.name)
+		}
+	}
+	spec, err := loadPagecache()
+	if err != nil {
+		return nil, fmt.Errorf("page-cache probe: %w", err)
+	}
+	spec.Maps[pagecacheMapChunks].MaxEntries = pageCacheChunks
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}})
+	if err != nil {
+		return nil, fmt.Errorf("page-cache probe: load: %w", err)
+	}
+	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
+		stats: coll.Maps[pagecacheMapStats], devs: map[uint32]uint32{}}
+	for _, h := range pageCacheHooks {
+		l, err := link.Tracepoint(h.group, h.name, coll.Programs[h.prog], nil)
+		if err != nil {
+			_ = p.Close()
+			return nil, fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err)
+		}
+		p.links = append(p.links, l)
+	}
+	return p, nil
+}
+
+// Track sets the devices counted: s_dev values, the kernel's encoding
+// major<<20 | minor (KernelDev converts stat's st_dev). A device already
+// tracked keeps its counters; one dropped loses them, and restarts from
+// zero if tracked again. Pages a device had in the page cache before it
+// was tracked are never counted as used or wasted. It returns an error
+// for more than 64 devices or when a map update fails (the set is then
+// partly applied).
+func (p *PageCacheProbe) Track(devs []uint32) error {
+	devs = slices.Compact(slices.Sorted(slices.Values(devs)))
+	if len(devs) > pageCacheMaxDevs {
+		return fmt.Errorf("page-cache probe: %d devices, at most %d", len(devs), pageCacheMaxDevs)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for dev := range p.devs {
+		if _, keep := slices.BinarySearch(devs, dev); keep {
+			continue
+		}
+		if err := p.tracked.Delete(dev); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("page-cache probe: untrack %s: %w", DevString(dev), err)
+		}
+		delete(p.devs, dev)
+	}
+	for _, dev := range devs {
+		if _, ok := p.devs[dev]; ok {
+			continue
+		}
+		idx := p.freeIndex()
+		if err := p.zero(idx); err != nil {
+			return fmt.Errorf("page-cache probe: track %s: %w", DevString(dev), err)
+		}
+		if err := p.tracked.Put(dev, idx); err != nil {
+			return fmt.Errorf("page-cache probe: track %s: %w", DevString(dev), err)
+		}
+		p.devs[dev] = idx
+	}
+	return nil
+}
+
+// freeIndex is the lowest stats index no tracked device uses (p.mu held).
+func (p *PageCacheProbe) freeIndex() uint32 {
+	used := make([]bool, pageCacheMaxDevs)
+	for _, idx := range p.devs {
+		used[idx] = true
+	}
+	return uint32(slices.Index(used, false))
+}
+
+// zero resets the per-CPU counters at idx.
+func (p *PageCacheProbe) zero(idx uint32) error {
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return err
+	}
+	return p.stats.Put(idx, make([]pagecachePcStats, n))
+}
+
+// Stats returns the cumulative counters of every tracked device, by s_dev,
+// since it was tracked (pages are 4 KiB). It returns an error when a
+// counter cannot be read.
+func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[uint32]PageCacheStats, len(p.devs))
+	var per []pagecachePcStats
+	for dev, idx := range p.devs {
+		if err := p.stats.Lookup(idx, &per); err != nil {
+			return nil, fmt.Errorf("page-cache probe: counters of %s: %w", DevString(dev), err)
+		}
+		var s PageCacheStats
+		for _, c := range per {
+			s.AddedPages += c.Added
+			s.UsedPages += c.Used
+			s.WastedPages += c.Wasted
+			s.SyncReadAhead += c.SyncRa
+			s.AsyncReadAhead += c.AsyncRa
+			s.ReadAheadPages += c.RaPages
+			s.MmapFaults += c.Faults
+			s.UnwalkedPages += c.Unwalked
+		}
+		out[dev] = s
+	}
+	return out, nil
+}
+
+// Close detaches and unloads the probe; it returns the detach errors.
+func (p *PageCacheProbe) Close() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	if p.coll != nil {
+		p.coll.Close()
+		p.coll = nil
+	}
+	return errors.Join(errs...)
+}

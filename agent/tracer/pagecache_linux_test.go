@@ -1,0 +1,469 @@
+//go:build linux
+
+package tracer
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+)
+
+func TestKernelDev(t *testing.T) {
+	for _, mm := range [][2]uint32{{0, 0}, {7, 3}, {8, 17}, {259, 1}, {4095, 255}, {4095, 256}, {511, 1<<20 - 1}} {
+		u := unix.Mkdev(mm[0], mm[1])
+		k := KernelDev(u)
+		if k != Mkdev(mm[0], mm[1]) {
+			t.Errorf("KernelDev(%d:%d) = %s", mm[0], mm[1], DevString(k))
+		}
+		if back := UnixDev(k); back != u {
+			t.Errorf("UnixDev(%s) = %#x, want %#x", DevString(k), back, u)
+		}
+	}
+}
+
+func TestPageCacheStatsWaste(t *testing.T) {
+	prev := PageCacheStats{AddedPages: 100, UsedPages: 50, WastedPages: 10}
+	cur := PageCacheStats{AddedPages: 1100, UsedPages: 150, WastedPages: 910, MmapFaults: 3}
+	d := cur.Sub(prev)
+	if d.AddedPages != 1000 || d.UsedPages != 100 || d.WastedPages != 900 || d.MmapFaults != 3 {
+		t.Fatalf("Sub = %+v", d)
+	}
+	if w, ok := d.WastePct(); !ok || w != 90 {
+		t.Errorf("WastePct = %v, %v; want 90, true", w, ok)
+	}
+	if _, ok := (PageCacheStats{UsedPages: 100, WastedPages: 155}).WastePct(); ok {
+		t.Error("WastePct resolved with 255 pages")
+	}
+	if d := prev.Sub(cur); d.UsedPages != 50 {
+		t.Errorf("Sub of a reset counter = %d, want the new value 50", d.UsedPages)
+	}
+}
+
+// pcChildEnv makes the test binary a workload child (pageCacheChild).
+const pcChildEnv = "SHADOWTUNE_PAGECACHE_CHILD"
+
+// TestPageCacheChild is the workload child of TestPageCacheWaste, run by
+// re-executing the test binary: it waits for a line on stdin (the parent
+// has moved it into the test's cgroup by then), then reads the file
+// $SHADOWTUNE_PAGECACHE_CHILD names as "mmap:PATH" (2,000 random 4 KiB
+// reads through a shared mapping) or "read:PATH" (sequential read() of
+// 1 MiB).
+func TestPageCacheChild(t *testing.T) {
+	spec := os.Getenv(pcChildEnv)
+	if spec == "" {
+		t.Skip("workload child of TestPageCacheWaste")
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	mode, path, _ := strings.Cut(spec, ":")
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum byte
+	buf := make([]byte, 1<<20)
+	switch mode {
+	case "mmap":
+		m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = unix.Munmap(m) }()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for range 2000 {
+			off := rng.Int64N(fi.Size()/4096) * 4096
+			copy(buf[:4096], m[off:off+4096])
+			sum ^= buf[0]
+		}
+	case "read":
+		for {
+			n, err := f.Read(buf)
+			if n > 0 {
+				sum ^= buf[0]
+			}
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	default:
+		t.Fatalf("unknown mode %q", mode)
+	}
+	fmt.Println("checksum", sum)
+}
+
+// pcFixture is TestPageCacheWaste's ext4 file system on a loop device with
+// a 1 GiB data file.
+type pcFixture struct {
+	loop *loopdev.Dev
+	dir  string // mount point
+	data string // the data file
+	dev  uint32 // the file system's s_dev
+}
+
+// newPCFixture makes a 1.5 GiB loop device over a file in /var/tmp, an
+// ext4 file system on it mounted in a temporary directory, and a 1 GiB
+// data file written and synced; read_ahead_kb of the device is 2560.
+// Everything is undone when t ends.
+func newPCFixture(t *testing.T) *pcFixture {
+	t.Helper()
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("needs mkfs.ext4")
+	}
+	loopdev.LockHeavyIO(t)
+	t.Setenv("TMPDIR", "/var/tmp") // the backing file and mount point
+	l := loopdev.NewForTest(t, 1536<<20)
+	l.Allocate(t)
+	if out, err := exec.Command("mkfs.ext4", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", l.Path).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %s: %v: %s", l.Path, err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(l.Path, dir, "ext4", 0, ""); err != nil {
+		t.Fatalf("mount %s: %v", l.Path, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("umount %s: %v", dir, err)
+		}
+	})
+	fx := &pcFixture{loop: l, dir: dir, data: filepath.Join(dir, "data")}
+	writeData(t, fx.data, 1<<30)
+	var st unix.Stat_t
+	if err := unix.Stat(fx.data, &st); err != nil {
+		t.Fatal(err)
+	}
+	fx.dev = KernelDev(st.Dev)
+	if err := os.WriteFile(filepath.Join("/sys/block", l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+// writeData writes size bytes of pseudo-random data to path and fsyncs it.
+func writeData(t *testing.T, path string, size int64) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(buf)) {
+		for i := 0; i < len(buf); i += 8 {
+			v := rng.Uint64()
+			for j := range 8 {
+				buf[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if _, err := f.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// evict drops the data file's pages from the page cache
+// (POSIX_FADV_DONTNEED: only this file's, not the host's whole cache).
+func (fx *pcFixture) evict(t *testing.T) {
+	t.Helper()
+	f, err := os.Open(fx.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memCgroup creates a memory cgroup limited to limit bytes and returns its
+// cgroup.procs file; it is removed when t ends. cgroup v2 (a leaf under
+// /sys/fs/cgroup) when its memory controller is enabled there, else a
+// cgroup v1 memory cgroup below this process's own; it skips t when
+// neither is available.
+func memCgroup(t *testing.T, limit int64) string {
+	t.Helper()
+	name := fmt.Sprintf("shadowtune-pagecache-test-%d", os.Getpid())
+	var dir, limitFile string
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control"); err == nil && strings.Contains(string(b), "memory") {
+		dir, limitFile = filepath.Join("/sys/fs/cgroup", name), "memory.max"
+	} else if parent := v1MemoryCgroup(); parent != "" {
+		dir, limitFile = filepath.Join(parent, name), "memory.limit_in_bytes"
+	} else {
+		t.Skip("needs a cgroup v2 memory controller (or cgroup v1 memory)")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a memory cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// The child has exited; its cgroup empties a moment later.
+		var err error
+		for range 50 {
+			if err = os.Remove(dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("remove cgroup %s: %v", dir, err)
+	})
+	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		t.Fatalf("%s: %v", limitFile, err)
+	}
+	t.Logf("memory cgroup %s (%s = %d)", dir, limitFile, limit)
+	return filepath.Join(dir, "cgroup.procs")
+}
+
+// v1MemoryCgroup is this process's cgroup v1 memory cgroup directory, or
+// "" without one.
+func v1MemoryCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && f[1] == "memory" {
+			dir := filepath.Join("/sys/fs/cgroup/memory", f[2])
+			if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err == nil {
+				return dir
+			}
+		}
+	}
+	return ""
+}
+
+// runChild runs the workload child (TestPageCacheChild) on spec inside the
+// cgroup whose cgroup.procs file is procs, and waits for it.
+func runChild(t *testing.T, procs, spec string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPageCacheChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), pcChildEnv+"="+spec)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("move child into %s: %v", procs, err)
+	}
+	t0 := time.Now()
+	_, _ = in.Write([]byte("go\n"))
+	_ = in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child %s: %v\n%s", spec, err, out.String())
+	}
+	t.Logf("child %s: %.2f s", spec, time.Since(t0).Seconds())
+}
+
+// phase runs one workload and returns the probe's counters of it, after
+// evicting what stayed cached so that every page added is resolved.
+func (fx *pcFixture) phase(t *testing.T, p *PageCacheProbe, procs, spec string) PageCacheStats {
+	t.Helper()
+	fx.evict(t)
+	before := pcStats(t, p, fx.dev)
+	runChild(t, procs, spec)
+	fx.evict(t)
+	d := pcStats(t, p, fx.dev).Sub(before)
+	w, ok := d.WastePct()
+	t.Logf("%s: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d, mmap faults %d, unwalked %d",
+		spec, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.MmapFaults, d.UnwalkedPages)
+	if !ok {
+		t.Fatalf("%s: too few pages resolved", spec)
+	}
+	return d
+}
+
+func pcStats(t *testing.T, p *PageCacheProbe, dev uint32) PageCacheStats {
+	t.Helper()
+	all, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := all[dev]
+	if !ok {
+		t.Fatalf("no counters for %s", DevString(dev))
+	}
+	return s
+}
+
+func newProbe(t *testing.T) *PageCacheProbe {
+	t.Helper()
+	p, err := NewPageCacheProbe()
+	if errors.Is(err, ErrPageCacheUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return p
+}
+
+// TestPageCacheWaste checks the probe's read-ahead waste on an ext4 file
+// system with read_ahead_kb 2560, in a 256 MiB memory cgroup: random 4 KiB
+// reads through mmap waste most of the read-around (> 90 %), sequential
+// read() almost nothing (< 5 %).
+func TestPageCacheWaste(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	p := newProbe(t)
+	procs := memCgroup(t, 256<<20)
+	fx := newPCFixture(t)
+	if err := p.Track([]uint32{fx.dev}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("file system %s on %s", DevString(fx.dev), fx.loop.Path)
+
+	mm := fx.phase(t, p, procs, "mmap:"+fx.data)
+	if w, _ := mm.WastePct(); w <= 90 {
+		t.Errorf("random mmap reads: waste %.2f%%, want > 90%%", w)
+	}
+	if mm.MmapFaults < 1000 || mm.UsedPages < 1000 {
+		t.Errorf("random mmap reads: %d faults, %d pages used; want ≥ 1000 each (2000 reads)", mm.MmapFaults, mm.UsedPages)
+	}
+
+	seq := fx.phase(t, p, procs, "read:"+fx.data)
+	if w, _ := seq.WastePct(); w >= 5 {
+		t.Errorf("sequential read(): waste %.2f%%, want < 5%%", w)
+	}
+	if seq.UsedPages < 9*(1<<30>>12)/10 {
+		t.Errorf("sequential read(): %d pages used, want ≥ 90%% of the file's %d", seq.UsedPages, 1<<30>>12)
+	}
+}
+
+// TestPageCacheOverhead times a buffered sequential read of the 1 GiB file
+// (1 MiB read() calls, from a cold cache) without and with the probe
+// attached and tracking the device, alternating, and logs the medians and
+// the probe's BPF run time per program. It runs only with
+// SHADOWTUNE_TRACER_BENCH=1 (rounds: SHADOWTUNE_TRACER_BENCH_ROUNDS,
+// default 3).
+func TestPageCacheOverhead(t *testing.T) {
+	if os.Getenv("SHADOWTUNE_TRACER_BENCH") != "1" {
+		t.Skip("set SHADOWTUNE_TRACER_BENCH=1 to measure the page-cache probe's overhead")
+	}
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	newProbe(t).Close() // skips where unsupported
+	fx := newPCFixture(t)
+	st, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
+	if err != nil {
+		t.Fatalf("BPF statistics: %v", err)
+	}
+	defer st.Close()
+	secs := map[bool][]float64{}
+	for round := range envInt("SHADOWTUNE_TRACER_BENCH_ROUNDS", 3) {
+		for i := range 2 {
+			on := i != round%2 // alternate which goes first
+			var p *PageCacheProbe
+			if on {
+				if p, err = NewPageCacheProbe(); err != nil {
+					t.Fatal(err)
+				}
+				if err := p.Track([]uint32{fx.dev}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fx.evict(t)
+			t0 := time.Now()
+			readAll(t, fx.data)
+			d := time.Since(t0).Seconds()
+			secs[on] = append(secs[on], d)
+			if p != nil {
+				logProgStats(t, p)
+				_ = p.Close()
+			}
+			t.Logf("round %d probe %-5v %.3f s (%.0f MiB/s)", round, on, d, 1024/d)
+		}
+	}
+	off, on := median(secs[false]), median(secs[true])
+	t.Logf("median: without %.3f s (%.0f MiB/s), with %.3f s (%.0f MiB/s): %+.1f%% time",
+		off, 1024/off, on, 1024/on, 100*(on-off)/off)
+}
+
+func readAll(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// logProgStats logs each of p's programs' run count and mean run time.
+func logProgStats(t *testing.T, p *PageCacheProbe) {
+	t.Helper()
+	var total time.Duration
+	for name, prog := range p.coll.Programs {
+		s, err := prog.Stats()
+		if err != nil || s.RunCount == 0 {
+			continue
+		}
+		total += s.Runtime
+		t.Logf("  %-16s %8d runs %6.0f ns/run", name, s.RunCount, float64(s.Runtime.Nanoseconds())/float64(s.RunCount))
+	}
+	t.Logf("  BPF time in all: %.1f ms", float64(total.Microseconds())/1000)
+}
+
+// TestPageCacheUnsupported checks that a kernel without one of the
+// tracepoints gets ErrPageCacheUnsupported naming it, as on Linux 6.1.
+func TestPageCacheUnsupported(t *testing.T) {
+	loopdev.NeedLoop(t, "loads BPF programs")
+	saved := pageCacheHooks
+	t.Cleanup(func() { pageCacheHooks = saved })
+	pageCacheHooks = append(slices.Clone(saved), struct{ group, name, prog string }{"filemap", "mm_filemap_no_such_event", pagecacheProgPcAdd})
+	p, err := NewPageCacheProbe()
+	if err == nil {
+		_ = p.Close()
+		t.Fatal("NewPageCacheProbe succeeded with a tracepoint the kernel lacks")
+	}
+	if !errors.Is(err, ErrPageCacheUnsupported) || !strings.Contains(err.Error(), "filemap:mm_filemap_no_such_event") {
+		t.Fatalf("error %q: want ErrPageCacheUnsupported naming filemap:mm_filemap_no_such_event", err)
+	}
+}
