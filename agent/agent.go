@@ -114,6 +114,8 @@ type Agent struct {
 	others []sysfs.Device
 	st     Status
 	notes  []string // the tracer's notes
+	// pcache follows the page-cache probe (nil when it does not run).
+	pcache *pageCacheWatch
 	// writers names other writers of the devices' settings (nil when no
 	// probe could be loaded).
 	writers WriterWatcher
@@ -207,6 +209,13 @@ func (a *Agent) Start(ctx context.Context) error {
 	} else {
 		defer wp.Close()
 		a.writers = probeWriters{wp}
+	}
+	if pc, err := tracer.NewPageCacheProbe(); err != nil {
+		a.notes = append(a.notes, "read-ahead is not changed (no measured waste): "+err.Error())
+	} else {
+		defer pc.Close()
+		a.pcache = &pageCacheWatch{p: pc}
+		a.trackPageCache()
 	}
 	a.st.Notes = append(a.notes, a.st.Notes...)
 	if err := a.loop(ctx); err != nil {
@@ -314,6 +323,13 @@ func (a *Agent) ingest() {
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers}
+	if a.pcache != nil {
+		if err := a.pcache.read(); err != nil {
+			a.opt.Log.Error(err, "read the page-cache counters")
+		} else {
+			env.pageCache = a.pcache.window
+		}
+	}
 	a.dropGone()
 	for _, d := range a.devs {
 		if d.status.Gone != "" {
@@ -400,6 +416,17 @@ func (a *Agent) names() []string {
 		out[i] = d.sys.Name
 	}
 	return out
+}
+
+// trackPageCache makes the page-cache probe, if it runs, count the
+// governed devices' file systems.
+func (a *Agent) trackPageCache() {
+	if a.pcache == nil {
+		return
+	}
+	if err := a.pcache.track(a.opt.HostRoot, a.devs); err != nil {
+		a.opt.Log.Error(err, "track the devices' page cache")
+	}
 }
 
 // devNumbers are the device numbers to trace: the devices that are there.

@@ -68,6 +68,7 @@ func (a *Agent) configure(ps policySet) error {
 	}
 	a.window = minWindow(sel)
 	a.budget = newCPUBudget(a.window, cpuBudgetPct(sel))
+	a.trackPageCache()
 	if a.tr != nil {
 		return a.tr.SetDevices(a.devNumbers())
 	}

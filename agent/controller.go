@@ -543,8 +543,8 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 
 // measured is the measure the policy ranks by (engine.Options.Rank) as
 // the device served reqs, ns: their total service time, or the summed
-// response time of their synchronous requests (of all of them when none
-// is flagged synchronous), as sim.Result.WaitNs counts it.
+// response time of the requests an application waits for (engine.WaitsFor;
+// of all of them when none qualifies), as sim.Result.WaitNs counts it.
 func (c *deviceController) measured(reqs []trace.Request) int64 {
 	if c.policy.Engine.Rank != engine.RankWait {
 		return measuredService(reqs)
@@ -557,7 +557,7 @@ func (c *deviceController) measured(reqs []trace.Request) int64 {
 			continue
 		}
 		all += d
-		if reqs[i].IsSync() {
+		if waitsFor(&reqs[i]) {
 			sync, anySync = sync+d, true
 		}
 	}
@@ -566,6 +566,8 @@ func (c *deviceController) measured(reqs []trace.Request) int64 {
 	}
 	return all
 }
+
+var waitsFor = engine.WaitsFor
 
 // measuredService is the measured service time of reqs, ns.
 func measuredService(reqs []trace.Request) int64 {

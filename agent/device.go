@@ -51,6 +51,9 @@ type windowEnv struct {
 	grant func(device string, policy *v1alpha1.StorageTuning) bool
 	// writers names other writers; nil when no probe runs.
 	writers WriterWatcher
+	// pageCache is a device's page-cache counts in the window; nil when
+	// the page-cache probe does not run.
+	pageCache func(device string) PageCacheWindow
 }
 
 // newDevice builds a device's controller under its governing policy, whose
@@ -114,6 +117,9 @@ func (d *device) gate(e *windowEnv) Gate {
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	in := windowInput{Now: now, Gate: d.gate(e)}
+	if e.pageCache != nil {
+		in.PageCache = e.pageCache(d.sys.Name)
+	}
 	if !e.budget.allow() {
 		in.Skip = "over the CPU budget"
 	}

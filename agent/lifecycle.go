@@ -91,6 +91,7 @@ func (a *Agent) dropGone() bool {
 		if err := a.tr.SetDevices(a.devNumbers()); err != nil {
 			a.opt.Log.Error(err, "stop tracing the devices that are gone")
 		}
+		a.trackPageCache()
 	}
 	return gone
 }

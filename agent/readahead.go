@@ -65,7 +65,7 @@ func (e raEvidence) nsPerUsedPage() (float64, bool) {
 
 // StrongWastePct is the waste at which a cut is made after one window;
 // below it two consecutive windows must agree.
-const StrongWastePct = 90.0
+const StrongWastePct = 80.0
 
 // raVerification is the verification of a read-ahead change: the busy
 // time per used page before it, against the windows after it.

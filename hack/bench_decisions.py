@@ -89,6 +89,50 @@ def pct(boot, q):
     return boot[min(len(boot) - 1, int(q * len(boot)))]
 
 
+def regret(t, cols, statics, default, complete, ws, label):
+    """Prints and returns the agent's regret over the workloads ws: its
+    median total over them against the best static setting's (chosen over
+    ws), the per-workload oracle's and the device defaults', each with a 95 %
+    bootstrap interval (the repetitions resampled BOOT times; the best
+    static and the oracle chosen again in every resample)."""
+    def med(s, w, rs):
+        return st.median(t[(s, w)][rep] for rep in rs)
+    per_rep = {s: {rep: sum(t[(s, w)][rep] for w in ws) for rep in complete} for s in cols}
+    tot = {s: st.median(per_rep[s].values()) for s in cols}
+    best = min(statics, key=lambda s: tot[s])
+    oracle = sum(min(med(s, w, complete) for s in statics) for w in ws)
+    rng = random.Random(SEED)
+    b_static, b_oracle, b_default = [], [], []
+    for _ in range(BOOT):
+        rs = rng.choices(complete, k=len(complete))
+        ag = st.median(per_rep["agent"][r] for r in rs)
+        b_static.append(ag / min(st.median(per_rep[s][r] for r in rs) for s in statics))
+        b_oracle.append(ag / sum(min(med(s, w, rs) for s in statics) for w in ws))
+        if default in per_rep:
+            b_default.append(ag / st.median(per_rep[default][r] for r in rs))
+    for b in (b_static, b_oracle, b_default):
+        b.sort()
+    r_static, r_oracle = tot["agent"] / tot[best], tot["agent"] / oracle
+    r_default = tot["agent"] / tot[default] if default in tot else float("nan")
+    print()
+    print(f"over {label}: agent {tot['agent']:.3f} s; best static {best} {tot[best]:.3f} s; "
+          f"oracle {oracle:.3f} s" + (f"; defaults {tot[default]:.3f} s" if default in tot else ""))
+    print(f"  regret vs the best static ({best}): ratio {r_static:.3f}, 95 % bootstrap interval "
+          f"{pct(b_static, .025):.3f}-{pct(b_static, .975):.3f}")
+    print(f"  regret vs the per-workload oracle:   ratio {r_oracle:.3f}, 95 % bootstrap interval "
+          f"{pct(b_oracle, .025):.3f}-{pct(b_oracle, .975):.3f}")
+    if b_default:
+        print(f"  vs the device's defaults ({default}):  ratio {r_default:.3f}, 95 % bootstrap interval "
+              f"{pct(b_default, .025):.3f}-{pct(b_default, .975):.3f}")
+    print(f"  (bootstrap: {BOOT} resamples of the {len(complete)} repetitions, seed {SEED})")
+    return {
+        "workloads": ws, "total_s": tot["agent"], "best_static": best, "best_static_s": tot[best], "oracle_s": oracle,
+        "regret_best_static": [r_static, pct(b_static, .025), pct(b_static, .975)],
+        "regret_oracle": [r_oracle, pct(b_oracle, .025), pct(b_oracle, .975)],
+        "vs_default": [r_default, pct(b_default, .025), pct(b_default, .975)] if b_default else None,
+    }
+
+
 def report(runs_path, out_path, markdown=False):
     raw = json.load(open(runs_path))
     runs = raw["runs"]
@@ -183,45 +227,21 @@ def report(runs_path, out_path, markdown=False):
         print("per-workload best static: " + ", ".join(f"{w} {s}" for w, s in which.items()))
         summary.update(best_static=best, oracle_s=oracle, oracle_choice=which)
     if has_agent and best:
-        rng = random.Random(SEED)
-        per_rep = {s: {rep: sum(t[(s, w)][rep] for w in workloads) for rep in complete} for s in cols}
-        b_static, b_oracle, b_default = [], [], []
-        for _ in range(BOOT):
-            rs = rng.choices(complete, k=len(complete))
-            ag = st.median(per_rep["agent"][r] for r in rs)
-            # The best static and the oracle are chosen again in every
-            # resample: they are estimates too.
-            b_static.append(ag / min(st.median(per_rep[s][r] for r in rs) for s in statics))
-            b_oracle.append(ag / sum(min(med(s, w, rs) for s in statics) for w in workloads))
-            if default in per_rep:
-                b_default.append(ag / st.median(per_rep[default][r] for r in rs))
-        for b in (b_static, b_oracle, b_default):
-            b.sort()
-        r_static = totals["agent"] / totals[best]
-        r_oracle = totals["agent"] / oracle
-        r_default = totals["agent"] / totals[default] if default in totals else float("nan")
-        print()
-        print(f"agent total {totals['agent']:.3f} s")
-        print(f"  regret vs the best static ({best}): ratio {r_static:.3f}, 95 % bootstrap interval "
-              f"{pct(b_static, .025):.3f}-{pct(b_static, .975):.3f}")
-        print(f"  regret vs the per-workload oracle:   ratio {r_oracle:.3f}, 95 % bootstrap interval "
-              f"{pct(b_oracle, .025):.3f}-{pct(b_oracle, .975):.3f}")
-        if b_default:
-            print(f"  vs the device's defaults ({default}):  ratio {r_default:.3f}, 95 % bootstrap interval "
-                  f"{pct(b_default, .025):.3f}-{pct(b_default, .975):.3f}")
-        print(f"  (bootstrap: {BOOT} resamples of the {len(complete)} repetitions, seed {SEED}; "
-              "with 3 repetitions there are only 10 distinct resamples, so the interval is coarse)")
+        suites = [("all workloads", workloads)]
+        air_aip = [w for w in workloads if not w.startswith(("MEM", "RR-"))]
+        if air_aip != workloads:
+            suites.append(("the AIR/AIP suite (" + ", ".join(air_aip) + ")", air_aip))
+        for w in workloads:
+            if w.startswith("MEM"):
+                suites.append((w + " alone", [w]))
+        summary["agent"] = {}
+        for label, ws in suites:
+            summary["agent"][label] = regret(t, cols, statics, default, complete, ws, label)
         slow = [w for w in rows if "agent" in table.get(w, {}) and default in table.get(w, {})
                 and table[w]["agent"] > 1.05 * table[w][default]]
         print("  workloads where the agent is slower than the device's defaults by more than 5 %: "
               + (", ".join(f"{w} ({table[w]['agent'] / table[w][default]:.2f}×)" for w in slow) or "none"))
-        summary["agent"] = {
-            "total_s": totals["agent"],
-            "regret_best_static": [r_static, pct(b_static, .025), pct(b_static, .975)],
-            "regret_oracle": [r_oracle, pct(b_oracle, .025), pct(b_oracle, .975)],
-            "vs_default": [r_default, pct(b_default, .025), pct(b_default, .975)] if b_default else None,
-            "slower_than_default": slow,
-        }
+        summary["agent"]["slower_than_default"] = slow
         ev = raw.get("agent_events", [])
         if ev:
             print()

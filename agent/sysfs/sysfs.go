@@ -594,3 +594,35 @@ func ValidatePatterns(patterns []string) error {
 	}
 	return nil
 }
+
+// PartitionDevs returns the kernel-internal dev_t (Device.Dev) of each
+// partition of the whole disk `disk` (the subdirectories of
+// /sys/block/DISK that have a "partition" file), for matching a file
+// system's s_dev to the disk it is on. A disk without partitions gives
+// none; an unreadable directory gives an error.
+func PartitionDevs(hostRoot, disk string) ([]uint32, error) {
+	if !validName(disk) {
+		return nil, fmt.Errorf("sysfs: device name %q: %w", disk, ErrNotFound)
+	}
+	dir := filepath.Join(blockDir(hostRoot), disk)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sysfs: %w", err)
+	}
+	var out []uint32
+	for _, e := range ents {
+		if _, err := os.Stat(filepath.Join(dir, e.Name(), "partition")); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "dev"))
+		if err != nil {
+			continue // removed meanwhile
+		}
+		var major, minor uint32
+		if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &major, &minor); err != nil {
+			return nil, fmt.Errorf("sysfs: %s/dev: %q: %w", filepath.Join(dir, e.Name()), b, err)
+		}
+		out = append(out, major<<20|minor)
+	}
+	return out, nil
+}

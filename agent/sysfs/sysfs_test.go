@@ -450,3 +450,20 @@ func TestRealSysfs(t *testing.T) {
 		}
 	}
 }
+
+func TestPartitionDevs(t *testing.T) {
+	got, err := PartitionDevs(fake, "sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []uint32{8<<20 | 1, 8<<20 | 2}; !slices.Equal(got, want) {
+		t.Fatalf("PartitionDevs(sda) = %v, want %v", got, want)
+	}
+	if got, err := PartitionDevs(fake, "nvme0n1"); err != nil || len(got) != 0 {
+		t.Fatalf("PartitionDevs(nvme0n1) = %v, %v; want none", got, err)
+	}
+	if _, err := PartitionDevs(fake, "../x"); err == nil {
+		t.Fatal("PartitionDevs(../x): no error")
+	}
+}

@@ -138,10 +138,10 @@ const (
 	// trace studies use.
 	RankService Rank = iota
 	// RankWait ranks by what the window's processes wait for: the summed
-	// response time of its synchronous requests (sim.Result.WaitNs), so
-	// that queueing and reordering count, and asynchronous read-ahead and
-	// write-back only through the synchronous requests behind them
-	// (issue 14 item 2). The node agent's measure.
+	// response time of its reads and synchronous writes
+	// (sim.Result.WaitNs), so that queueing and reordering count, and
+	// asynchronous write-back only through the requests behind it (issue
+	// 14 item 2). The node agent's measure.
 	RankWait
 )
 

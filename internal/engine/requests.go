@@ -30,6 +30,10 @@ const (
 	LoopClosed = sim.LoopClosed
 )
 
+// WaitsFor reports whether an application waits for a request's
+// completion (sim.WaitsFor): a read, or a synchronous write.
+var WaitsFor = sim.WaitsFor
+
 // Tunables are elevator tunables by their sysfs name, in sysfs units
 // (sched.Tunables).
 type Tunables = sched.Tunables

@@ -91,11 +91,12 @@ type Result struct {
 	// MakespanNs is the last completion minus the first release, ns.
 	MakespanNs int64
 	// WaitNs is what the window's processes wait for, ns: the sum of the
-	// response times of its synchronous requests (trace.Sync: reads that
-	// are not read-ahead, writes with REQ_SYNC), or of all its requests
-	// when none is flagged synchronous (a trace without flags).
-	// Asynchronous read-ahead and write-back are waited for only through
-	// the synchronous requests queued behind them.
+	// response times of its reads and synchronous writes (WaitsFor), or
+	// of all its requests when none qualifies. A read-ahead read counts:
+	// its reader waits for its pages as soon as it reaches them, so a
+	// scheduler that serves synchronous reads first by delaying
+	// read-ahead gains nothing by it. Asynchronous write-back counts only
+	// through the requests queued behind it.
 	WaitNs int64
 	// ResponseNs holds each request's response time in ns, in window
 	// order, when Config.KeepPerRequest is set.
@@ -110,6 +111,11 @@ type Result struct {
 	// CacheStats is set when a cache was simulated.
 	CacheStats *CacheStats
 }
+
+// WaitsFor reports whether an application waits for q's completion: a
+// read (read-ahead included) or a synchronous write (trace.Sync: REQ_SYNC,
+// as fsync and O_DIRECT issue them).
+func WaitsFor(q *trace.Request) bool { return q.Op == trace.Read || q.IsSync() }
 
 // Errors returned by Run.
 var (
@@ -519,7 +525,7 @@ func (r *runner) result() Result {
 		resp = append(resp, d)
 		sum += float64(d)
 		allSum += d
-		if r.reqs[i].IsSync() {
+		if WaitsFor(&r.reqs[i]) {
 			syncSum += d
 			anySync = true
 		}
