@@ -438,6 +438,15 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	}
 	target := c.current
 	rep.Reason = string(d.Reason)
+	// Read-ahead changes alone, so that each verification measures one
+	// change, and before a scheduler switch: its evidence is measured,
+	// the switch's is predicted. The switch waits for a later window.
+	if c.policy.ReadAhead && c.verify == nil && c.raVerify == nil {
+		if kib := c.chooseReadAhead(&c.ra, in.Now); kib != c.current.ReadAheadKiB {
+			d.Switch = false // the guard does not count it
+			target.ReadAheadKiB = kib
+		}
+	}
 	if d.Switch {
 		if until, ok := c.backoff[d.Target]; ok && in.Now.Before(until) {
 			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
@@ -445,11 +454,6 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		} else {
 			target.Candidate = candidateByName(er, d.Target)
 		}
-	}
-	// Read-ahead changes alone, so that each verification measures one
-	// change.
-	if c.policy.ReadAhead && target.Candidate.Name() == c.current.Candidate.Name() && c.verify == nil && c.raVerify == nil {
-		target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now)
 	}
 	rep.Target = &target
 	if !c.policy.Apply || sameSetting(target, c.current) {

@@ -393,10 +393,11 @@ type ReadAheadEvidence struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SequentialStreams int32 `json:"sequentialStreams,omitempty"`
-	// rule is the read-ahead rule that decided: no measured waste (the
-	// depth is kept), read-ahead wasted (cut), read-ahead used (the
-	// original depth restored), the competitive depth, or keep.
-	// +kubebuilder:validation:Enum=NoWasteEvidence;ReadAheadWasted;ReadAheadUsed;CompetitiveDepth;Keep
+	// rule is the read-ahead rule that decided: the policy's bounds, no
+	// measured waste (the depth is kept), read-ahead wasted (cut),
+	// read-ahead used (the original depth restored), the competitive
+	// depth, or keep.
+	// +kubebuilder:validation:Enum=PolicyBounds;NoWasteEvidence;ReadAheadWasted;ReadAheadUsed;CompetitiveDepth;Keep
 	// +optional
 	Rule string `json:"rule,omitempty"`
 }

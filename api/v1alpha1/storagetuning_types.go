@@ -234,7 +234,10 @@ type TunableRange struct {
 	Steps *int32 `json:"steps,omitempty"`
 }
 
-// ReadAheadPolicy bounds the competitive read-ahead depth (DESIGN §6).
+// ReadAheadPolicy is how the agent may set read_ahead_kb: it cuts the
+// depth only where the page cache measures read-ahead pages going unused,
+// restores it once they are used again, and keeps a depth outside
+// [minKiB, maxKiB] inside that range.
 // +kubebuilder:validation:XValidation:rule="!has(self.minKiB) || !has(self.maxKiB) || self.minKiB <= self.maxKiB",message="maxKiB must be greater than or equal to minKiB",fieldPath=".maxKiB"
 type ReadAheadPolicy struct {
 	// enabled lets the agent recommend (and in Apply mode set) the

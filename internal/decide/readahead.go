@@ -41,6 +41,10 @@ type ReadAheadReason string
 
 // The read-ahead rules, in the order they are tried.
 const (
+	// RABounds: the depth is outside the policy's [MinKiB, MaxKiB] and is
+	// brought to the nearer bound: the administrator's range, not a
+	// judgement of the agent's.
+	RABounds ReadAheadReason = "PolicyBounds"
 	// RANoEvidence: the waste was not measured; the depth is kept.
 	RANoEvidence ReadAheadReason = "NoWasteEvidence"
 	// RAWaste: most read-ahead pages went unused; the depth is cut to
@@ -71,14 +75,19 @@ const (
 )
 
 // ReadAhead chooses read_ahead_kb from one window's evidence. It returns
-// the depth (CurrentKiB when it keeps it) and the rule that chose it. The
+// the depth (CurrentKiB when it keeps it) and the rule that chose it. A
+// depth outside the policy's bounds is brought inside them; otherwise the
 // rule never lowers the depth without measured waste and never raises it
 // while waste is measured; it cuts by at least half, to about the used
-// share of the current depth, and restores the original depth once
-// read-ahead is used again.
+// share of the current depth, and restores the original depth (within
+// MaxKiB) once read-ahead is used again.
 func ReadAhead(in ReadAheadInput) (int, ReadAheadReason) {
 	cur := in.CurrentKiB
 	switch {
+	case in.MinKiB > 0 && cur < in.MinKiB:
+		return in.MinKiB, RABounds
+	case in.MaxKiB > 0 && cur > in.MaxKiB:
+		return in.MaxKiB, RABounds
 	case !in.WasteMeasured:
 		return cur, RANoEvidence
 	case in.WastePct >= HighWastePct:
@@ -93,10 +102,8 @@ func ReadAhead(in ReadAheadInput) (int, ReadAheadReason) {
 		return cur, RAKeep
 	case in.Rotational && in.Streams >= 2 && min(in.CompetitiveKiB, in.MaxKiB) > max(cur, in.OriginalKiB):
 		return min(in.CompetitiveKiB, in.MaxKiB), RACompetitive
-	case cur < in.OriginalKiB:
-		// The device's own depth, even above MaxKiB: it is what the
-		// node had before the agent.
-		return in.OriginalKiB, RARestore
+	case cur < min(in.OriginalKiB, in.MaxKiB):
+		return min(in.OriginalKiB, in.MaxKiB), RARestore
 	}
 	return cur, RAKeep
 }

@@ -18,7 +18,9 @@ func TestReadAhead(t *testing.T) {
 		{"at the minimum a cut keeps", func(in *ReadAheadInput) { in.CurrentKiB, in.WastePct = 16, 100 }, 16, RAKeep},
 		{"moderate waste keeps", func(in *ReadAheadInput) { in.CurrentKiB, in.WastePct = 128, 20 }, 128, RAKeep},
 		{"no waste after a cut restores the original", func(in *ReadAheadInput) { in.CurrentKiB, in.WastePct = 16, 1 }, 2560, RARestore},
-		{"original above MaxKiB is still restored", func(in *ReadAheadInput) { in.CurrentKiB, in.MaxKiB, in.WastePct = 16, 1024, 0 }, 2560, RARestore},
+		{"restore stops at MaxKiB", func(in *ReadAheadInput) { in.CurrentKiB, in.MaxKiB, in.WastePct = 16, 1024, 0 }, 1024, RARestore},
+		{"above MaxKiB is lowered without evidence", func(in *ReadAheadInput) { in.WasteMeasured, in.MaxKiB = false, 1024 }, 1024, RABounds},
+		{"below MinKiB is raised even with waste", func(in *ReadAheadInput) { in.CurrentKiB, in.MinKiB, in.WastePct = 16, 128, 99 }, 128, RABounds},
 		{"no waste but little read-ahead keeps the cut", func(in *ReadAheadInput) { in.CurrentKiB, in.ReadAheadSharePct = 16, 10 }, 16, RAKeep},
 		{"sequential at the original keeps", func(in *ReadAheadInput) {}, 2560, RAKeep},
 		{"rotational with streams gets the competitive depth", func(in *ReadAheadInput) {
