@@ -89,6 +89,10 @@ bench: build ## Simulator benchmarks: Go benchmarks plus whole-process runs on l
 bench-memory: build ## Peak RSS and wall time of simulate / model eval / model learn on generated DiskSim traces (40 M requests and at the --max-requests defaults; traces in /tmp).
 	hack/bench-memory.sh $(BIN)/shadowtune $(BENCH_LINES) | tee $(BIN)/bench-memory.txt
 
+.PHONY: bench-agent-memory
+bench-agent-memory: build ## Peak memory of `shadowtune run` with the example's heavy policy under a high-IOPS load, per memory limit (root; LIMITS="max 256M 160M").
+	hack/bench-agent-memory.sh $(BIN)/shadowtune | tee $(BIN)/bench-agent-memory.txt
+
 .PHONY: bench-agent
 bench-agent: build ## Agent overhead (root): fio IOPS on a new loop device without/with shadowtune run, BENCH_PAIRS pairs; report in bin/bench-agent.txt, per-pair ratios drawn in bin/bench-agent.svg.
 	hack/bench-agent.sh $(BIN)/shadowtune $(BENCH_PAIRS) | tee $(BIN)/bench-agent.txt

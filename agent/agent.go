@@ -81,6 +81,11 @@ type Options struct {
 	OnWindow func(Status)
 	// Ready is called with nil once tracing runs (for /readyz).
 	Ready func(error)
+	// MemoryLimit is the memory the agent may use, bytes (its cgroup's
+	// memory.max); 0 for none. Each device's window is simulated over as
+	// many requests as fit (planMemory), and the status notes say so when
+	// that is fewer than the default.
+	MemoryLimit int64
 }
 
 // ErrNoDevice is returned when the policy of `shadowtune run` selects no
@@ -210,7 +215,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		defer wp.Close()
 		a.writers = probeWriters{wp}
 	}
-	if pc, err := tracer.NewPageCacheProbe(); err != nil {
+	if pc, err := tracer.NewPageCacheProbe(tracer.PageCacheOptions{SampleEvery: tracer.PageCacheSampleEvery}); err != nil {
 		a.notes = append(a.notes, "read-ahead is not changed (no measured waste): "+err.Error())
 	} else {
 		defer pc.Close()
@@ -244,6 +249,9 @@ func (a *Agent) initialPolicies() policySet {
 
 // loop runs the windows until ctx is done or the tracer fails.
 func (a *Agent) loop(ctx context.Context) error {
+	if err := background(); err != nil {
+		a.opt.Log.Error(err, "lower the priority of the learning and evaluation thread")
+	}
 	arrived := make(chan struct{}, 1)
 	runErr := make(chan error, 1)
 	trCtx, stopTrace := context.WithCancel(context.Background())

@@ -55,6 +55,7 @@ func (a *Agent) configure(ps policySet) error {
 	}
 	a.release(devs)
 	a.forgetDropped(devs)
+	a.fitMemory(devs)
 	a.mu.Lock()
 	a.devs = devs
 	clear(a.byDev)
@@ -181,5 +182,21 @@ func (a *Agent) release(devs []*device) {
 		if err := a.act.Release(d.sys.Name); err != nil {
 			a.opt.Log.Error(err, "release the claim of a device no longer governed", "device", d.sys.Name)
 		}
+	}
+}
+
+// fitMemory sizes every device's window to Options.MemoryLimit
+// (planMemory) and notes it in the status when it is below the default.
+func (a *Agent) fitMemory(devs []*device) {
+	plan := planMemory(a.opt.MemoryLimit, len(devs))
+	for _, d := range devs {
+		p := &d.ctrl.policy
+		p.MaxSimulated = plan.MaxSimulated
+		if p.ScreenRequests > 0 {
+			p.ScreenRequests = min(p.ScreenRequests, plan.MaxSimulated/4)
+		}
+	}
+	if plan.Note != "" && !slices.Contains(a.st.Notes, plan.Note) {
+		a.st.Notes = append(a.st.Notes, plan.Note)
 	}
 }

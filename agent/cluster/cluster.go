@@ -140,6 +140,8 @@ type Options struct {
 	NodeName string
 	// HostRoot, StateDir and Tracer are agent.Options'.
 	HostRoot, StateDir, Tracer string
+	// MemoryLimit is agent.Options.MemoryLimit (bytes; 0: none).
+	MemoryLimit int64
 	// Metrics, when non-nil, receives every window's figures (register it
 	// in controller-runtime's metrics.Registry to serve it on the
 	// manager's metrics endpoint).
@@ -371,7 +373,7 @@ func (a *Agent) setPolicies(pols []*v1alpha1.StorageTuning, labels map[string]st
 // loopOptions are the agent loop's options.
 func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]string) agent.Options {
 	return agent.Options{
-		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer,
+		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer, MemoryLimit: a.opt.MemoryLimit,
 		Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
 		Grant: a.mayChange,
 		Ready: func(err error) {

@@ -7,6 +7,34 @@ import "errors"
 // another platform than Linux; the error names the first one missing.
 var ErrPageCacheUnsupported = errors.New("page-cache probe unsupported")
 
+// PageCacheOptions configure the page-cache probe.
+type PageCacheOptions struct {
+	// SampleEvery follows 1 in SampleEvery chunks of 16 pages (64 KiB),
+	// chosen by a hash of the device, inode and chunk, and counts only
+	// their pages as used or wasted: the waste ratio of the followed
+	// pages estimates that of all pages at a fraction of the probe's map
+	// updates. A power of two; 0 or 1 follows every chunk.
+	// PageCacheSampleEvery is the agent's.
+	SampleEvery uint64
+}
+
+// PageCacheSampleEvery is the agent's PageCacheOptions.SampleEvery: 1 in 8
+// chunks of 64 KiB. A window then needs about 8 × MinResolvedPages pages
+// (8 MiB) resolved to report a ratio.
+const PageCacheSampleEvery = 8
+
+// sampleMask is the BPF program's sample_mask.
+func (o PageCacheOptions) sampleMask() uint64 {
+	if o.SampleEvery <= 1 {
+		return 0
+	}
+	n := uint64(1)
+	for n < o.SampleEvery {
+		n <<= 1
+	}
+	return n - 1
+}
+
 // MinResolvedPages is how many pages (4 KiB) a window must have resolved,
 // used plus wasted, for PageCacheStats.WastePct to report a ratio.
 const MinResolvedPages = 256

@@ -69,6 +69,7 @@ const (
 	pagecacheProgPcRaOrder     = "pc_ra_order"
 	pagecacheProgPcRaUnbounded = "pc_ra_unbounded"
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
+	pagecacheVarSampleMask     = "sample_mask"
 )
 
 // loadPagecache returns the embedded CollectionSpec for pagecache.
@@ -138,6 +139,7 @@ type pagecacheMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheVariableSpecs struct {
+	SampleMask *ebpf.VariableSpec `ebpf:"sample_mask"`
 }
 
 // pagecacheObjects contains all objects after they have been loaded into the kernel.
@@ -179,6 +181,7 @@ func (m *pagecacheMaps) Close() error {
 //
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheVariables struct {
+	SampleMask *ebpf.Variable `ebpf:"sample_mask"`
 }
 
 // pagecachePrograms contains all programs after they have been loaded into the kernel.

@@ -60,7 +60,7 @@ type PageCacheProbe struct {
 // ErrPageCacheUnsupported that names it, before anything is attached;
 // other errors (memlock, BTF, load, attach) are returned wrapped, and
 // nothing stays attached.
-func NewPageCacheProbe() (*PageCacheProbe, error) {
+func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("page-cache probe: memlock: %w", err)
 	}
@@ -79,6 +79,9 @@ func NewPageCacheProbe() (*PageCacheProbe, error) {
 		return nil, fmt.Errorf("page-cache probe: %w", err)
 	}
 	spec.Maps[pagecacheMapChunks].MaxEntries = pageCacheChunks
+	if err := spec.Variables["sample_mask"].Set(opt.sampleMask()); err != nil {
+		return nil, fmt.Errorf("page-cache probe: %w", err)
+	}
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Programs: ebpf.ProgramOptions{KernelTypes: kspec}})
 	if err != nil {
 		return nil, fmt.Errorf("page-cache probe: load: %w", err)

@@ -290,22 +290,26 @@ func runChild(t *testing.T, procs, spec string) {
 	t.Logf("child %s: %.2f s", spec, time.Since(t0).Seconds())
 }
 
-// phase runs one workload and returns the probe's counters of it, after
+// phases runs one workload and returns each probe's counters of it, after
 // evicting what stayed cached so that every page added is resolved.
-func (fx *pcFixture) phase(t *testing.T, p *PageCacheProbe, procs, spec string) PageCacheStats {
+func (fx *pcFixture) phases(t *testing.T, ps []*PageCacheProbe, procs, spec string) []PageCacheStats {
 	t.Helper()
 	fx.evict(t)
-	before := pcStats(t, p, fx.dev)
+	before := make([]PageCacheStats, len(ps))
+	for i, p := range ps {
+		before[i] = pcStats(t, p, fx.dev)
+	}
 	runChild(t, procs, spec)
 	fx.evict(t)
-	d := pcStats(t, p, fx.dev).Sub(before)
-	w, ok := d.WastePct()
-	t.Logf("%s: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d, mmap faults %d, unwalked %d",
-		spec, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.MmapFaults, d.UnwalkedPages)
-	if !ok {
-		t.Fatalf("%s: too few pages resolved", spec)
+	out := make([]PageCacheStats, len(ps))
+	for i, p := range ps {
+		d := pcStats(t, p, fx.dev).Sub(before[i])
+		w, ok := d.WastePct()
+		t.Logf("%s, probe %d: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d, mmap faults %d, unwalked %d",
+			spec, i, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.MmapFaults, d.UnwalkedPages)
+		out[i] = d
 	}
-	return d
+	return out
 }
 
 func pcStats(t *testing.T, p *PageCacheProbe, dev uint32) PageCacheStats {
@@ -321,9 +325,9 @@ func pcStats(t *testing.T, p *PageCacheProbe, dev uint32) PageCacheStats {
 	return s
 }
 
-func newProbe(t *testing.T) *PageCacheProbe {
+func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 	t.Helper()
-	p, err := NewPageCacheProbe()
+	p, err := NewPageCacheProbe(PageCacheOptions{SampleEvery: every})
 	if errors.Is(err, ErrPageCacheUnsupported) {
 		t.Skip(err)
 	}
@@ -341,31 +345,44 @@ func newProbe(t *testing.T) *PageCacheProbe {
 // TestPageCacheWaste checks the probe's read-ahead waste on an ext4 file
 // system with read_ahead_kb 2560, in a 256 MiB memory cgroup: random 4 KiB
 // reads through mmap waste most of the read-around (> 90 %), sequential
-// read() almost nothing (< 5 %).
+// read() almost nothing (< 5 %). Two probes count the same I/O at once:
+// one following every page, and one following 1 in PageCacheSampleEvery
+// chunks (the agent's), whose ratios must meet the same bounds.
 func TestPageCacheWaste(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
-	p := newProbe(t)
+	exact, sampled := newProbe(t, 1), newProbe(t, PageCacheSampleEvery)
 	procs := memCgroup(t, 256<<20)
 	fx := newPCFixture(t)
-	if err := p.Track([]uint32{fx.dev}); err != nil {
-		t.Fatal(err)
+	for _, p := range []*PageCacheProbe{exact, sampled} {
+		if err := p.Track([]uint32{fx.dev}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Logf("file system %s on %s", DevString(fx.dev), fx.loop.Path)
+	const filePages = 1 << 30 >> 12
 
-	mm := fx.phase(t, p, procs, "mmap:"+fx.data)
-	if w, _ := mm.WastePct(); w <= 90 {
-		t.Errorf("random mmap reads: waste %.2f%%, want > 90%%", w)
+	mm := fx.phases(t, []*PageCacheProbe{exact, sampled}, procs, "mmap:"+fx.data)
+	for i, name := range []string{"every page", "sampled"} {
+		if w, ok := mm[i].WastePct(); !ok || w <= 90 {
+			t.Errorf("random mmap reads, %s: waste %.2f%% (measured %v), want > 90%%", name, w, ok)
+		}
 	}
-	if mm.MmapFaults < 1000 || mm.UsedPages < 1000 {
-		t.Errorf("random mmap reads: %d faults, %d pages used; want ≥ 1000 each (2000 reads)", mm.MmapFaults, mm.UsedPages)
+	if mm[0].MmapFaults < 1000 || mm[0].UsedPages < 1000 {
+		t.Errorf("random mmap reads: %d faults, %d pages used; want ≥ 1000 each (2000 reads)", mm[0].MmapFaults, mm[0].UsedPages)
 	}
 
-	seq := fx.phase(t, p, procs, "read:"+fx.data)
-	if w, _ := seq.WastePct(); w >= 5 {
-		t.Errorf("sequential read(): waste %.2f%%, want < 5%%", w)
+	seq := fx.phases(t, []*PageCacheProbe{exact, sampled}, procs, "read:"+fx.data)
+	for i, name := range []string{"every page", "sampled"} {
+		if w, ok := seq[i].WastePct(); !ok || w >= 5 {
+			t.Errorf("sequential read(), %s: waste %.2f%% (measured %v), want < 5%%", name, w, ok)
+		}
 	}
-	if seq.UsedPages < 9*(1<<30>>12)/10 {
-		t.Errorf("sequential read(): %d pages used, want ≥ 90%% of the file's %d", seq.UsedPages, 1<<30>>12)
+	if seq[0].UsedPages < 9*filePages/10 {
+		t.Errorf("sequential read(): %d pages used, want ≥ 90%% of the file's %d", seq[0].UsedPages, filePages)
+	}
+	// The sample is about 1 in 8 chunks; the hash must not pick far fewer.
+	if want := uint64(filePages / PageCacheSampleEvery); seq[1].UsedPages < want*6/10 || seq[1].UsedPages > want*14/10 {
+		t.Errorf("sequential read(), sampled: %d pages used, want about %d (1 in %d)", seq[1].UsedPages, want, PageCacheSampleEvery)
 	}
 }
 
@@ -380,7 +397,7 @@ func TestPageCacheOverhead(t *testing.T) {
 		t.Skip("set SHADOWTUNE_TRACER_BENCH=1 to measure the page-cache probe's overhead")
 	}
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
-	newProbe(t).Close() // skips where unsupported
+	newProbe(t, 1).Close() // skips where unsupported
 	fx := newPCFixture(t)
 	st, err := ebpf.EnableStats(unix.BPF_STATS_RUN_TIME)
 	if err != nil {
@@ -393,7 +410,7 @@ func TestPageCacheOverhead(t *testing.T) {
 			on := i != round%2 // alternate which goes first
 			var p *PageCacheProbe
 			if on {
-				if p, err = NewPageCacheProbe(); err != nil {
+				if p, err = NewPageCacheProbe(PageCacheOptions{SampleEvery: PageCacheSampleEvery}); err != nil {
 					t.Fatal(err)
 				}
 				if err := p.Track([]uint32{fx.dev}); err != nil {
@@ -458,7 +475,7 @@ func TestPageCacheUnsupported(t *testing.T) {
 	saved := pageCacheHooks
 	t.Cleanup(func() { pageCacheHooks = saved })
 	pageCacheHooks = append(slices.Clone(saved), struct{ group, name, prog string }{"filemap", "mm_filemap_no_such_event", pagecacheProgPcAdd})
-	p, err := NewPageCacheProbe()
+	p, err := NewPageCacheProbe(PageCacheOptions{})
 	if err == nil {
 		_ = p.Close()
 		t.Fatal("NewPageCacheProbe succeeded with a tracepoint the kernel lacks")

@@ -10,7 +10,7 @@ type PageCacheProbe struct{}
 
 // NewPageCacheProbe returns an error wrapping ErrPageCacheUnsupported:
 // the probe needs Linux.
-func NewPageCacheProbe() (*PageCacheProbe, error) {
+func NewPageCacheProbe(PageCacheOptions) (*PageCacheProbe, error) {
 	return nil, fmt.Errorf("%w: needs Linux", ErrPageCacheUnsupported)
 }
 

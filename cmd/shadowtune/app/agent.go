@@ -100,6 +100,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
+		MemoryLimit: memoryLimit(),
 	}); err != nil {
 		return err
 	}

@@ -1,0 +1,31 @@
+package agent
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPlanMemory(t *testing.T) {
+	const mib = int64(1) << 20
+	tests := []struct {
+		name    string
+		limit   int64
+		devices int
+		max     int
+		note    string
+	}{
+		{"no limit", 0, 8, maxSimulated, ""},
+		{"a large limit keeps the default", 4096 * mib, 4, maxSimulated, ""},
+		{"the chart's limit fits one device's default", 256 * mib, 1, 65536, ""},
+		{"more devices share it", 256 * mib, 4, 21299, "simulated over its newest 21299 requests"},
+		{"too small a limit keeps the floor and says so", 64 * mib, 4, minSimulated, "too small for 4 device(s)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := planMemory(tc.limit, tc.devices)
+			if p.MaxSimulated != tc.max || !strings.Contains(p.Note, tc.note) || (tc.note == "") != (p.Note == "") {
+				t.Errorf("planMemory(%d MiB, %d) = %+v, want MaxSimulated %d and a note with %q", tc.limit/mib, tc.devices, p, tc.max, tc.note)
+			}
+		})
+	}
+}
