@@ -16,9 +16,9 @@ func TestPlanMemory(t *testing.T) {
 	}{
 		{"no limit", 0, 8, maxSimulated, ""},
 		{"a large limit keeps the default", 4096 * mib, 4, maxSimulated, ""},
-		{"the chart's limit fits one device's default", 256 * mib, 1, 65536, ""},
-		{"more devices share it", 256 * mib, 4, 21299, "simulated over its newest 21299 requests"},
-		{"too small a limit keeps the floor and says so", 64 * mib, 4, minSimulated, "too small for 4 device(s)"},
+		{"the chart's limit fits one device at 58982", 256 * mib, 1, 58982, "newest 58982 requests"},
+		{"more devices share it", 256 * mib, 4, 14745, "simulated over its newest 14745 requests"},
+		{"too small a limit keeps the floor and says so", 96 * mib, 4, minSimulated, "too small for 4 device(s)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,7 +7,9 @@
 # leaf, or a cgroup v1 child of this process's memory cgroup), so its peak
 # is the cgroup's: resident memory plus the eBPF maps and page cache
 # charged to it. It prints, per limit: the exit status (137: OOM-killed),
-# the cgroup's peak, the requests of the last window, and the agent's note on how
+# the cgroup's peak, the Go heap's largest live size after a collection
+# (from GODEBUG=gctrace=1, which the script sets), the requests of the
+# last window, and the agent's note on how
 # it sized its windows to the limit.
 #
 # usage: hack/bench-agent-memory.sh BINARY
@@ -63,11 +65,11 @@ fio --name=agent-memory --filename="$loop" --direct=1 --rw=randread --bs=4k --io
 fio_pid=$!
 sleep 2
 
-printf '%-6s  %4s  %10s  %12s  %s\n' LIMIT EXIT PEAK "LAST WINDOW" NOTE
+printf '%-6s  %4s  %10s  %12s  %12s  %s\n' LIMIT EXIT PEAK "LIVE HEAP" "LAST WINDOW" NOTE
 for lim in $limits; do
 	newcg "$lim"
 	set +e
-	bash -c "echo \$\$ >'$cg/cgroup.procs' && exec '$bin' run --config '$work/policy.yaml' --state-dir '$work/state.$lim' \
+	GODEBUG=gctrace=1 bash -c "echo \$\$ >'$cg/cgroup.procs' && exec '$bin' run --config '$work/policy.yaml' --state-dir '$work/state.$lim' \
 		--duration ${secs}s --metrics-bind-address 0 -o json" >"$work/out.$lim" 2>"$work/err.$lim"
 	rc=$?
 	set -e
@@ -84,7 +86,8 @@ note = "; ".join(n for n in s.get("notes") or [] if n.startswith("memory limit")
 print(reqs, note or "-")
 PY
 )
-	printf '%-6s  %4d  %6d MiB  %12s  %s\n' "$lim" "$rc" "$peak" "${maxwin%% *}" "${maxwin#* }"
+	live=$(grep -o '[0-9]*->[0-9]*->[0-9]* MB' "$work/err.$lim" | awk -F'->' '{sub(/ MB/,"",$3); if ($3+0 > m) m = $3+0} END {print m+0}')
+	printf '%-6s  %4d  %6d MiB  %8s MiB  %12s  %s\n' "$lim" "$rc" "$peak" "$live" "${maxwin%% *}" "${maxwin#* }"
 	rmdir "$cg" 2>/dev/null || sleep 1 && rmdir "$cg" 2>/dev/null || true
 	cg=""
 done

@@ -8,10 +8,12 @@ import (
 )
 
 // goMemLimitRatio is the share of the cgroup's memory limit given to the
-// Go runtime as its soft limit (GOMEMLIMIT): the rest is headroom for
-// memory the runtime does not count (eBPF maps charged to the cgroup,
-// stacks, the page cache of the state directory).
-const goMemLimitRatio = 0.9
+// Go runtime as its soft limit (GOMEMLIMIT): the rest is for memory the
+// runtime does not count, charged to the same cgroup: the eBPF maps and
+// ring buffer (about 14 MB for the page-cache probe alone) and the page
+// cache of the state directory. At 0.9 the agent was OOM-killed under a
+// 128 MiB limit (`make bench-agent-memory`).
+const goMemLimitRatio = 0.75
 
 // memoryLimit reads the memory limit of the process's cgroup (v1 or v2,
 // automemlimit's FromCgroup), sets the Go runtime's soft limit to
