@@ -15,8 +15,10 @@ import (
 
 // Bounds and weight of a learned correction.
 const (
-	// CorrectionMin and CorrectionMax bound a correction factor.
-	CorrectionMin, CorrectionMax = 0.25, 4.0
+	// CorrectionMin is the smallest correction factor.
+	CorrectionMin = 0.25
+	// CorrectionMax is the largest correction factor.
+	CorrectionMax = 4.0
 	// CorrectionWeight is the weight of a new verification against the
 	// correction learned before (an exponential average of the ratios'
 	// logarithms); the first verification of a candidate sets it.
