@@ -191,6 +191,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	}
 	if m != nil {
 		observeWindow(m, d.sys.Name, rep, in.Now)
+		d.observeEvidence(m)
 	}
 }
 
@@ -207,6 +208,12 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Ti
 		SimulatedRealService: time.Duration(rep.SimulatedRealNs), Screened: rep.Screened,
 	})
 	m.SetThrashGuard(dev, r.Guard.ConsecutiveChanges, r.Guard.QuietChecks, r.Guard.Pinned)
+}
+
+// observeEvidence exports the evidence of the device's last window.
+func (d *device) observeEvidence(m *metrics.Metrics) {
+	c := d.ctrl
+	m.SetEvidence(d.sys.Name, c.ra.wastePct/100, c.ra.wasteOK, c.corrections)
 }
 
 // act writes the action's setting to the device (the actuator records the

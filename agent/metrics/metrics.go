@@ -154,6 +154,8 @@ type Metrics struct {
 	windowsSkipped *prometheus.CounterVec
 	screened       *prometheus.CounterVec
 	otherWriter    *prometheus.CounterVec
+	raWaste        *prometheus.GaugeVec
+	correction     *prometheus.GaugeVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
 	mu             sync.Mutex
@@ -229,6 +231,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no switch, and no candidate within 1.5 points of the switching margin).", dev),
 		otherWriter: counter("other_writer_changes_total",
 			"Changes to a setting the agent governs on the device that the agent did not make (another writer).", dev),
+		raWaste: gauge("read_ahead_waste_ratio",
+			"Share of the pages read into the page cache from the device's files in the last window that were evicted without being read or mapped (the page-cache probe); absent when not measured.", dev),
+		correction: gauge("correction_ratio",
+			"Learned correction of a candidate on the device: the factor its predicted wait is multiplied by, from verified changes (above 1: measured slower than predicted).", devCand),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
@@ -236,6 +242,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
+		m.raWaste, m.correction,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -359,6 +366,26 @@ func (m *Metrics) IncOtherWriter(dev string) {
 	defer m.mu.Unlock()
 	m.device(dev)
 	m.otherWriter.WithLabelValues(dev).Inc()
+}
+
+// SetEvidence records what dev's recommendations rest on: the last
+// window's read-ahead waste (a ratio, 0–1; measured false removes the
+// series) and the learned corrections by candidate (factors; a candidate
+// not listed loses its series).
+func (m *Metrics) SetEvidence(dev string, waste float64, measured bool, corrections map[string]float64) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	if measured {
+		m.raWaste.WithLabelValues(dev).Set(waste)
+	} else {
+		m.raWaste.DeleteLabelValues(dev)
+	}
+	m.correction.DeletePartialMatch(prometheus.Labels{"device": dev})
+	for c, f := range corrections {
+		m.correction.WithLabelValues(dev, labelValue(c)).Set(f)
+	}
 }
 
 // SetThrashGuard records the thrash guard's state on dev (DESIGN §6):

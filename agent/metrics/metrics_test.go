@@ -44,6 +44,7 @@ func exercise(m *Metrics, dev string) {
 	m.IncChange(dev)
 	m.IncRevert(dev, RevertRegression)
 	m.SetThrashGuard(dev, 2, 0, false)
+	m.SetEvidence(dev, 0.97, true, map[string]float64{"mq-deadline": 1.3})
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
 	m.SkipWindow(dev, SkipCPUBudget)
@@ -100,6 +101,8 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_windows_skipped_total":            {dto.MetricType_COUNTER, []string{"device", "reason"}},
 		"shadowtune_agent_windows_screened_total":           {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_other_writer_changes_total":       {dto.MetricType_COUNTER, []string{"device"}},
+		"shadowtune_agent_read_ahead_waste_ratio":           {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_correction_ratio":                 {dto.MetricType_GAUGE, []string{"candidate", "device"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {
@@ -531,5 +534,29 @@ func TestSliceErrorIsLikeWithLike(t *testing.T) {
 		if got := testutil.ToFloat64(c.c); !near(got, c.want) {
 			t.Errorf("%s = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestSetEvidence: the waste series goes away when not measured, and a
+// candidate's correction series when it is no longer corrected.
+func TestSetEvidence(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetEvidence("sdc", 0.5, true, map[string]float64{"bfq": 1.4, "kyber": 0.9})
+	if got := testutil.ToFloat64(m.raWaste.WithLabelValues("sdc")); got != 0.5 {
+		t.Fatalf("waste %v, want 0.5", got)
+	}
+	m.SetEvidence("sdc", 0, false, map[string]float64{"bfq": 1.2})
+	if n := testutil.CollectAndCount(m.raWaste); n != 0 {
+		t.Errorf("%d waste series after an unmeasured window, want 0", n)
+	}
+	if n := testutil.CollectAndCount(m.correction); n != 1 {
+		t.Errorf("%d correction series, want 1 (bfq)", n)
+	}
+	if got := testutil.ToFloat64(m.correction.WithLabelValues("sdc", "bfq")); got != 1.2 {
+		t.Errorf("bfq correction %v, want 1.2", got)
 	}
 }
