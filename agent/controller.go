@@ -256,6 +256,8 @@ type deviceController struct {
 	// time after a change with the previous setting's simulated time
 	// scaled by this bias, so model error does not count as regression.
 	bias float64
+	// biasKnown: bias was measured at least once (until then it is 1).
+	biasKnown bool
 
 	verify  *verification
 	backoff map[string]time.Time // candidate name → no retry before
@@ -379,12 +381,28 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	if c.verifyWindow(&rep, er, sliceReal, in.Now) || c.verifyReadAhead(&rep, c.ra, in.Now) {
 		return rep, nil
 	}
-	if curSim := c.simulatedTotal(er, c.current.Candidate.Name()); curSim > 0 && sliceReal > 0 && c.verify == nil {
-		r := float64(sliceReal) / float64(curSim)
-		c.bias = 0.7*c.bias + 0.3*r
+	if c.verify == nil {
+		c.learnBias(sliceReal, c.simulatedTotal(er, c.current.Candidate.Name()))
 	}
 	c.decideWindow(&rep, er, in)
 	return rep, nil
+}
+
+// learnBias averages the window's real ÷ simulated ratio of the current
+// setting into bias. The first measurement sets it: the simulated wait of
+// a deep queue on a fast device can be many times the real one, and an
+// average started at 1 would scale the first verifications and
+// corrections by that error.
+func (c *deviceController) learnBias(realNs, simNs int64) {
+	if realNs <= 0 || simNs <= 0 {
+		return
+	}
+	r := float64(realNs) / float64(simNs)
+	if c.biasKnown {
+		c.bias = 0.7*c.bias + 0.3*r
+		return
+	}
+	c.bias, c.biasKnown = r, true
 }
 
 // verifyWindow counts the window towards the verification of the last

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -309,5 +310,26 @@ func TestSettledWindowIsScreened(t *testing.T) {
 	// Without screening the same window is simulated whole.
 	if rep = screening(t, best, -1); rep.Screened || rep.Report.Requests != 2000 {
 		t.Fatalf("screening off: screened %v over %d requests, want the whole 2000", rep.Screened, rep.Report.Requests)
+	}
+}
+
+// TestFirstWindowSetsBias: the model's real ÷ simulated ratio is set by the
+// first window that measures it, then averaged, so that a model whose
+// simulated wait is far from the real one (a deep queue on a fast device:
+// 7 s measured against 141 s simulated in `make quickstart`) does not
+// scale the first verification's baseline by that error.
+func TestFirstWindowSetsBias(t *testing.T) {
+	c := newTestController(t, false)
+	c.learnBias(7_000, 0) // nothing simulated: no measurement
+	if c.biasKnown || c.bias != 1 {
+		t.Fatalf("bias %.3f known %v before any measurement", c.bias, c.biasKnown)
+	}
+	c.learnBias(7_000, 140_000)
+	if !c.biasKnown || math.Abs(c.bias-0.05) > 1e-9 {
+		t.Fatalf("bias %.4f after the first window, want 0.05", c.bias)
+	}
+	c.learnBias(10_000, 100_000)
+	if want := 0.7*0.05 + 0.3*0.1; math.Abs(c.bias-want) > 1e-9 {
+		t.Fatalf("bias %.4f after the second window, want %.4f", c.bias, want)
 	}
 }
