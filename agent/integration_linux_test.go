@@ -155,6 +155,11 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 			Window:           &metav1.Duration{Duration: integWindow},
 			CPUBudgetPercent: ptr.To[int32](50),
 		},
+		// A read-ahead range that excludes the device's 2560 KiB: a change
+		// the agent must make (the policy's bounds) on every workload, so
+		// that Apply and the restore at exit are exercised even where no
+		// scheduler wins by the margin.
+		ReadAhead: v1alpha1.ReadAheadPolicy{MinKiB: ptr.To[int32](1024), MaxKiB: ptr.To[int32](1024)},
 	}
 	spec.Default()
 	if errs := spec.Validate(field.NewPath("spec")); len(errs) > 0 {
