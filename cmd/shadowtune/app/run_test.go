@@ -361,8 +361,11 @@ func TestRunKilledThenRevert(t *testing.T) {
 	loopdev.LockHeavyIO(t)
 	name := loopdev.New(t, 256<<20)
 	orig := loopdev.SnapshotQueue(t, name)
+	// The read-ahead range excludes the device's depth: a change the agent
+	// must make (the policy's bounds), whatever the scheduler predictions.
 	cfg := writeFile(t, "policy.yaml", policy(fmt.Sprintf(
-		"  mode: Apply\n  devices:\n    include: [%s]\n  evaluation:\n    window: 1s\n    cpuBudgetPercent: 50\n", name)))
+		"  mode: Apply\n  devices:\n    include: [%s]\n  evaluation:\n    window: 1s\n    cpuBudgetPercent: 50\n"+
+			"  readAhead:\n    minKiB: 1024\n    maxKiB: 1024\n", name)))
 	for _, when := range []string{"recorded", "changed"} {
 		t.Run(when, func(t *testing.T) {
 			state := filepath.Join(t.TempDir(), "state")
