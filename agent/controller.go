@@ -373,7 +373,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	}
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
-	c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+	if c.policy.ReadAhead {
+		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+	}
 	c.raAdvice = er.ReadAhead.KiB
 
 	// Verification of the last change comes first: a regression reverts

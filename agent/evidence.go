@@ -30,7 +30,9 @@ func (d *device) showEvidence() {
 		}
 		st.ReadAhead = ev
 	}
-	st.Corrections = st.Corrections[:0]
+	// A new slice: the old one may be shared with a status already handed
+	// out.
+	st.Corrections = make([]v1alpha1.LearnedCorrection, 0, min(len(c.corrections), maxCorrections))
 	for _, name := range slices.Sorted(maps.Keys(c.corrections)) {
 		if len(st.Corrections) == maxCorrections {
 			break

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -28,13 +29,13 @@ type PageCacheWindow struct {
 }
 
 // WastePct is the share of resolved pages that were wasted, percent, and
-// whether at least decide.MinResolvedPages were resolved.
+// whether the probe measured the window and resolved enough pages
+// (tracer.PageCacheStats.WastePct).
 func (p PageCacheWindow) WastePct() (float64, bool) {
-	n := p.UsedPages + p.WastedPages
-	if !p.Measured || n < decide.MinResolvedPages {
+	if !p.Measured {
 		return 0, false
 	}
-	return 100 * float64(p.WastedPages) / float64(n), true
+	return tracer.PageCacheStats{UsedPages: p.UsedPages, WastedPages: p.WastedPages}.WastePct()
 }
 
 // raEvidence is one window's evidence about read-ahead.

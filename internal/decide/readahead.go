@@ -16,8 +16,8 @@ type ReadAheadInput struct {
 	// MinKiB and MaxKiB bound any depth chosen (spec.readAhead).
 	MinKiB, MaxKiB int
 	// WasteMeasured says the window resolved enough page-cache pages of
-	// the device to judge (the page-cache probe ran and saw at least
-	// MinResolvedPages pages used or evicted); WastePct is then the share,
+	// the device to judge (the page-cache probe ran and saw enough pages
+	// used or evicted, 1 MiB by default); WastePct is then the share,
 	// in percent, of the pages read into the page cache that were evicted
 	// without ever being read or mapped.
 	WasteMeasured bool
@@ -62,9 +62,6 @@ const (
 
 // Thresholds of the read-ahead rule.
 const (
-	// MinResolvedPages is the fewest page-cache pages (4 KiB) a window must
-	// resolve (used, or evicted unused) for its waste to count: 1 MiB.
-	MinResolvedPages = 256
 	// HighWastePct: at or above it the depth is cut.
 	HighWastePct = 50.0
 	// LowWastePct: at or below it the depth may rise.
