@@ -301,7 +301,11 @@ type Actuator struct {
 	// claimsOff is why no claim can be taken (a read-only claim
 	// directory), or nil.
 	claimsOff error
-	pageKiB   int
+	// caches are the records of the dm-caches whose mode was changed, by
+	// device-mapper name; cacheModes switches them (nil: none governed).
+	caches     map[string]*CacheOriginal
+	cacheModes CacheModes
+	pageKiB    int
 	bootID    string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
@@ -325,6 +329,10 @@ type Options struct {
 	// method (the fake kernel of package actuatetest), its ClaimDir().
 	// Every Actuator on a host must use the same directory.
 	ClaimDir string
+	// Caches switches dm-cache modes (SetCacheMode); nil when the host
+	// has no device-mapper tools. Records of caches are kept and reverted
+	// with the others either way.
+	Caches CacheModes
 }
 
 // New returns an Actuator for the block devices below hostRoot ("" for the
@@ -387,8 +395,14 @@ func open(o Options, strict bool) (*Actuator, error) {
 	if page < 1 {
 		page = 1
 	}
+	caches, cbad := loadCaches(stateDir)
+	if strict && len(cbad) > 0 {
+		lock.Close()
+		return nil, cbad[slices.Sorted(maps.Keys(cbad))[0]]
+	}
+	maps.Copy(bad, cbad)
 	a := &Actuator{store: st, stateDir: stateDir, claimDir: claimDir, lock: lock, records: recs, bad: bad,
-		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st)}
+		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st), caches: caches, cacheModes: o.Caches}
 	if !strict {
 		for _, dev := range slices.Sorted(maps.Keys(recs)) {
 			if a.checkIdentity(dev, recs[dev]) == nil {
@@ -1029,7 +1043,8 @@ func (a *Actuator) RevertDetached(dev string) error {
 	return a.restoreRecord(dev, rec, "revert detached")
 }
 
-// RevertAll reverts every recorded device, in name order, and returns
+// RevertAll reverts every recorded device, in name order, then every
+// recorded dm-cache (named "dm-cache/NAME", see SetCacheMode), and returns
 // those restored (their original values read back). A failure on one
 // device does not stop the others. The error is nil when every record was
 // restored and removed, else a *RevertError that sorts the others: Gone
@@ -1076,6 +1091,7 @@ func (a *Actuator) RevertAll() ([]string, error) {
 			re.Failed = append(re.Failed, DeviceError{dev, err})
 		}
 	}
+	done = append(done, a.revertCaches(re)...)
 	if len(re.Gone)+len(re.Failed)+len(re.RecordKept)+len(re.Left) == 0 {
 		return done, nil
 	}
