@@ -306,7 +306,7 @@ type Actuator struct {
 	caches     map[string]*CacheOriginal
 	cacheModes CacheModes
 	pageKiB    int
-	bootID    string
+	bootID     string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
