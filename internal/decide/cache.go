@@ -1,0 +1,117 @@
+package decide
+
+// The on/off rule of a real block cache (dm-cache) in front of a device:
+// REDCAP's activation–deactivation algorithm (ADA; KDSim §4.1, DESIGN §6)
+// realised with what a node can see of each side.
+
+import "fmt"
+
+// Cache modes as dm-cache names them (Documentation/admin-guide/
+// device-mapper/cache.rst): on is writethrough, off is passthrough.
+const (
+	CacheOn  = "writethrough"
+	CacheOff = "passthrough"
+)
+
+// CacheInput is one window's evidence about a dm-cache.
+//
+// While the cache is off, the origin sees the whole stream, so the window
+// is simulated with and without a cache of the same size and block size
+// (PredictedGainPct, the engine's CacheGainPct, and ADAOn). While it is
+// on, the origin sees only misses and promotions, so the cache is judged
+// by its own counters: each read hit saves a read at the origin, and each
+// promotion costs one at the origin of a whole cache block.
+type CacheInput struct {
+	// Active reports whether the cache is on (writethrough) now.
+	Active bool
+	// PredictedGainPct (off only) is the simulated reduction of the
+	// window's total I/O time with the cache, percent; nil when the
+	// window was not simulated with it.
+	PredictedGainPct *float64
+	// ADAOn (off only) is the simulated ADA's state after the window.
+	ADAOn bool
+	// ReadHits, ReadMisses and Promotions (on only) are the cache's
+	// counters over the window (dm-cache status deltas).
+	ReadHits, ReadMisses, Promotions uint64
+	// ReadNs is the mean service time of one of the window's reads at the
+	// origin, and BlockReadNs that of a read of one cache block, ns.
+	ReadNs, BlockReadNs float64
+	// MarginPct is the predicted gain the cache must show to be turned on
+	// (Config.MarginPct).
+	MarginPct float64
+	// MinReads is the number of reads a window needs to be judged.
+	MinReads uint64
+}
+
+// CacheDecision is the rule's answer.
+type CacheDecision struct {
+	// Mode is the mode to set, CacheOn or CacheOff; "" keeps the mode.
+	Mode string
+	// GainPct is the gain the decision rests on: predicted (off) or
+	// measured from the counters (on), percent of the time the reads would
+	// take at the origin without the cache.
+	GainPct float64
+	// Measured reports whether GainPct comes from the cache's counters.
+	Measured bool
+	// Reason says why, in one line.
+	Reason string
+}
+
+// MeasuredCacheGainPct is the gain of an active cache over a window from
+// its counters: the origin time its read hits saved less what its
+// promotions cost, as a percentage of the time all its reads would have
+// taken at the origin. ok is false without reads or read times.
+func MeasuredCacheGainPct(hits, misses, promotions uint64, readNs, blockReadNs float64) (pct float64, ok bool) {
+	reads := float64(hits + misses)
+	if reads == 0 || readNs <= 0 {
+		return 0, false
+	}
+	if blockReadNs <= 0 {
+		blockReadNs = readNs
+	}
+	saved := float64(hits)*readNs - float64(promotions)*blockReadNs
+	return 100 * saved / (reads * readNs), true
+}
+
+// Cache decides the cache's mode for the next window. An off cache is
+// turned on when the simulation predicts at least MarginPct and ADA ends
+// on; an on cache is turned off when its measured gain is below zero (its
+// promotions cost the origin more than its hits save). Between the two
+// thresholds the mode is kept, so a cache near break-even does not
+// thrash. The thrash guard, minDwell and the grant are the caller's
+// gates, as for the scheduler.
+func Cache(in CacheInput) CacheDecision {
+	if !in.Active {
+		if in.PredictedGainPct == nil {
+			return CacheDecision{Reason: "not simulated with the cache this window"}
+		}
+		g := *in.PredictedGainPct
+		d := CacheDecision{GainPct: g}
+		switch {
+		case g >= in.MarginPct && in.ADAOn:
+			d.Mode = CacheOn
+			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache (margin %.0f %%)", g, in.MarginPct)
+		case g >= in.MarginPct:
+			d.Reason = fmt.Sprintf("predicted %.1f %% but ADA ends off over the window's last reads", g)
+		default:
+			d.Reason = fmt.Sprintf("predicted %.1f %%, below the margin of %.0f %%", g, in.MarginPct)
+		}
+		return d
+	}
+	if in.ReadHits+in.ReadMisses < max(in.MinReads, 1) {
+		return CacheDecision{Reason: fmt.Sprintf("%d reads through the cache, fewer than %d", in.ReadHits+in.ReadMisses, max(in.MinReads, 1))}
+	}
+	g, ok := MeasuredCacheGainPct(in.ReadHits, in.ReadMisses, in.Promotions, in.ReadNs, in.BlockReadNs)
+	if !ok {
+		return CacheDecision{Reason: "no read service time measured at the origin"}
+	}
+	d := CacheDecision{GainPct: g, Measured: true}
+	hitPct := 100 * float64(in.ReadHits) / float64(in.ReadHits+in.ReadMisses)
+	if g < 0 {
+		d.Mode = CacheOff
+		d.Reason = fmt.Sprintf("measured %.1f %%: %.1f %% read hits do not pay for %d promotions", g, hitPct, in.Promotions)
+		return d
+	}
+	d.Reason = fmt.Sprintf("measured %.1f %% with %.1f %% read hits", g, hitPct)
+	return d
+}
