@@ -86,6 +86,12 @@ type Options struct {
 	// many requests as fit (planMemory), and the status notes say so when
 	// that is fewer than the default.
 	MemoryLimit int64
+	// Caches reads and switches dm-caches (the command passes package
+	// dmcache's tool when dmsetup is installed); nil governs none. A
+	// device behind a dm-cache whose policy has spec.cache.enabled then
+	// has the cache turned on and off (Apply mode) and restored with the
+	// device.
+	Caches CacheTool
 }
 
 // ErrNoDevice is returned when the policy of `shadowtune run` selects no
@@ -177,7 +183,11 @@ func (a *Agent) Status() Status {
 // in Apply mode. It returns ErrNoDevice when the policy of `shadowtune run`
 // selects no device, and an error when tracing fails.
 func (a *Agent) Start(ctx context.Context) error {
-	act, err := actuate.Open(actuate.Options{HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir})
+	var modes actuate.CacheModes
+	if a.opt.Caches != nil {
+		modes = a.opt.Caches
+	}
+	act, err := actuate.Open(actuate.Options{HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Caches: modes})
 	if err != nil {
 		return err
 	}
@@ -330,7 +340,8 @@ func (a *Agent) ingest() {
 
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
-	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers}
+	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
+		caches: a.opt.Caches, hostRoot: a.opt.HostRoot}
 	if a.pcache != nil {
 		if err := a.pcache.read(); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")

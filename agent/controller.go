@@ -247,6 +247,12 @@ type deviceController struct {
 	learner windowLearner
 	online  bool
 
+	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
+	// readNs and blockReadNs are the last window's mean read service
+	// times below and at the cache's block size, ns (readServiceNs).
+	cacheActive         bool
+	readNs, blockReadNs float64
+
 	current    Setting
 	guard      decide.State
 	lastChange time.Time // the last write to the device (change or revert)
@@ -375,6 +381,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
 	if c.policy.ReadAhead {
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+	}
+	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 {
+		c.readNs, c.blockReadNs = readServiceNs(reqs, uint64(bs))
 	}
 	c.raAdvice = er.ReadAhead.KiB
 
@@ -558,7 +567,14 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide
 	opt.Guard = c.guard
-	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, c.policy.Candidates, opt)
+	cands := c.policy.Candidates
+	if c.cacheActive {
+		// The origin behind an active dm-cache sees misses and
+		// promotions: no stream to judge a cache on (cacheAfter judges it
+		// by its counters).
+		cands = uncached(cands)
+	}
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, cands, opt)
 	if err != nil {
 		return engine.Report{}, fmt.Errorf("%s: evaluate: %w", c.name, err)
 	}
@@ -617,6 +633,17 @@ func (c *deviceController) simulatedTotal(r engine.Report, name string) int64 {
 		}
 	}
 	return 0
+}
+
+// uncached returns the candidates without a cache.
+func uncached(cands []engine.Candidate) []engine.Candidate {
+	out := make([]engine.Candidate, 0, len(cands))
+	for _, c := range cands {
+		if !c.Cache {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func candidateByName(r engine.Report, name string) engine.Candidate {

@@ -34,6 +34,9 @@ type device struct {
 	// yielded: another writer changed the device and the policy yields to
 	// it (watchWriters): no change is made any more.
 	yielded bool
+	// cache is the dm-cache in front of the device, when the policy
+	// governs caches and there is one (cacheBefore).
+	cache *governedCache
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -54,6 +57,10 @@ type windowEnv struct {
 	// pageCache is a device's page-cache counts in the window; nil when
 	// the page-cache probe does not run.
 	pageCache func(device string) PageCacheWindow
+	// caches reads and switches dm-caches below hostRoot; nil: none are
+	// governed.
+	caches   CacheTool
+	hostRoot string
 }
 
 // newDevice builds a device's controller under its governing policy, whose
@@ -116,6 +123,7 @@ func (d *device) gate(e *windowEnv) Gate {
 // budget), the action the controller asks for, and the status.
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
+	d.cacheBefore(e)
 	in := windowInput{Now: now, Gate: d.gate(e)}
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
@@ -135,6 +143,9 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	d.report(rep, err, in, e)
 	if err == nil && rep.Action.Kind != ActionNone {
 		d.act(rep.Action, now, e)
+	}
+	if err == nil && in.Skip == "" {
+		d.cacheAfter(rep, in.Gate, now, e)
 	}
 	if d.ctrl.memoDirty {
 		d.memorize(e.act, e.log)

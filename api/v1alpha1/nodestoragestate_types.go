@@ -268,6 +268,11 @@ type DeviceState struct {
 	// lastVerification is the outcome of the last verified change.
 	// +optional
 	LastVerification *Verification `json:"lastVerification,omitempty"`
+	// cache is the dm-cache in front of the device, when there is one
+	// and the policy has spec.cache.enabled: its mode, counters and the
+	// last decision about it.
+	// +optional
+	Cache *CacheState `json:"cache,omitempty"`
 	// gone says why the device is no longer traced: it was removed, or
 	// another device took its name (a new major:minor or diskseq); empty
 	// while it is there. Nothing is carried over to a device that takes
@@ -360,6 +365,61 @@ type CandidateResult struct {
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	PredictedGainPercent string `json:"predictedGainPercent,omitempty"`
+}
+
+// CacheState is a dm-cache in front of a governed device: on
+// (writethrough) or off (passthrough), with what its counters measured
+// over the last window.
+type CacheState struct {
+	// name is the cache's device-mapper name.
+	// +kubebuilder:validation:MaxLength=128
+	Name string `json:"name"`
+	// mode is the cache's I/O mode: writethrough (on), passthrough (off)
+	// or writeback (never set by the agent; such a cache is not governed).
+	// +kubebuilder:validation:Enum=writethrough;passthrough;writeback
+	Mode string `json:"mode"`
+	// blockBytes is the cache's block size, bytes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BlockBytes int64 `json:"blockBytes,omitempty"`
+	// sizeBytes is the cache's capacity, bytes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SizeBytes int64 `json:"sizeBytes,omitempty"`
+	// readHitPercent is the share of the window's reads the cache served,
+	// percent, decimal string; empty when it served none or was off.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	ReadHitPercent string `json:"readHitPercent,omitempty"`
+	// gainPercent is what the last decision rested on: while off, the
+	// simulated reduction of the window's I/O time with the cache; while
+	// on, the origin time the cache's read hits saved less what its
+	// promotions cost, from its counters; percent, decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	GainPercent string `json:"gainPercent,omitempty"`
+	// gainMeasured is true when gainPercent comes from the cache's own
+	// counters, false when it was simulated.
+	// +optional
+	GainMeasured bool `json:"gainMeasured,omitempty"`
+	// dirtyBlocks is the cache's dirty block count (0 in writethrough).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	DirtyBlocks int64 `json:"dirtyBlocks,omitempty"`
+	// reason says why the mode is what it is, in one line.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// lastChange says what the agent last changed, "passthrough ->
+	// writethrough: predicted 61.0 % less I/O time ...".
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	LastChange string `json:"lastChange,omitempty"`
+	// lastChangeTime is when the agent last switched the cache.
+	// +optional
+	LastChangeTime *metav1.Time `json:"lastChangeTime,omitempty"`
 }
 
 // ReadAheadEvidence is what one window measured of a device's read-ahead.

@@ -1,0 +1,161 @@
+package agent
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// fakeCacheTool is one dm-cache, "cached", whose origin is sda (8:0),
+// with counters the test sets.
+type fakeCacheTool struct {
+	info  CacheInfo
+	calls []string
+}
+
+func (f *fakeCacheTool) Info(name string) (CacheInfo, error) {
+	if name != f.info.Name {
+		return CacheInfo{}, fmt.Errorf("%s: not a cache", name)
+	}
+	return f.info, nil
+}
+
+func (f *fakeCacheTool) Mode(name string) (string, uint64, error) {
+	if name != f.info.Name {
+		return "", 0, actuate.ErrDeviceGone
+	}
+	return f.info.Mode, f.info.Dirty, nil
+}
+
+func (f *fakeCacheTool) SetMode(name, mode string) error {
+	f.calls = append(f.calls, name+"="+mode)
+	f.info.Mode = mode
+	return nil
+}
+
+// localityWindow is n random 4 KiB reads at queue depth 4 on a default
+// HDD model, over hot bytes of the disk (all of it when hot is 0).
+func localityWindow(seed uint64, n int, hot uint64, start int64) []trace.Request {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	d := model.Default(model.HDD, 100*gib).NewDisk(0)
+	span := hot / trace.SectorSize
+	if span == 0 {
+		span = 90 * gib // sectors
+	}
+	reqs := make([]trace.Request, 0, n)
+	t := start
+	for len(reqs) < n {
+		sector := rng.Uint64N(span) &^ 7
+		svc := d.Service(trace.Read, sector, 8)
+		reqs = append(reqs, trace.Request{Arrival: t, Dispatch: t, Complete: t + svc, Sector: sector, Sectors: 8,
+			Op: trace.Read, Flags: trace.Sync, PID: 100, Think: trace.Unknown})
+		t += svc + 20_000
+	}
+	return reqs
+}
+
+func newCacheEnv(t *testing.T, mode v1alpha1.TuningMode) (*gateEnv, *fakeCacheTool) {
+	t.Helper()
+	p := testTuning("cache", 1, mode, func(s *v1alpha1.StorageTuningSpec) {
+		s.Cache.Enabled = true
+		s.Schedulers.Candidates = []v1alpha1.SchedulerName{"none"}
+		s.Rollout.MinDwell = &metav1.Duration{}
+	})
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	// sda's holder is dm-0, named "cached".
+	if err := os.MkdirAll(filepath.Join(e.root, "sys/block/sda/holders/dm-0"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.root, "sys/block/dm-0/dm/name"), []byte("cached\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool := &fakeCacheTool{info: CacheInfo{Name: "cached", Origin: "8:0", BlockSectors: 128, TotalBlocks: 960, Mode: "passthrough"}}
+	e.env.caches, e.env.hostRoot = tool, e.root
+	a, err := actuate.Open(actuate.Options{Store: e.fake, StateDir: filepath.Join(t.TempDir(), "state"), Caches: tool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	e.env.act = a
+	return e, tool
+}
+
+func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState {
+	t.Helper()
+	e.seq++
+	var mu sync.Mutex
+	e.d.pending = append(e.d.pending, reqs...)
+	e.d.ingest(&mu)
+	e.env.budget = newCPUBudget(time.Hour, 100)
+	e.d.window(time.Unix(1000, 0).Add(time.Duration(e.seq)*5*time.Second), e.env)
+	if e.d.status.Window.Error != "" {
+		t.Fatalf("window %d: %s", e.seq, e.d.status.Window.Error)
+	}
+	return e.d.status
+}
+
+// Locality turns an off cache on (recorded first); an on cache whose
+// counters show promotions costing more than its hits save is turned
+// off; the revert puts the original mode back.
+func TestCacheOnByPredictionOffByCounters(t *testing.T) {
+	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	st := e.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	if len(tool.calls) != 1 || tool.calls[0] != "cached=writethrough" {
+		t.Fatalf("SetMode calls %v after a locality window; cache status %+v", tool.calls, st.Cache)
+	}
+	if st.Cache == nil || st.Cache.Mode != "writethrough" || st.Cache.GainMeasured || !strings.HasPrefix(st.Cache.LastChange, "passthrough -> writethrough") {
+		t.Fatalf("cache status %+v", st.Cache)
+	}
+	if o := e.env.act.CacheOriginals()["cached"]; o.Mode != "passthrough" || o.Origin != "sda" {
+		t.Fatalf("record %+v", o)
+	}
+	// On: the next window's counters first set the baseline, then a
+	// window of 20 % hits and a promotion per two misses.
+	e.feed(t, localityWindow(2, 3000, 0, 20e9))
+	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 600, 2400, 1200
+	st = e.feed(t, localityWindow(3, 3000, 0, 40e9))
+	if len(tool.calls) != 2 || tool.calls[1] != "cached=passthrough" {
+		t.Fatalf("SetMode calls %v; cache status %+v", tool.calls, st.Cache)
+	}
+	if st.Cache.Mode != "passthrough" || !st.Cache.GainMeasured || st.Cache.ReadHitPercent != "20.0" {
+		t.Fatalf("cache status %+v", st.Cache)
+	}
+	// Locality again: on again; then the revert puts the original back.
+	if st = e.feed(t, localityWindow(4, 3000, 4<<20, 60e9)); st.Cache.Mode != "writethrough" {
+		t.Fatalf("cache status %+v", st.Cache)
+	}
+	if _, err := e.env.act.RevertAll(); err != nil {
+		t.Fatal(err)
+	}
+	if tool.info.Mode != "passthrough" {
+		t.Errorf("mode after revert %s, want the original passthrough", tool.info.Mode)
+	}
+}
+
+// Uniform reads over the disk keep the cache off; Observe mode never
+// switches it, though it reports the prediction.
+func TestCacheKeptOffAndObserve(t *testing.T) {
+	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	st := e.feed(t, localityWindow(1, 3000, 0, 0))
+	if len(tool.calls) != 0 || st.Cache == nil || st.Cache.Mode != "passthrough" || st.Cache.GainPercent == "" {
+		t.Fatalf("uniform reads: calls %v, cache %+v", tool.calls, st.Cache)
+	}
+	o, tool2 := newCacheEnv(t, v1alpha1.ModeObserve)
+	st = o.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	if len(tool2.calls) != 0 || st.Cache == nil || !strings.HasPrefix(st.Cache.Reason, "predicted") {
+		t.Fatalf("observe: calls %v, cache %+v", tool2.calls, st.Cache)
+	}
+}
