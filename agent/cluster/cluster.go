@@ -142,6 +142,8 @@ type Options struct {
 	HostRoot, StateDir, Tracer string
 	// MemoryLimit is agent.Options.MemoryLimit (bytes; 0: none).
 	MemoryLimit int64
+	// Caches is agent.Options.Caches (nil: no dm-cache is governed).
+	Caches agent.CacheTool
 	// Metrics, when non-nil, receives every window's figures (register it
 	// in controller-runtime's metrics.Registry to serve it on the
 	// manager's metrics endpoint).
@@ -374,7 +376,7 @@ func (a *Agent) setPolicies(pols []*v1alpha1.StorageTuning, labels map[string]st
 func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]string) agent.Options {
 	return agent.Options{
 		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer, MemoryLimit: a.opt.MemoryLimit,
-		Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
+		Caches: a.opt.Caches, Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
 		Grant: a.mayChange,
 		Ready: func(err error) {
 			a.mu.Lock()

@@ -100,7 +100,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
-		MemoryLimit: memoryLimit(),
+		MemoryLimit: memoryLimit(), Caches: cacheTool(ctrl.Log.WithName("dm-cache")),
 	}); err != nil {
 		return err
 	}

@@ -130,7 +130,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
-		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(),
+		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log),
 	}
 	var timeline *runTimeline
 	if f.plot != "" {

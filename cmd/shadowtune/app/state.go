@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 
 	"github.com/shadowtune/shadowtune/agent"
@@ -144,13 +145,28 @@ func printStateList(w io.Writer, recs []actuate.RecordStatus, output string) err
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
+// cacheTool is the dm-cache tool the agent and the revert use, or nil
+// (logged at level 1) when dmsetup is not installed.
+func cacheTool(log logr.Logger) agent.CacheTool {
+	t, err := agent.NewDMCacheTool()
+	if err != nil {
+		log.V(1).Info(err.Error())
+		return nil
+	}
+	return t
+}
+
 // runRevert is `shadowtune run --revert`: restore every device recorded in
 // stateDir. It prints the devices restored, then each one skipped and
 // why; it fails (exit 1) when a device that is still there was not
 // restored. A device gone or replaced is reported, not a failure: nothing
 // written by the agent is in effect on it.
 func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
-	a, err := actuate.Open(actuate.Options{HostRoot: hostRoot, StateDir: stateDir})
+	o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir}
+	if t := cacheTool(logr.Discard()); t != nil {
+		o.Caches = t
+	}
+	a, err := actuate.Open(o)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,76 @@
+package agent
+
+// The agent's CacheTool over package dmcache (dmsetup, lvchange).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
+)
+
+// DMCacheTool is CacheTool over dmcache.Tool, each call bounded by
+// Timeout (10 s when zero).
+type DMCacheTool struct {
+	Tool    *dmcache.Tool
+	Timeout time.Duration
+}
+
+// NewDMCacheTool returns a DMCacheTool when dmsetup is installed, else nil
+// and the reason.
+func NewDMCacheTool() (CacheTool, error) {
+	if _, err := exec.LookPath("dmsetup"); err != nil {
+		return nil, fmt.Errorf("no dm-cache governance: %w", err)
+	}
+	return DMCacheTool{Tool: &dmcache.Tool{}}, nil
+}
+
+func (d DMCacheTool) ctx() (context.Context, context.CancelFunc) {
+	t := d.Timeout
+	if t <= 0 {
+		t = 10 * time.Second
+	}
+	return context.WithTimeout(context.Background(), t)
+}
+
+func (d DMCacheTool) get(name string) (dmcache.Device, error) {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	dev, err := d.Tool.Get(ctx, name)
+	if errors.Is(err, dmcache.ErrNotFound) {
+		return dev, fmt.Errorf("%w: %w", actuate.ErrDeviceGone, err)
+	}
+	return dev, err
+}
+
+// Info returns the cache's table and status; a device-mapper device that
+// is not one cache target is an error (dmcache.ErrNotCache).
+func (d DMCacheTool) Info(name string) (CacheInfo, error) {
+	dev, err := d.get(name)
+	if err != nil {
+		return CacheInfo{}, err
+	}
+	s := dev.Status
+	return CacheInfo{Name: dev.Name, Origin: dev.Table.Origin, BlockSectors: dev.Table.BlockSectors, TotalBlocks: s.TotalBlocks,
+		Mode: string(s.Mode), ReadHits: s.ReadHits, ReadMisses: s.ReadMisses, Promotions: s.Promotions, Dirty: s.Dirty}, nil
+}
+
+// Mode returns the cache's mode and dirty blocks.
+func (d DMCacheTool) Mode(name string) (string, uint64, error) {
+	dev, err := d.get(name)
+	if err != nil {
+		return "", 0, err
+	}
+	return string(dev.Status.Mode), dev.Status.Dirty, nil
+}
+
+// SetMode switches the cache online (dmcache.Tool.SetMode).
+func (d DMCacheTool) SetMode(name, mode string) error {
+	ctx, cancel := d.ctx()
+	defer cancel()
+	return d.Tool.SetMode(ctx, name, dmcache.Mode(mode))
+}
