@@ -58,6 +58,12 @@ type governedCache struct {
 	hitPct     float64 // the window's read hits, percent; -1: no reads
 	lastChange time.Time
 	lastText   string
+	logged     string // the last decision logged (cacheAfter)
+}
+
+func firstWord(s string) string {
+	w, _, _ := strings.Cut(s, " ")
+	return w
 }
 
 // findCache returns the dm-cache whose origin is the device sd (its
@@ -143,6 +149,12 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		}
 	}
 	c.dec = decide.Cache(in)
+	// The decision is logged when it changes kind (kept or switched, and
+	// on what evidence), not every window.
+	if key := c.info.Mode + "|" + c.dec.Mode + "|" + firstWord(c.dec.Reason); key != c.logged {
+		c.logged = key
+		e.log.Info("cache decision", "device", d.sys.Name, "cache", c.info.Name, "mode", c.info.Mode, "decision", c.dec.Reason)
+	}
 	if c.dec.Mode != "" && c.dec.Mode != c.info.Mode && d.cacheGate(rep, g, now) {
 		d.switchCache(c.dec, now, e)
 	}
