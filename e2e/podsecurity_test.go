@@ -80,7 +80,9 @@ func (k *cluster) podSecurity(ctx context.Context) {
 	pod := func(ns string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "psa-check", Namespace: ns, Labels: ds.Spec.Template.Labels},
 			Spec: *ds.Spec.Template.Spec.DeepCopy()}
-		p.Spec.ServiceAccountName = "" // the namespace's default account: admission of the pod's security only
+		// The namespace's default account (the agent's exists only in the
+		// release namespace): admission of the pod's security only.
+		p.Spec.ServiceAccountName, p.Spec.DeprecatedServiceAccount = "", ""
 		return p
 	}
 	if err := k.c.Create(ctx, pod(namespace), client.DryRunAll); err != nil {
