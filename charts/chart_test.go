@@ -193,19 +193,20 @@ func TestRenderedObjects(t *testing.T) {
 		want map[string]int
 	}{
 		// The uninstall-cleanup hook adds a ServiceAccount, a ClusterRole
-		// and binding, a Role and binding, and a Job; metrics.secure the
+		// and binding, a Role and binding, and a Job; the agent has a Role
+		// and binding to read its own pod; metrics.secure the
 		// metrics-reader ClusterRole.
 		// The CRDs are templates (crds.enabled); view and edit get
 		// aggregated ClusterRoles (rbac.aggregateToDefaultRoles).
 		{"defaults", nil, map[string]int{
 			"CustomResourceDefinition": 2,
-			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
 		{"local cluster", []string{"--values", localValues}, map[string]int{
 			"CustomResourceDefinition": 2,
-			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
+			"ServiceAccount":           3, "ClusterRole": 6, "ClusterRoleBinding": 3, "Role": 3, "RoleBinding": 3,
 			"Deployment": 1, "DaemonSet": 1, "Service": 2, "ServiceMonitor": 2, "Job": 1,
 			"ValidatingAdmissionPolicy": 1, "ValidatingAdmissionPolicyBinding": 1,
 		}},
@@ -214,7 +215,7 @@ func TestRenderedObjects(t *testing.T) {
 			"--set", "operator.service.enabled=false",
 			"--set", "agent.service.enabled=false", "--set", "operator.serviceAccount.create=false",
 			"--set", "operator.serviceAccount.name=existing", "--set", "uninstallCleanup.enabled=false"}, map[string]int{
-			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
+			"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
 			"Deployment": 1, "DaemonSet": 1,
 		}},
 	} {
@@ -480,6 +481,8 @@ func TestRBAC(t *testing.T) {
 			"events.k8s.io events: create,patch",
 		}},
 		{"ClusterRole", agentName, agentName, ruleStrings(generatedRules(t, "agent-role.yaml"))},
+		// Its own pod, for an OOM kill of its previous container.
+		{"Role", agentName + "-own-pod", agentName, []string{" pods: get"}},
 	} {
 		var rules []rbacv1.PolicyRule
 		var ref rbacv1.RoleRef

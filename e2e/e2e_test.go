@@ -225,12 +225,21 @@ func TestEndToEnd(t *testing.T) {
 	}
 	node := nodes.Items[0].Name
 
-	// 1. helm install.
+	// 1. helm install, exactly as the README's walkthrough says (its
+	// namespace created and labelled privileged first), on a cluster
+	// whose Pod Security admission enforces baseline on new namespaces
+	// (e2e/cluster's AdmissionConfiguration).
 	t0 := time.Now()
-	if out, err := k.run(k.helm, "install", release, "charts/shadowtune", "-n", namespace, "--create-namespace",
-		"-f", "e2e/values-local.yaml", "--wait", "--timeout", "5m"); err != nil {
-		k.saveLogs("install")
-		t.Fatalf("helm install: %v\n%s", err, out)
+	for _, args := range readmeInstall(t, k.root) {
+		name := args[0]
+		if name == "bin/helm" {
+			name = k.helm
+		}
+		t.Logf("[install, README] $ %s", strings.Join(args, " "))
+		if out, err := k.run(name, args[1:]...); err != nil {
+			k.saveLogs("install")
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
 	}
 	uninstalled := false
 	defer func() {
@@ -241,6 +250,9 @@ func TestEndToEnd(t *testing.T) {
 	}()
 	k.record("helmInstallSeconds", time.Since(t0).Seconds())
 	k.show("install", "-n", namespace, "get", "pods", "-o", "wide")
+	k.show("install", "get", "namespace", namespace, "--show-labels")
+	k.podSecurity(ctx)
+	k.noRestarts("after install")
 	k.show("install", "get", "crds", "-l", "!nonexistent")
 	eventually(t, 2*time.Minute, "the agent's NodeStorageState", func() error {
 		n, err := k.nss(node)
@@ -413,6 +425,10 @@ spec:
 	k.show("overlap", "describe", "storagetuning", "e2e-loops")
 	k.kubectl("delete", "storagetuning", "e2e-overlap")
 
+	// No container restarted before the deliberate kills below (an
+	// OOM kill, a crash, a failed probe would show here).
+	k.noRestarts("before the faults")
+
 	// 6. Faults: the agent pod dies mid-Apply; the operator restarts.
 	recs, _ := filepath.Glob(filepath.Join(agentStateDir(), "*.json"))
 	k.record("originalRecordsBeforeKill", len(recs))
@@ -467,6 +483,9 @@ spec:
 		}
 		return nil
 	})
+	// The pods deleted on purpose are new pods, whose restart counts
+	// started at 0: any restart now is a fault.
+	k.noRestarts("before uninstall")
 	k.saveLogs("before-uninstall")
 	if out, err := k.run(k.helm, "uninstall", release, "-n", namespace, "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm uninstall: %v\n%s", err, out)

@@ -69,6 +69,10 @@ import (
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
+// The agent also reads its own pod (a get on pods in the release
+// namespace: the chart's namespaced Role, agent-rbac.yaml) for the reason
+// its previous container ended (oomkill.go).
 
 // FieldOwner is the agent's field manager name.
 const FieldOwner = "shadowtune-agent"
@@ -159,6 +163,11 @@ type Options struct {
 	// (default: the manager's events.k8s.io/v1 recorder, reporting as
 	// FieldOwner).
 	Recorder events.EventRecorder
+	// PodName and PodNamespace name the agent's own pod (the downward
+	// API), ContainerName its container (default DefaultContainerName):
+	// the agent reads the pod after it starts for an OOM kill of its
+	// previous container (OOMKillOf). Empty PodName: not read.
+	PodName, PodNamespace, ContainerName string
 }
 
 // Agent is the agent loop as a manager Runnable.
@@ -181,6 +190,10 @@ type Agent struct {
 	dropped  int64
 	dropAt   time.Time
 	events   []event // derived from consecutive statuses, not yet recorded
+
+	started time.Time              // when Setup ran: this container's start
+	podDone bool                   // the pod was read for this run (or given up); writer only
+	oomKill *v1alpha1.AgentOOMKill // the pod's last OOM kill of the agent container
 }
 
 var errNotStarted = errors.New("the agent loop has not started tracing yet")
@@ -204,8 +217,11 @@ func Setup(mgr manager.Manager, opt Options) (*Agent, error) {
 	if opt.Recorder == nil {
 		opt.Recorder = mgr.GetEventRecorder(FieldOwner)
 	}
+	if opt.ContainerName == "" {
+		opt.ContainerName = DefaultContainerName
+	}
 	a := &Agent{opt: opt, client: mgr.GetClient(), reader: mgr.GetAPIReader(), cache: mgr.GetCache(), log: log,
-		wake: make(chan struct{}, 1), ready: errNotStarted}
+		wake: make(chan struct{}, 1), ready: errNotStarted, started: time.Now()}
 	if err := mgr.Add(a); err != nil {
 		return nil, err
 	}
@@ -525,9 +541,13 @@ const heartbeatDue = v1alpha1.HeartbeatInterval / 2
 // heartbeat is due, or always when force; it creates the NodeStorageState
 // first when there is none.
 func (a *Agent) sync(ctx context.Context, force bool) error {
+	a.readPod(ctx)
 	a.mu.Lock()
-	in := StatusInput{Agent: a.st, TracerError: a.runErr, EventsDroppedAt: a.dropAt, Policies: a.policies}
-	have := a.haveSt || a.runErr != ""
+	in := StatusInput{Agent: a.st, TracerError: a.runErr, EventsDroppedAt: a.dropAt, Policies: a.policies,
+		Node: a.opt.NodeName, OOMKill: a.oomKill}
+	// An OOM kill is reported at once: an agent killed in every first
+	// window would otherwise never write.
+	have := a.haveSt || a.runErr != "" || a.oomKill != nil
 	a.mu.Unlock()
 	if !have {
 		return nil // nothing to report before the first window
@@ -540,6 +560,7 @@ func (a *Agent) sync(ctx context.Context, force bool) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		in.Now = time.Now()
 		in.Generation, in.Grant, in.Conditions = nss.Generation, nss.Spec.Grant, nss.Status.Conditions
+		in.LastOOMKill = nss.Status.AgentOOMKill
 		want := BuildStatus(in)
 		if !force && SameStatus(nss.Status, want) && nss.Status.LastHeartbeatTime != nil &&
 			in.Now.Sub(nss.Status.LastHeartbeatTime.Time) < heartbeatDue {
@@ -560,6 +581,42 @@ func (a *Agent) sync(ctx context.Context, force bool) error {
 		}
 		return err
 	})
+}
+
+// readPod reads the agent's own pod (from the writer, before a status
+// write) until its status shows the current container running, for at
+// most PodCheckFor: what it says of the previous container (an OOM kill)
+// is final for this run. A pod that cannot be read (no RBAC, gone) is
+// logged once and not read again.
+func (a *Agent) readPod(ctx context.Context) {
+	if a.podDone || a.opt.PodName == "" {
+		return
+	}
+	pod := &corev1.Pod{}
+	err := a.reader.Get(ctx, client.ObjectKey{Namespace: a.opt.PodNamespace, Name: a.opt.PodName}, pod)
+	switch {
+	case apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+		a.podDone = true
+		a.log.Error(err, "cannot read the agent's own pod: out-of-memory kills of the agent are not reported", "pod", a.opt.PodName)
+		return
+	case err != nil:
+		if time.Since(a.started) > PodCheckFor {
+			a.podDone = true
+			a.log.Error(err, "cannot read the agent's own pod: out-of-memory kills of the agent are not reported", "pod", a.opt.PodName)
+		}
+		return
+	}
+	kill, current := OOMKillOf(pod, a.opt.ContainerName, a.started)
+	a.mu.Lock()
+	a.oomKill = kill
+	a.mu.Unlock()
+	if current || time.Since(a.started) > PodCheckFor {
+		a.podDone = true
+		if kill != nil {
+			a.log.Info("the agent's previous container was killed for lack of memory", "pod", kill.Pod,
+				"restartCount", kill.RestartCount, "at", kill.Time.UTC().Format(time.RFC3339))
+		}
+	}
 }
 
 // ensure returns the node's NodeStorageState, creating it (owned by the

@@ -18,9 +18,13 @@ package cluster
 //     agent.RegressionBackoff → True Reverted; a change failed → True
 //     ApplyFailed; another writer changed a governed device → True
 //     OtherWriter (naming the device, the change and the writer); the
+//     agent container was killed for lack of memory within
+//     v1alpha1.OOMKillDegradedFor (its pod's lastState.terminated.reason
+//     OOMKilled, status agentOOMKill) → True AgentOOMKilled (naming the
+//     pod, the node, the restart count and the time); the
 //     agent started within UncleanRestartDegradedFor after a run that
 //     ended without a clean shutdown → True UncleanRestart; a window
-//     skipped for the CPU budget within DroppedDegradedFor → True
+//     skipped for the CPU budget within v1alpha1.CPUBudgetDegradedFor → True
 //     CPUBudgetExceeded; events dropped within DroppedDegradedFor → True
 //     EventsDropped; else False AgentReady.
 //   - Ready: True AgentReady when TracingActive and ModelReady are True
@@ -61,7 +65,7 @@ func setConditions(st *v1alpha1.NodeStorageStateStatus, in StatusInput, f facts,
 	set(tracingActive(in, tracer))
 	set(modelReady(f, st.GovernedDevices))
 	set(applied(f))
-	set(degraded(in, f))
+	set(degraded(in, f, recentOOMKill(st.AgentOOMKill, in.Now)))
 	set(ready(st.Conditions, tracer))
 }
 
@@ -109,7 +113,7 @@ func applied(f facts) metav1.Condition {
 	return condition(typ, yes, v1alpha1.ReasonNothingToApply, "every device governed in Apply mode has its recommended setting")
 }
 
-func degraded(in StatusInput, f facts) metav1.Condition {
+func degraded(in StatusInput, f facts, oom *v1alpha1.AgentOOMKill) metav1.Condition {
 	const typ = v1alpha1.NodeConditionDegraded
 	dropped := !in.EventsDroppedAt.IsZero() && in.Now.Sub(in.EventsDroppedAt) < DroppedDegradedFor
 	unclean := in.Agent.UncleanRestart
@@ -120,6 +124,8 @@ func degraded(in StatusInput, f facts) metav1.Condition {
 		return condition(typ, yes, v1alpha1.ReasonApplyFailed, "a change failed on "+list(f.failed))
 	case len(f.otherWriter) > 0:
 		return condition(typ, yes, v1alpha1.ReasonOtherWriter, "another writer changed a setting the agent governs: "+strings.Join(f.otherWriter, "; "))
+	case oom != nil:
+		return condition(typ, yes, v1alpha1.ReasonAgentOOMKilled, OOMKillMessage(in.Node, oom))
 	case unclean != nil && in.Now.Sub(unclean.Time) < UncleanRestartDegradedFor:
 		return condition(typ, yes, v1alpha1.ReasonUncleanRestart,
 			"the agent's previous run ended without a clean shutdown (killed: out of memory or SIGKILL; or a node crash); restarted at "+
@@ -157,4 +163,15 @@ func list(names []string) string {
 		return strings.Join(names[:show], ", ") + fmt.Sprintf(" and %d more", len(names)-show)
 	}
 	return strings.Join(names, ", ")
+}
+
+// OOMKillMessage describes an OOM kill of the agent on node.
+func OOMKillMessage(node string, k *v1alpha1.AgentOOMKill) string {
+	on := ""
+	if node != "" {
+		on = " on node " + node
+	}
+	return fmt.Sprintf("the agent container of pod %s%s was killed for lack of memory (OOMKilled) at %s, restart count %d; "+
+		"raise the chart's agent.resources.limits.memory or govern fewer candidates (Degraded for %s after the last kill)",
+		k.Pod, on, k.Time.UTC().Format(time.RFC3339), k.RestartCount, v1alpha1.OOMKillDegradedFor)
 }

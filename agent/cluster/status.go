@@ -41,6 +41,12 @@ type StatusInput struct {
 	// Conditions are the current conditions, whose transition times are
 	// kept when their status does not change.
 	Conditions []metav1.Condition
+	// Node is the node's name (for messages).
+	Node string
+	// OOMKill is the agent container's last OOM kill as its pod reports
+	// it (OOMKillOf), nil when none; LastOOMKill is the one the current
+	// status reports. The status reports the later of the two.
+	OOMKill, LastOOMKill *v1alpha1.AgentOOMKill
 }
 
 // DroppedDegradedFor is how long after the tracer last dropped events the
@@ -75,6 +81,7 @@ func BuildStatus(in StatusInput) v1alpha1.NodeStorageStateStatus {
 	}
 	st.Devices = deviceEntries(in.Agent, tracer)
 	st.LastUncleanRestartTime = secondOf(in.Agent.UncleanRestart)
+	st.AgentOOMKill = latestOOMKill(in.LastOOMKill, in.OOMKill)
 	f := summarize(&st, in)
 	setConditions(&st, in, f, tracer)
 	return st
@@ -222,7 +229,7 @@ func summarize(st *v1alpha1.NodeStorageStateStatus, in StatusInput) facts {
 		if ds.Window != nil && ds.Window.ApplyError != "" {
 			f.failed = append(f.failed, n)
 		}
-		if t := ds.LastCPUBudgetSkipTime; t != nil && in.Now.Sub(t.Time) < DroppedDegradedFor {
+		if t := ds.LastCPUBudgetSkipTime; t != nil && in.Now.Sub(t.Time) < v1alpha1.CPUBudgetDegradedFor {
 			f.overBudget = append(f.overBudget, n)
 		}
 		if ow := ds.OtherWriter; ow != nil {

@@ -10,6 +10,16 @@ import (
 // running agent (NodeStorageStateStatus.LastHeartbeatTime).
 const HeartbeatInterval = 60 * time.Second
 
+// Quiet periods after which a node (and the policies governing its
+// devices) stop reporting Degraded: OOMKillDegradedFor after the agent
+// container was last killed for lack of memory (AgentOOMKill.Time),
+// CPUBudgetDegradedFor after a window was last skipped for the CPU budget
+// (DeviceState.LastCPUBudgetSkipTime).
+const (
+	OOMKillDegradedFor   = 10 * HeartbeatInterval
+	CPUBudgetDegradedFor = HeartbeatInterval
+)
+
 // NodeLabel is the label carrying the node name on a NodeStorageState.
 const NodeLabel = Group + "/node"
 
@@ -105,12 +115,33 @@ type NodeStorageStateStatus struct {
 	// +optional
 	LastUncleanRestartTime *metav1.Time `json:"lastUncleanRestartTime,omitempty"`
 
+	// agentOOMKill is the agent container's last restart after being
+	// killed for lack of memory (its pod's lastState.terminated.reason
+	// "OOMKilled"), as the agent read it from its own pod. For 10 minutes
+	// after that kill the node and the policies governing its devices
+	// report Degraded, reason "AgentOOMKilled".
+	// +optional
+	AgentOOMKill *AgentOOMKill `json:"agentOOMKill,omitempty"`
+
 	// devices are the node's block devices, by kernel name.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Devices []DeviceState `json:"devices,omitempty"`
+}
+
+// AgentOOMKill is an out-of-memory kill of the agent container.
+type AgentOOMKill struct {
+	// pod is the agent pod's name.
+	// +kubebuilder:validation:MaxLength=253
+	Pod string `json:"pod"`
+	// restartCount is the agent container's restart count after the kill.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RestartCount int32 `json:"restartCount,omitempty"`
+	// time is when the killed container ended.
+	Time metav1.Time `json:"time"`
 }
 
 // DeviceClass is the kind of a device, from queue/rotational and the
@@ -670,6 +701,10 @@ const (
 	ReasonOtherWriter       = "OtherWriter"
 	ReasonCPUBudgetExceeded = "CPUBudgetExceeded"
 	ReasonUncleanRestart    = "UncleanRestart"
+	// ReasonAgentOOMKilled: the agent container was killed for lack of
+	// memory within OOMKillDegradedFor (NodeStorageState and StorageTuning
+	// Degraded).
+	ReasonAgentOOMKilled = "AgentOOMKilled"
 )
 
 // NodeStorageState is one node's storage state: the operator's grant in

@@ -376,8 +376,10 @@ type StorageTuningStatus struct {
 	// conditions are Ready (the policy is reconciled, every selected node
 	// reports and the roll-out is not halted), Progressing (a roll-out is
 	// under way), Degraded (a change was put back after a measured
-	// regression, which halts the roll-out, or the node selector is
-	// malformed) and Conflict (another policy selects some of the same
+	// regression, which halts the roll-out; the node selector is
+	// malformed; or, without halting the roll-out, an agent on a selected
+	// node was killed for lack of memory in the last 10 minutes or skipped
+	// windows for the CPU budget in the last minute) and Conflict (another policy selects some of the same
 	// devices).
 	// +listType=map
 	// +listMapKey=type
@@ -451,8 +453,12 @@ const (
 	// ConditionProgressing: a roll-out is under way.
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded: a governed device's change was put back after a
-	// measured regression (the roll-out halts until the node recovers), or
-	// the node selector is malformed. Nodes not reporting show in Ready.
+	// measured regression (the roll-out halts until the node recovers),
+	// the node selector is malformed, or (the roll-out goes on) an agent of
+	// a selected node was OOM-killed within OOMKillDegradedFor (reason
+	// AgentOOMKilled) or a governed device's window was skipped for the CPU
+	// budget within CPUBudgetDegradedFor (reason CPUBudgetExceeded). Nodes
+	// not reporting show in Ready.
 	ConditionDegraded = "Degraded"
 	// ConditionConflict: another policy selects some of the same devices;
 	// the one of higher spec.priority, then the first by name, governs them

@@ -466,6 +466,28 @@ func TestOperator(t *testing.T) {
 		expectGrants()
 	})
 
+	// An agent OOM-killed on a selected node: the policy is Degraded,
+	// AgentOOMKilled, naming the node and pod, with a Warning event; the
+	// roll-out goes on (Ready stays True); after the quiet period it clears.
+	t.Run("agent OOM-killed", func(t *testing.T) {
+		f.t = t
+		sel := &metav1.LabelSelector{MatchLabels: map[string]string{"suite": "oom"}}
+		f.node("oom-1", map[string]string{"suite": "oom"})
+		f.report("oom-1", func(s *v1alpha1.NodeStorageStateStatus) {
+			s.AgentOOMKill = &v1alpha1.AgentOOMKill{Pod: "shadowtune-agent-q8x2z", RestartCount: 2, Time: metav1.NewTime(clk.Now().Add(-time.Minute))}
+		})
+		f.policy("oom", func(p *v1alpha1.StorageTuning) { p.Spec.NodeSelector = sel })
+		d := f.condition("oom", v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonAgentOOMKilled)
+		if !strings.Contains(d.Message, "oom-1 (pod shadowtune-agent-q8x2z, restart count 2") {
+			t.Errorf("Degraded message %q", d.Message)
+		}
+		f.condition("oom", v1alpha1.ConditionReady, metav1.ConditionTrue, v1alpha1.ReasonReconciled)
+		f.waitEvent("oom", v1alpha1.ReasonAgentOOMKilled+": agent killed for lack of memory")
+		clk.Add(v1alpha1.OOMKillDegradedFor)
+		f.report("oom-1", func(*v1alpha1.NodeStorageStateStatus) {}) // a fresh heartbeat
+		f.condition("oom", v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAsExpected)
+	})
+
 	t.Run("garbage collection", func(t *testing.T) {
 		f.t = t
 		f.node("gc-1", nil)

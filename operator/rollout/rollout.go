@@ -134,6 +134,8 @@ type evaluation struct {
 	overridden  map[string]int // winner policy → devices of p it governs
 	overrides   map[string]int // loser policy → devices p governs instead
 	degraded    []string       // "node/device" reverted within back-off
+	oomKilled   []string       // agents of matched nodes OOM-killed within the quiet period
+	overBudget  []string       // "node/device" skipped for the CPU budget within the quiet period
 	pending     int
 	granted     int // nodes changing now (valid grants, old and new)
 	dwelling    int // nodes with pending devices waiting for the dwell time
@@ -261,6 +263,7 @@ func (e *evaluation) aggregate() {
 	}
 	e.pending = int(s.RecommendedChanges)
 
+	e.agentTrouble()
 	for _, n := range e.matched {
 		if n.State == nil {
 			continue
@@ -273,6 +276,36 @@ func (e *evaluation) aggregate() {
 			if r.node == n && r.dev.Reverts > 0 {
 				e.degraded = append(e.degraded, n.Name+"/"+r.dev.Name)
 			}
+		}
+	}
+}
+
+// agentTrouble finds the agents of matched nodes killed for lack of
+// memory within v1alpha1.OOMKillDegradedFor (NodeStorageState
+// agentOOMKill) and p's governed devices whose window was skipped for the
+// CPU budget within v1alpha1.CPUBudgetDegradedFor; both make the policy
+// Degraded without halting the roll-out, and a requeue is scheduled for
+// when they clear.
+func (e *evaluation) agentTrouble() {
+	for _, n := range e.matched {
+		if n.State == nil || n.State.Status.AgentOOMKill == nil {
+			continue
+		}
+		k := n.State.Status.AgentOOMKill
+		if left := k.Time.Add(v1alpha1.OOMKillDegradedFor).Sub(e.now); left > 0 {
+			e.oomKilled = append(e.oomKilled, fmt.Sprintf("%s (pod %s, restart count %d, at %s)",
+				n.Name, k.Pod, k.RestartCount, k.Time.UTC().Format(time.RFC3339)))
+			e.after(left)
+		}
+	}
+	for _, r := range e.governed {
+		t := r.dev.LastCPUBudgetSkipTime
+		if t == nil {
+			continue
+		}
+		if left := t.Add(v1alpha1.CPUBudgetDegradedFor).Sub(e.now); left > 0 {
+			e.overBudget = append(e.overBudget, r.node.Name+"/"+r.dev.Name)
+			e.after(left)
 		}
 	}
 }
@@ -471,6 +504,14 @@ func (e *evaluation) stopReason() string {
 
 // conditions sets Ready, Progressing, Degraded and Conflict.
 //
+// Degraded, first that holds: a regression revert halts the roll-out →
+// True RegressionReverted (with the others below in its message); an
+// agent of a selected node was OOM-killed within
+// v1alpha1.OOMKillDegradedFor → True AgentOOMKilled; a governed device's
+// window was skipped for the CPU budget within
+// v1alpha1.CPUBudgetDegradedFor → True CPUBudgetExceeded (these two do not
+// halt the roll-out nor make Ready False); else False AsExpected.
+//
 // Ready is False while the roll-out is halted by a regression (with the
 // halt's reason and message), so that `kubectl get stune` does not show a
 // halted policy as ready; otherwise it is True once every selected node
@@ -495,14 +536,32 @@ func (e *evaluation) conditions() {
 			fmt.Sprintf("%d nodes report, %d devices governed", n, len(e.governed)))
 	}
 
-	if len(e.degraded) > 0 {
-		msg := halt
-		prev := meta.FindStatusCondition(e.plan.Status.Conditions, v1alpha1.ConditionDegraded)
-		if prev == nil || prev.Status != metav1.ConditionTrue {
-			e.plan.Events = append(e.plan.Events, Event{Warning: true, Reason: EventRolloutHalted, Message: msg})
+	var trouble []string // what degrades the policy without halting it
+	if len(e.oomKilled) > 0 {
+		trouble = append(trouble, "agent killed for lack of memory (OOMKilled) on "+list(e.oomKilled))
+	}
+	if len(e.overBudget) > 0 {
+		trouble = append(trouble, "windows not evaluated, over spec.evaluation.cpuBudgetPercent, on "+list(e.overBudget))
+	}
+	prev := meta.FindStatusCondition(e.plan.Status.Conditions, v1alpha1.ConditionDegraded)
+	switch {
+	case len(e.degraded) > 0:
+		msg := strings.Join(append([]string{halt}, trouble...), "; ")
+		if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != v1alpha1.ReasonRegressionReverted {
+			e.plan.Events = append(e.plan.Events, Event{Warning: true, Reason: EventRolloutHalted, Message: halt})
 		}
 		e.set(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonRegressionReverted, msg)
-	} else {
+	case len(trouble) > 0:
+		reason := v1alpha1.ReasonAgentOOMKilled
+		if len(e.oomKilled) == 0 {
+			reason = v1alpha1.ReasonCPUBudgetExceeded
+		}
+		msg := strings.Join(trouble, "; ")
+		if prev == nil || prev.Status != metav1.ConditionTrue || prev.Reason != reason {
+			e.plan.Events = append(e.plan.Events, Event{Warning: true, Reason: reason, Message: msg})
+		}
+		e.set(v1alpha1.ConditionDegraded, true, reason, msg)
+	default:
 		e.set(v1alpha1.ConditionDegraded, false, v1alpha1.ReasonAsExpected, "")
 	}
 

@@ -387,3 +387,85 @@ func TestMaxUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// oomKilled is a node whose agent was OOM-killed ago.
+func oomKilled(name string, ago_ time.Duration) Node {
+	n := node(name, dev("sda", 20))
+	n.State.Status.AgentOOMKill = &v1alpha1.AgentOOMKill{Pod: "shadowtune-agent-" + name, RestartCount: 2, Time: ago(ago_)}
+	return n
+}
+
+// overBudget is a node whose sda skipped a window for the CPU budget ago.
+func overBudget(name string, ago_ time.Duration) Node {
+	n := node(name, dev("sda", 20))
+	n.State.Status.Devices[0].CPUBudgetSkips = 4
+	n.State.Status.Devices[0].LastCPUBudgetSkipTime = ptr.To(ago(ago_))
+	return n
+}
+
+// TestAgentTroubleDegraded: an OOM kill of a selected node's agent and a
+// window skipped for the CPU budget on a governed device make the policy
+// Degraded (AgentOOMKilled before CPUBudgetExceeded, both after a
+// regression's halt) for their quiet periods, without halting the roll-out
+// or making Ready False, with one Warning event when it starts and a
+// requeue for when it clears.
+func TestAgentTroubleDegraded(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		nodes    []Node
+		status   metav1.ConditionStatus
+		reason   string
+		says     []string
+		requeue  time.Duration // 0: not checked
+		grants   int
+		notReady bool
+	}{
+		{"nothing", []Node{node("a", dev("sda", 20))}, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, nil, 0, 1, false},
+		{"agent OOM-killed", []Node{oomKilled("a", time.Minute), node("b", dev("sda", 20))}, metav1.ConditionTrue, v1alpha1.ReasonAgentOOMKilled,
+			[]string{"OOMKilled", "a (pod shadowtune-agent-a, restart count 2, at " + ago(time.Minute).UTC().Format(time.RFC3339)}, 0, 1, false},
+		{"OOM kill past the quiet period", []Node{oomKilled("a", v1alpha1.OOMKillDegradedFor)}, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, nil, 0, 1, false},
+		{"OOM kill clears soon", []Node{oomKilled("a", v1alpha1.OOMKillDegradedFor-time.Minute)}, metav1.ConditionTrue, v1alpha1.ReasonAgentOOMKilled,
+			nil, time.Minute, 1, false},
+		{"over the CPU budget", []Node{overBudget("a", 10*time.Second)}, metav1.ConditionTrue, v1alpha1.ReasonCPUBudgetExceeded,
+			[]string{"cpuBudgetPercent", "a/sda"}, 0, 1, false},
+		{"CPU budget past the quiet period", []Node{overBudget("a", v1alpha1.CPUBudgetDegradedFor)}, metav1.ConditionFalse, v1alpha1.ReasonAsExpected, nil, 0, 1, false},
+		{"both", []Node{overBudget("a", 10*time.Second), oomKilled("b", time.Minute)}, metav1.ConditionTrue, v1alpha1.ReasonAgentOOMKilled,
+			[]string{"b (pod", "a/sda"}, 0, 1, false},
+		{"a regression halts, the kill is in the message", []Node{reverted("a"), oomKilled("b", time.Minute)}, metav1.ConditionTrue, v1alpha1.ReasonRegressionReverted,
+			[]string{"a/sda", "b (pod"}, 0, 0, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := policy("p", v1alpha1.ModeApply)
+			plan := Evaluate(p, []*v1alpha1.StorageTuning{p}, c.nodes, now)
+			d := cond(t, plan, v1alpha1.ConditionDegraded)
+			if d.Status != c.status || d.Reason != c.reason {
+				t.Fatalf("Degraded = %s/%s %q, want %s/%s", d.Status, d.Reason, d.Message, c.status, c.reason)
+			}
+			for _, w := range c.says {
+				if !strings.Contains(d.Message, w) {
+					t.Errorf("message %q does not say %q", d.Message, w)
+				}
+			}
+			if len(plan.Grants) != c.grants {
+				t.Errorf("%d grants, want %d: %v", len(plan.Grants), c.grants, plan.Grants)
+			}
+			if r := cond(t, plan, v1alpha1.ConditionReady); (r.Status == metav1.ConditionFalse) != c.notReady {
+				t.Errorf("Ready = %s/%s", r.Status, r.Reason)
+			}
+			if c.requeue > 0 && plan.RequeueAfter != c.requeue {
+				t.Errorf("requeue after %v, want %v (when Degraded clears)", plan.RequeueAfter, c.requeue)
+			}
+			if c.reason == v1alpha1.ReasonAgentOOMKilled || c.reason == v1alpha1.ReasonCPUBudgetExceeded {
+				if got := reasons(plan.Events); !slices.Contains(got, c.reason) {
+					t.Errorf("events %v, want a %s warning", got, c.reason)
+				}
+				// Once: not again while the condition holds.
+				p.Status = plan.Status
+				again := Evaluate(p, []*v1alpha1.StorageTuning{p}, c.nodes, now.Add(time.Second))
+				if got := reasons(again.Events); slices.Contains(got, c.reason) {
+					t.Errorf("second evaluation's events %v repeat %s", got, c.reason)
+				}
+			}
+		})
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 type agentFlags struct {
 	nodeName, hostRoot, stateDir, metricsAddr, probeAddr, tracerKind string
+	podName, podNamespace                                            string
 	metricsSecure                                                    bool
 	zapOpts                                                          zap.Options
 }
@@ -55,6 +56,8 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.nodeName, "node-name", os.Getenv("NODE_NAME"), "the node this agent runs on (default $NODE_NAME)")
+	fl.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "the agent's own pod, read for out-of-memory kills of its previous container (default $POD_NAME; empty: not read)")
+	fl.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the namespace of --pod-name (default $POD_NAMESPACE)")
 	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
 	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "where original settings and learned models are kept (a hostPath)")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9464", `address of the Prometheus /metrics endpoint ("0" disables it)`)
@@ -100,7 +103,8 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
-		MemoryLimit: memoryLimit(), Caches: cacheTool(ctrl.Log.WithName("dm-cache")),
+		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace,
+		Caches: cacheTool(ctrl.Log.WithName("dm-cache")),
 	}); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -36,6 +37,53 @@ func TestDocsCoverCommands(t *testing.T) {
 	for _, cmd := range []string{"make quickstart", "make test"} {
 		if !strings.Contains(top, cmd) {
 			t.Errorf("README.md's first 60 lines lack %q", cmd)
+		}
+	}
+}
+
+// TestReadmeInstall: every helm install in the README (and e2e's values
+// file header) installs into a namespace it first creates and labels
+// pod-security.kubernetes.io/enforce=privileged (the agent is privileged;
+// clusters enforcing Pod Security baseline refuse it otherwise), and none
+// uses --create-namespace, which would skip the label (issue 17). The e2e
+// runs the walkthrough's commands as written on a cluster enforcing
+// baseline.
+func TestReadmeInstall(t *testing.T) {
+	for _, file := range []string{"../../../README.md", "../../../e2e/values-local.yaml", "../../../e2e/README.md"} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		created, labelled := map[string]bool{}, map[string]bool{}
+		installs := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			line = strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(line), "#"))
+			f := strings.Fields(line)
+			switch {
+			case len(f) >= 4 && f[0] == "kubectl" && f[1] == "create" && f[2] == "namespace":
+				created[f[3]] = true
+			case len(f) >= 5 && f[0] == "kubectl" && f[1] == "label" && f[2] == "namespace" &&
+				slices.Contains(f[4:], "pod-security.kubernetes.io/enforce=privileged"):
+				labelled[f[3]] = true
+			case len(f) >= 2 && strings.HasSuffix(f[0], "helm") && f[1] == "install":
+				installs++
+				if slices.Contains(f, "--create-namespace") {
+					t.Errorf("%s:%d: helm install --create-namespace skips the Pod Security label: %s", file, i+1, line)
+				}
+				ns := ""
+				for j := range f[:len(f)-1] {
+					if f[j] == "-n" || f[j] == "--namespace" {
+						ns = f[j+1]
+					}
+				}
+				if ns == "" || !created[ns] || !labelled[ns] {
+					t.Errorf("%s:%d: helm install into namespace %q, not created and labelled pod-security.kubernetes.io/enforce=privileged before: %s",
+						file, i+1, ns, line)
+				}
+			}
+		}
+		if installs == 0 {
+			t.Errorf("%s: no helm install", file)
 		}
 	}
 }
