@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/redcap"
@@ -52,13 +53,35 @@ type CacheTool interface {
 
 // governedCache is the agent's state of one dm-cache.
 type governedCache struct {
+	dmDev      string    // the cache device's kernel name, dm-N
 	info, prev CacheInfo // at this window's end and the previous one's
 	havePrev   bool
 	dec        decide.CacheDecision
 	hitPct     float64 // the window's read hits, percent; -1: no reads
+	// stat is the cache device's stat file at the last window's end;
+	// readNs and reads are the window's mean read response time (ns) and
+	// reads, what the application saw.
+	stat       sysfs.Stat
+	haveStat   bool
+	readNs     float64
+	reads      uint64
+	predOn     bool // the last window predicted the cache's gain
+	verify     *cacheVerify
+	backoff    map[string]time.Time // mode → not set again before
 	lastChange time.Time
 	lastText   string
 	logged     string // the last decision logged (cacheAfter)
+}
+
+// cacheVerify is the check of a cache switch by what the application
+// sees: the mean read response time at the cache device over the windows
+// after it against the window before it.
+type cacheVerify struct {
+	from, to   string
+	baselineNs float64
+	sumNs      float64 // Σ response time of the reads after the switch
+	reads      uint64
+	left       int
 }
 
 func firstWord(s string) string {
@@ -68,14 +91,14 @@ func firstWord(s string) string {
 
 // findCache returns the dm-cache whose origin is the device sd (its
 // holder under HOSTROOT/sys/block/DEV/holders), if there is one.
-func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, bool) {
+func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, string, bool) {
 	root := hostRoot
 	if root == "" {
 		root = "/"
 	}
 	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dev, "holders"))
 	if err != nil {
-		return CacheInfo{}, false
+		return CacheInfo{}, "", false
 	}
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "dm-") {
@@ -87,10 +110,10 @@ func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, boo
 		}
 		info, err := tool.Info(strings.TrimSpace(string(b)))
 		if err == nil && info.Origin == majorMinor {
-			return info, true
+			return info, e.Name(), true
 		}
 	}
-	return CacheInfo{}, false
+	return CacheInfo{}, "", false
 }
 
 // cacheConfig is the simulated cache of the real one: a segment per cache
@@ -109,14 +132,14 @@ func (d *device) cacheBefore(e *windowEnv) {
 		d.cache, d.status.Cache = nil, nil
 		return
 	}
-	info, ok := findCache(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
+	info, dm, ok := findCache(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
 	if !ok {
 		d.cache, d.status.Cache = nil, nil
 		d.ctrl.cacheActive = false
 		return
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
-		d.cache = &governedCache{hitPct: -1}
+		d.cache = &governedCache{hitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
 		d.ctrl.policy.Engine.Cache = cacheConfig(info, d.sys.SizeBytes/trace.SectorSize)
 	} else {
 		d.cache.prev, d.cache.havePrev = d.cache.info, true
@@ -127,14 +150,20 @@ func (d *device) cacheBefore(e *windowEnv) {
 
 // cacheAfter decides on the cache after the window (rep) and, in Apply
 // mode when the gate allows and nothing else changed in the window,
-// switches it.
+// switches it; a switch is verified over the next windows first.
 func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEnv) {
 	c := d.cache
 	if c == nil {
 		return
 	}
+	c.readApp(e.hostRoot)
+	if c.verify != nil {
+		d.verifyCache(now, e)
+		d.showCache()
+		return
+	}
 	in := decide.CacheInput{Active: d.ctrl.cacheActive, MarginPct: d.ctrl.policy.Decide.MarginPct,
-		MinReads: uint64(d.ctrl.policy.MinRequests)}
+		MinReads: uint64(d.ctrl.policy.MinRequests), PrevPredictedOn: c.predOn}
 	if r := rep.Report; r != nil && !in.Active {
 		in.PredictedGainPct = r.CacheGainPct
 		in.ADAOn = r.ADA != nil && r.ADA.On
@@ -149,16 +178,66 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		}
 	}
 	c.dec = decide.Cache(in)
+	c.predOn = c.dec.PredictsOn
 	// The decision is logged when it changes kind (kept or switched, and
 	// on what evidence), not every window.
 	if key := c.info.Mode + "|" + c.dec.Mode + "|" + firstWord(c.dec.Reason); key != c.logged {
 		c.logged = key
 		e.log.Info("cache decision", "device", d.sys.Name, "cache", c.info.Name, "mode", c.info.Mode, "decision", c.dec.Reason)
 	}
-	if c.dec.Mode != "" && c.dec.Mode != c.info.Mode && d.cacheGate(rep, g, now) {
-		d.switchCache(c.dec, now, e)
+	if c.dec.Mode != "" && c.dec.Mode != c.info.Mode && now.After(c.backoff[c.dec.Mode]) && d.cacheGate(rep, g, now) {
+		d.switchCache(c.dec.Mode, c.dec.Reason, now, e)
 	}
 	d.showCache()
+}
+
+// readApp reads the cache device's stat file: the window's reads and
+// their mean response time, as the application saw them.
+func (c *governedCache) readApp(hostRoot string) {
+	st, err := sysfs.ReadStat(hostRoot, c.dmDev)
+	if err != nil {
+		c.haveStat, c.readNs, c.reads = false, 0, 0
+		return
+	}
+	c.readNs, c.reads = 0, 0
+	if c.haveStat && st.ReadIOs >= c.stat.ReadIOs && st.ReadTicksMs >= c.stat.ReadTicksMs {
+		c.reads = st.ReadIOs - c.stat.ReadIOs
+		if c.reads > 0 {
+			c.readNs = float64(st.ReadTicksMs-c.stat.ReadTicksMs) * 1e6 / float64(c.reads)
+		}
+	}
+	c.stat, c.haveStat = st, true
+}
+
+// verifyCache counts the window towards the verification of the last
+// switch and, at its end, switches back when the application's mean read
+// response time got worse than the window before the switch by more than
+// the policy's tolerated regression (the mode switched to is then not
+// set again for the policy's back-off).
+func (d *device) verifyCache(now time.Time, e *windowEnv) {
+	c, v := d.cache, d.cache.verify
+	v.sumNs += c.readNs * float64(c.reads)
+	v.reads += c.reads
+	v.left--
+	if v.left > 0 {
+		return
+	}
+	c.verify = nil
+	if v.reads == 0 || v.baselineNs <= 0 {
+		return
+	}
+	after := v.sumNs / float64(v.reads)
+	limit := v.baselineNs * (1 + d.ctrl.policy.ToleratedRegressionPct/100)
+	msg := fmt.Sprintf("mean read response %.0f µs after, %.0f µs before", after/1e3, v.baselineNs/1e3)
+	if after <= limit {
+		c.lastText += "; verified: " + msg
+		return
+	}
+	c.backoff[v.to] = now.Add(d.ctrl.policy.Backoff)
+	d.switchCache(v.from, "regression: "+msg, now, e)
+	c.verify = nil // a revert is not verified again
+	d.status.Reverts++
+	d.status.LastRevertTime = ptrTime(now)
 }
 
 // cacheGate reports whether the cache may be switched now: Apply mode,
@@ -172,18 +251,22 @@ func (d *device) cacheGate(rep WindowReport, g Gate, now time.Time) bool {
 }
 
 // switchCache sets the cache's mode through the actuator (which records
-// the original first).
-func (d *device) switchCache(dec decide.CacheDecision, now time.Time, e *windowEnv) {
+// the original first) and starts its verification, when the window
+// measured the application's reads.
+func (d *device) switchCache(mode, reason string, now time.Time, e *windowEnv) {
 	c := d.cache
 	from := c.info.Mode
-	if err := e.act.SetCacheMode(c.info.Name, d.sys.Name, dec.Mode); err != nil {
+	if err := e.act.SetCacheMode(c.info.Name, d.sys.Name, mode); err != nil {
 		d.status.LastError = err.Error()
-		e.log.Error(err, "switch the cache", "device", d.sys.Name, "cache", c.info.Name, "mode", dec.Mode)
+		e.log.Error(err, "switch the cache", "device", d.sys.Name, "cache", c.info.Name, "mode", mode)
 		return
 	}
-	c.info.Mode, c.havePrev = dec.Mode, false // counters of the new mode start at the next window
+	c.info.Mode, c.havePrev, c.predOn = mode, false, false // counters of the new mode start at the next window
 	c.lastChange = now
-	c.lastText = fmt.Sprintf("%s -> %s: %s", from, dec.Mode, dec.Reason)
+	c.lastText = fmt.Sprintf("%s -> %s: %s", from, mode, reason)
+	if c.reads >= uint64(max(d.ctrl.policy.MinRequests, 1)) {
+		c.verify = &cacheVerify{from: from, to: mode, baselineNs: c.readNs, left: d.ctrl.policy.VerifyWindows}
+	}
 	d.status.Changes++
 	d.status.LastChangeTime, d.status.LastChange = ptrTime(now), "cache "+c.lastText
 	if m := e.metrics; m != nil {
@@ -196,8 +279,9 @@ func (d *device) switchCache(dec decide.CacheDecision, now time.Time, e *windowE
 func (d *device) showCache() {
 	c := d.cache
 	st := &v1alpha1.CacheState{Name: c.info.Name, Mode: c.info.Mode, BlockBytes: int64(c.info.BlockSectors * trace.SectorSize),
-		SizeBytes:   int64(min(c.info.TotalBlocks*c.info.BlockSectors*trace.SectorSize, 1<<62)),
-		DirtyBlocks: int64(min(c.info.Dirty, 1<<62)), Reason: c.dec.Reason, GainMeasured: c.dec.Measured,
+		MeanReadMicroseconds: int64(c.readNs / 1e3),
+		SizeBytes:            int64(min(c.info.TotalBlocks*c.info.BlockSectors*trace.SectorSize, 1<<62)),
+		DirtyBlocks:          int64(min(c.info.Dirty, 1<<62)), Reason: c.dec.Reason, GainMeasured: c.dec.Measured,
 		LastChange: c.lastText}
 	if c.dec.Reason != "" && (c.dec.Measured || !strings.HasPrefix(c.dec.Reason, "not simulated")) {
 		st.GainPercent = v1alpha1.FormatPercent(c.dec.GainPct)
@@ -208,6 +292,9 @@ func (d *device) showCache() {
 	if !c.lastChange.IsZero() {
 		t := metav1.NewTime(c.lastChange)
 		st.LastChangeTime = &t
+	}
+	if c.verify != nil {
+		st.VerifyingWindows = int32(c.verify.left)
 	}
 	d.status.Cache = st
 }

@@ -107,35 +107,79 @@ func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState 
 	return e.d.status
 }
 
-// Locality turns an off cache on (recorded first); an on cache whose
-// counters show promotions costing more than its hits save is turned
-// off; the revert puts the original mode back.
+// setAppReads adds reads to the cache device's stat file (dm-0), each
+// taking ms milliseconds.
+func setAppReads(t *testing.T, root string, cum *[2]uint64, reads, ms uint64) {
+	t.Helper()
+	cum[0] += reads
+	cum[1] += reads * ms
+	line := fmt.Sprintf("%d 0 %d %d 0 0 0 0 0 %d %d 0 0 0 0 0 0\n", cum[0], cum[0]*8, cum[1], cum[1], cum[1])
+	if err := os.WriteFile(filepath.Join(root, "sys/block/dm-0/stat"), []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Locality turns an off cache on after two windows predict it (recorded
+// first), and the application's faster reads verify it; an on cache whose
+// counters show promotions costing more than its hits save is turned off,
+// and when the application's reads then get slower the cache is turned on
+// again and passthrough backed off; the revert puts the original mode back.
 func TestCacheOnByPredictionOffByCounters(t *testing.T) {
 	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	var app [2]uint64
+	setAppReads(t, e.root, &app, 0, 0)
 	st := e.feed(t, localityWindow(1, 3000, 4<<20, 0))
-	if len(tool.calls) != 1 || tool.calls[0] != "cached=writethrough" {
-		t.Fatalf("SetMode calls %v after a locality window; cache status %+v", tool.calls, st.Cache)
+	if len(tool.calls) != 0 || !strings.Contains(st.Cache.Reason, "waiting for a second window") {
+		t.Fatalf("one window switched the cache: calls %v, status %+v", tool.calls, st.Cache)
 	}
-	if st.Cache == nil || st.Cache.Mode != "writethrough" || st.Cache.GainMeasured || !strings.HasPrefix(st.Cache.LastChange, "passthrough -> writethrough") {
+	setAppReads(t, e.root, &app, 3000, 8)
+	st = e.feed(t, localityWindow(2, 3000, 4<<20, 20e9))
+	if len(tool.calls) != 1 || tool.calls[0] != "cached=writethrough" {
+		t.Fatalf("SetMode calls %v after two locality windows; cache status %+v", tool.calls, st.Cache)
+	}
+	if st.Cache == nil || st.Cache.Mode != "writethrough" || st.Cache.GainMeasured || st.Cache.VerifyingWindows != 2 ||
+		st.Cache.MeanReadMicroseconds != 8000 || !strings.HasPrefix(st.Cache.LastChange, "passthrough -> writethrough") {
 		t.Fatalf("cache status %+v", st.Cache)
 	}
 	if o := e.env.act.CacheOriginals()["cached"]; o.Mode != "passthrough" || o.Origin != "sda" {
 		t.Fatalf("record %+v", o)
 	}
+	// Verification: the application's reads take 2 ms instead of 8.
+	for i := range 2 {
+		setAppReads(t, e.root, &app, 3000, 2)
+		st = e.feed(t, localityWindow(uint64(3+i), 3000, 0, int64(40+20*i)*1e9))
+	}
+	if !strings.Contains(st.Cache.LastChange, "verified: mean read response 2000 µs after, 8000 µs before") || st.Reverts != 0 {
+		t.Fatalf("after verification: %+v", st.Cache)
+	}
 	// On: the next window's counters first set the baseline, then a
 	// window of 20 % hits and a promotion per two misses.
-	e.feed(t, localityWindow(2, 3000, 0, 20e9))
+	setAppReads(t, e.root, &app, 3000, 2)
+	e.feed(t, localityWindow(5, 3000, 0, 80e9))
 	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 600, 2400, 1200
-	st = e.feed(t, localityWindow(3, 3000, 0, 40e9))
+	setAppReads(t, e.root, &app, 3000, 2)
+	st = e.feed(t, localityWindow(6, 3000, 0, 100e9))
 	if len(tool.calls) != 2 || tool.calls[1] != "cached=passthrough" {
 		t.Fatalf("SetMode calls %v; cache status %+v", tool.calls, st.Cache)
 	}
 	if st.Cache.Mode != "passthrough" || !st.Cache.GainMeasured || st.Cache.ReadHitPercent != "20.0" {
 		t.Fatalf("cache status %+v", st.Cache)
 	}
-	// Locality again: on again; then the revert puts the original back.
-	if st = e.feed(t, localityWindow(4, 3000, 4<<20, 60e9)); st.Cache.Mode != "writethrough" {
-		t.Fatalf("cache status %+v", st.Cache)
+	// Off, the application's reads take 8 ms again: back on, and
+	// passthrough is not tried again for the back-off.
+	for i := range 2 {
+		setAppReads(t, e.root, &app, 3000, 8)
+		st = e.feed(t, localityWindow(uint64(7+i), 3000, 0, int64(120+20*i)*1e9))
+	}
+	if len(tool.calls) != 3 || tool.calls[2] != "cached=writethrough" || st.Reverts != 1 || !strings.Contains(st.Cache.LastChange, "regression") {
+		t.Fatalf("SetMode calls %v, reverts %d; cache status %+v", tool.calls, st.Reverts, st.Cache)
+	}
+	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 1200, 4800, 2400
+	e.feed(t, localityWindow(9, 3000, 0, 160e9))
+	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 1800, 7200, 3600
+	st = e.feed(t, localityWindow(10, 3000, 0, 180e9))
+	if len(tool.calls) != 3 || !strings.Contains(st.Cache.Reason, "do not pay") {
+		t.Fatalf("passthrough tried again within its back-off: calls %v, status %+v", tool.calls, st.Cache)
 	}
 	if _, err := e.env.act.RevertAll(); err != nil {
 		t.Fatal(err)
@@ -154,7 +198,8 @@ func TestCacheKeptOffAndObserve(t *testing.T) {
 		t.Fatalf("uniform reads: calls %v, cache %+v", tool.calls, st.Cache)
 	}
 	o, tool2 := newCacheEnv(t, v1alpha1.ModeObserve)
-	st = o.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	o.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	st = o.feed(t, localityWindow(2, 3000, 4<<20, 20e9))
 	if len(tool2.calls) != 0 || st.Cache == nil || !strings.HasPrefix(st.Cache.Reason, "predicted") {
 		t.Fatalf("observe: calls %v, cache %+v", tool2.calls, st.Cache)
 	}

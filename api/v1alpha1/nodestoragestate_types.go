@@ -435,6 +435,17 @@ type CacheState struct {
 	// counters, false when it was simulated.
 	// +optional
 	GainMeasured bool `json:"gainMeasured,omitempty"`
+	// meanReadMicroseconds is the mean response time of the reads the
+	// application issued to the cache device in the last window (its
+	// stat file: read ticks over reads completed), µs; 0 without reads.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MeanReadMicroseconds int64 `json:"meanReadMicroseconds,omitempty"`
+	// verifyingWindows is how many windows remain before the last switch
+	// is judged by that response time against the window before it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	VerifyingWindows int32 `json:"verifyingWindows,omitempty"`
 	// dirtyBlocks is the cache's dirty block count (0 in writethrough).
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -30,6 +30,12 @@ type CacheInput struct {
 	PredictedGainPct *float64
 	// ADAOn (off only) is the simulated ADA's state after the window.
 	ADAOn bool
+	// PrevPredictedOn (off only) reports whether the previous window
+	// predicted the cache's gain too (CacheDecision.PredictsOn): the
+	// cache is turned on only when two consecutive windows predict it, so
+	// that a window simulated on a model not yet calibrated does not
+	// switch it.
+	PrevPredictedOn bool
 	// ReadHits, ReadMisses and Promotions (on only) are the cache's
 	// counters over the window (dm-cache status deltas).
 	ReadHits, ReadMisses, Promotions uint64
@@ -55,6 +61,9 @@ type CacheDecision struct {
 	Measured bool
 	// Reason says why, in one line.
 	Reason string
+	// PredictsOn reports whether this window's simulation predicted the
+	// margin with ADA on (the next window's PrevPredictedOn).
+	PredictsOn bool
 }
 
 // MeasuredCacheGainPct is the gain of an active cache over a window from
@@ -74,8 +83,8 @@ func MeasuredCacheGainPct(hits, misses, promotions uint64, readNs, blockReadNs f
 }
 
 // Cache decides the cache's mode for the next window. An off cache is
-// turned on when the simulation predicts at least MarginPct and ADA ends
-// on; an on cache is turned off when its measured gain is below zero (its
+// turned on when the simulation of two consecutive windows predicts at
+// least MarginPct and ADA ends on; an on cache is turned off when its measured gain is below zero (its
 // promotions cost the origin more than its hits save). Between the two
 // thresholds the mode is kept, so a cache near break-even does not
 // thrash. The thrash guard, minDwell and the grant are the caller's
@@ -87,10 +96,13 @@ func Cache(in CacheInput) CacheDecision {
 		}
 		g := *in.PredictedGainPct
 		d := CacheDecision{GainPct: g}
+		d.PredictsOn = g >= in.MarginPct && in.ADAOn
 		switch {
-		case g >= in.MarginPct && in.ADAOn:
+		case d.PredictsOn && in.PrevPredictedOn:
 			d.Mode = CacheOn
-			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache (margin %.0f %%)", g, in.MarginPct)
+			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache (margin %.0f %%), two windows in a row", g, in.MarginPct)
+		case d.PredictsOn:
+			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache; waiting for a second window to agree", g)
 		case g >= in.MarginPct:
 			d.Reason = fmt.Sprintf("predicted %.1f %% but ADA ends off over the window's last reads", g)
 		default:

@@ -17,9 +17,10 @@ func TestCache(t *testing.T) {
 		reason   string
 	}{
 		{"off, not simulated", CacheInput{MarginPct: 5}, "", 0, false, "not simulated"},
-		{"off, predicted gain, ADA on", CacheInput{PredictedGainPct: pct(60), ADAOn: true, MarginPct: 5}, CacheOn, 60, false, "predicted 60.0 %"},
-		{"off, predicted gain, ADA off", CacheInput{PredictedGainPct: pct(60), MarginPct: 5}, "", 60, false, "ADA ends off"},
-		{"off, below margin", CacheInput{PredictedGainPct: pct(4.9), ADAOn: true, MarginPct: 5}, "", 4.9, false, "below the margin"},
+		{"off, predicted gain, ADA on, first window", CacheInput{PredictedGainPct: pct(60), ADAOn: true, MarginPct: 5}, "", 60, false, "waiting for a second window"},
+		{"off, predicted gain, ADA on, second window", CacheInput{PredictedGainPct: pct(60), ADAOn: true, PrevPredictedOn: true, MarginPct: 5}, CacheOn, 60, false, "two windows in a row"},
+		{"off, predicted gain, ADA off", CacheInput{PredictedGainPct: pct(60), PrevPredictedOn: true, MarginPct: 5}, "", 60, false, "ADA ends off"},
+		{"off, below margin", CacheInput{PredictedGainPct: pct(4.9), ADAOn: true, PrevPredictedOn: true, MarginPct: 5}, "", 4.9, false, "below the margin"},
 		{"off, predicted loss", CacheInput{PredictedGainPct: pct(-300), MarginPct: 5}, "", -300, false, "below the margin"},
 		// zipf: 84 % hits, few promotions: keep.
 		{"on, paying", CacheInput{Active: true, ReadHits: 840, ReadMisses: 160, Promotions: 10, ReadNs: 1000, BlockReadNs: 2000, MinReads: 100}, "", 82, true, "84.0 % read hits"},
