@@ -518,6 +518,7 @@ func (a *Actuator) Forget(dev string) error { return a.forget(dev, false) }
 
 // ForceForget is Forget even for a device that is still there: the device
 // keeps whatever it has now, and nothing will put its original back.
+// A dm-cache record is named "dm-cache/NAME" (see SetCacheMode).
 func (a *Actuator) ForceForget(dev string) error { return a.forget(dev, true) }
 
 // ErrNotGone is returned by Forget for a device that is still the recorded one.
@@ -528,6 +529,9 @@ func (a *Actuator) forget(dev string, force bool) error {
 	defer a.mu.Unlock()
 	if a.lock == nil {
 		return errClosed
+	}
+	if name, ok := strings.CutPrefix(dev, cacheDir+"/"); ok {
+		return a.forgetCache(name, force)
 	}
 	if !validAttrName(dev) {
 		return fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)

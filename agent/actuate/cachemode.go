@@ -243,3 +243,31 @@ func (a *Actuator) revertCache(rec *CacheOriginal) error {
 	delete(a.caches, rec.Name)
 	return left
 }
+
+// forgetCache drops the record of dm-cache name: when the cache is gone
+// (or force), or the record is bad. Called with a.mu held.
+func (a *Actuator) forgetCache(name string, force bool) error {
+	key := cacheDir + "/" + name
+	_, isBad := a.bad[key]
+	if _, ok := a.caches[name]; !ok && !isBad {
+		return nil
+	}
+	if !isBad && !force {
+		if a.cacheModes == nil {
+			return fmt.Errorf("actuate: forget %s: no dm-cache tool to check that it is gone; force to drop the record", key)
+		}
+		if _, _, err := a.cacheModes.Mode(name); !errors.Is(err, ErrDeviceGone) {
+			return fmt.Errorf("actuate: forget %s: %w (recorded in %s): revert it to put its original mode back, or force",
+				key, ErrNotGone, a.cachePath(name))
+		}
+	}
+	if err := os.Remove(a.cachePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("actuate: remove cache record: %w", err)
+	}
+	if err := syncDir(filepath.Join(a.stateDir, cacheDir)); err != nil {
+		return err
+	}
+	delete(a.caches, name)
+	delete(a.bad, key)
+	return nil
+}

@@ -167,3 +167,32 @@ func TestCacheRecordCorrupt(t *testing.T) {
 		t.Fatal(err) // another, clean state directory opens strictly
 	}
 }
+
+// A gone cache's record is forgotten; a present one's only by force.
+func TestCacheForget(t *testing.T) {
+	e := newEnv(t)
+	e.a.Close()
+	fc := &fakeCaches{mode: map[string]string{"a": CachePassthrough, "b": CachePassthrough}}
+	a := openWithCaches(t, e, fc)
+	for _, n := range []string{"a", "b"} {
+		if err := a.SetCacheMode(n, "vda", CacheWritethrough); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delete(fc.mode, "b")
+	if err := a.Forget("dm-cache/a"); !errors.Is(err, ErrNotGone) {
+		t.Fatalf("Forget of a present cache: %v", err)
+	}
+	if err := a.Forget("dm-cache/b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ForceForget("dm-cache/a"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(a.CacheOriginals()); n != 0 {
+		t.Errorf("%d records left", n)
+	}
+	if fc.mode["a"] != CacheWritethrough {
+		t.Errorf("forget touched the cache: %s", fc.mode["a"])
+	}
+}

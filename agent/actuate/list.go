@@ -34,6 +34,9 @@ type RecordStatus struct {
 	Interrupted bool       `json:"interrupted,omitempty"` // a change did not finish
 	// Owner is the device's claim, if a claim file exists.
 	Owner *Owner `json:"owner,omitempty"`
+	// CacheMode is, for a dm-cache record ("dm-cache/NAME"), the mode a
+	// revert restores.
+	CacheMode string `json:"cache_mode,omitempty"`
 }
 
 // Owner is the holder of a device's claim.
@@ -81,6 +84,7 @@ func List(o Options) ([]RecordStatus, error) {
 	for _, dev := range slices.Sorted(maps.Keys(bad)) {
 		out = append(out, RecordStatus{Device: dev, File: statePath(o.StateDir, dev), Status: StatusBad, Problem: bad[dev].Error()})
 	}
+	out = append(out, listCaches(o)...)
 	slices.SortFunc(out, func(x, y RecordStatus) int {
 		if x.Device < y.Device {
 			return -1
@@ -101,4 +105,28 @@ func claimDirFor(o Options, st Store) string {
 		return cd.ClaimDir()
 	}
 	return filepath.Join(hostRootOf(o.HostRoot), DefaultClaimDir)
+}
+
+// listCaches lists the dm-cache records, named "dm-cache/NAME", with the
+// mode a revert restores: gone when o.Caches reports the device gone,
+// else present.
+func listCaches(o Options) []RecordStatus {
+	recs, bad := loadCaches(o.StateDir)
+	var out []RecordStatus
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		r := recs[name]
+		at := r.RecordedAt
+		rs := RecordStatus{Device: cacheDir + "/" + name, File: filepath.Join(o.StateDir, cacheDir, name+stateSuffix),
+			Status: StatusPresent, RecordedAt: &at, CacheMode: r.Mode}
+		if o.Caches != nil {
+			if _, _, err := o.Caches.Mode(name); errors.Is(err, ErrDeviceGone) {
+				rs.Status, rs.Problem = StatusGone, err.Error()
+			}
+		}
+		out = append(out, rs)
+	}
+	for _, k := range slices.Sorted(maps.Keys(bad)) {
+		out = append(out, RecordStatus{Device: k, File: filepath.Join(o.StateDir, k+stateSuffix), Status: StatusBad, Problem: bad[k].Error()})
+	}
+	return out
 }

@@ -38,7 +38,11 @@ without touching any device.`,
 	pf.StringVar(&hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
 	pf.StringVar(&claimDir, "claim-dir", "", "device claims (default HOST-ROOT"+actuate.DefaultClaimDir+")")
 	opts := func() actuate.Options {
-		return actuate.Options{HostRoot: hostRoot, StateDir: stateDir, ClaimDir: claimDir}
+		o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir, ClaimDir: claimDir}
+		if t := cacheTool(logr.Discard()); t != nil {
+			o.Caches = t
+		}
+		return o
 	}
 
 	var output string
@@ -129,6 +133,9 @@ func printStateList(w io.Writer, recs []actuate.RecordStatus, output string) err
 			if r.Interrupted {
 				orig += " (change interrupted)"
 			}
+		}
+		if r.CacheMode != "" {
+			orig = "cache mode " + r.CacheMode
 		}
 		if r.Owner != nil {
 			state := "exited"
