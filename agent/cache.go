@@ -66,6 +66,7 @@ type governedCache struct {
 	readNs     float64
 	reads      uint64
 	predOn     bool // the last window predicted the cache's gain
+	measOff    bool // the last window's counters measured a loss
 	verify     *cacheVerify
 	backoff    map[string]time.Time // mode → not set again before
 	lastChange time.Time
@@ -163,7 +164,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		return
 	}
 	in := decide.CacheInput{Active: d.ctrl.cacheActive, MarginPct: d.ctrl.policy.Decide.MarginPct,
-		MinReads: uint64(d.ctrl.policy.MinRequests), PrevPredictedOn: c.predOn}
+		MinReads: uint64(d.ctrl.policy.MinRequests), PrevPredictedOn: c.predOn, PrevMeasuredOff: c.measOff}
 	if r := rep.Report; r != nil && !in.Active {
 		in.PredictedGainPct = r.CacheGainPct
 		in.ADAOn = r.ADA != nil && r.ADA.On
@@ -178,7 +179,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		}
 	}
 	c.dec = decide.Cache(in)
-	c.predOn = c.dec.PredictsOn
+	c.predOn, c.measOff = c.dec.PredictsOn, c.dec.MeasuresOff
 	// The decision is logged when it changes kind (kept or switched, and
 	// on what evidence), not every window.
 	if key := c.info.Mode + "|" + c.dec.Mode + "|" + firstWord(c.dec.Reason); key != c.logged {
@@ -261,7 +262,7 @@ func (d *device) switchCache(mode, reason string, now time.Time, e *windowEnv) {
 		e.log.Error(err, "switch the cache", "device", d.sys.Name, "cache", c.info.Name, "mode", mode)
 		return
 	}
-	c.info.Mode, c.havePrev, c.predOn = mode, false, false // counters of the new mode start at the next window
+	c.info.Mode, c.havePrev, c.predOn, c.measOff = mode, false, false, false // counters of the new mode start at the next window
 	c.lastChange = now
 	c.lastText = fmt.Sprintf("%s -> %s: %s", from, mode, reason)
 	if c.reads >= uint64(max(d.ctrl.policy.MinRequests, 1)) {

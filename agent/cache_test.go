@@ -152,11 +152,18 @@ func TestCacheOnByPredictionOffByCounters(t *testing.T) {
 	if !strings.Contains(st.Cache.LastChange, "verified: mean read response 2000 µs after, 8000 µs before") || st.Reverts != 0 {
 		t.Fatalf("after verification: %+v", st.Cache)
 	}
-	// On: the next window's counters first set the baseline, then a
-	// window of 20 % hits and a promotion per two misses.
+	// On: the next window's counters first set the baseline, then two
+	// windows of 20 % hits and a promotion per two misses (one is not
+	// enough).
 	setAppReads(t, e.root, &app, 3000, 2)
 	e.feed(t, localityWindow(5, 3000, 0, 80e9))
 	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 600, 2400, 1200
+	setAppReads(t, e.root, &app, 3000, 2)
+	st = e.feed(t, localityWindow(6, 3000, 0, 90e9))
+	if len(tool.calls) != 1 || !strings.Contains(st.Cache.Reason, "waiting for a second window") {
+		t.Fatalf("one costly window switched the cache off: calls %v, status %+v", tool.calls, st.Cache)
+	}
+	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 1200, 4800, 2400
 	setAppReads(t, e.root, &app, 3000, 2)
 	st = e.feed(t, localityWindow(6, 3000, 0, 100e9))
 	if len(tool.calls) != 2 || tool.calls[1] != "cached=passthrough" {
@@ -174,10 +181,11 @@ func TestCacheOnByPredictionOffByCounters(t *testing.T) {
 	if len(tool.calls) != 3 || tool.calls[2] != "cached=writethrough" || st.Reverts != 1 || !strings.Contains(st.Cache.LastChange, "regression") {
 		t.Fatalf("SetMode calls %v, reverts %d; cache status %+v", tool.calls, st.Reverts, st.Cache)
 	}
-	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 1200, 4800, 2400
-	e.feed(t, localityWindow(9, 3000, 0, 160e9))
-	tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 1800, 7200, 3600
-	st = e.feed(t, localityWindow(10, 3000, 0, 180e9))
+	for i := range 3 {
+		k := uint64(3 + i)
+		tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 600*k, 2400*k, 1200*k
+		st = e.feed(t, localityWindow(9+k, 3000, 0, int64(160+20*i)*1e9))
+	}
 	if len(tool.calls) != 3 || !strings.Contains(st.Cache.Reason, "do not pay") {
 		t.Fatalf("passthrough tried again within its back-off: calls %v, status %+v", tool.calls, st.Cache)
 	}

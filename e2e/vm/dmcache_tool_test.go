@@ -125,5 +125,7 @@ func TestDMCacheTool(t *testing.T) {
 	if t.Failed() {
 		t.Logf("guest output:\n%s", r.Output)
 	}
-	set("dmCacheTool", map[string]any{"guestTests": results, "rawIntact": rawCached == want && rawAfter == want && hostAfter == want, "lvmIntact": lvAfter == lvBefore && lvOrigin == lvBefore})
+	rawOK, lvmOK := rawCached == want && rawAfter == want && hostAfter == want, lvAfter == lvBefore && lvOrigin == lvBefore
+	intact(rawOK && lvmOK)
+	set("dmCacheTool", map[string]any{"guestTests": results, "rawIntact": rawOK, "lvmIntact": lvmOK})
 }

@@ -59,6 +59,16 @@ func set(key string, v any) {
 	summary[key] = v
 }
 
+// intact ANDs one test's data-integrity check into the summary's
+// dataIntact: true only when every test that checked data found it
+// unchanged.
+func intact(ok bool) {
+	mu.Lock()
+	defer mu.Unlock()
+	prev, seen := summary["dataIntact"].(bool)
+	summary["dataIntact"] = ok && (prev || !seen)
+}
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -325,12 +335,12 @@ func TestDMCache(t *testing.T) {
 	cachedView := fields(t, out, "md5-cached")[0]
 	after := fields(t, out, "md5-after")[0]
 	hostAfter := md5File(t, img)
-	intact := before == want && cachedView == want && after == want && hostAfter == want
-	if !intact {
+	ok := before == want && cachedView == want && after == want && hostAfter == want
+	if !ok {
 		t.Errorf("md5: image written %s; guest: origin before %s, cached view %s, origin after removal %s; image after the VM %s",
 			want, before, cachedView, after, hostAfter)
 	}
-	set("dataIntact", intact)
+	intact(ok)
 	set("dmCache", map[string]any{
 		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2 iodepth 16: 10 s warm-up, writethrough best of 3 to 6 x 5 s (stops at 2.5x the throttle), passthrough 8 s",
 		"writethroughIOPS": round(wt), "writethroughRunsIOPS": wts, "passthroughIOPS": round(pt), "ratio": round(ratio*100) / 100,

@@ -26,7 +26,8 @@ func TestCache(t *testing.T) {
 		{"on, paying", CacheInput{Active: true, ReadHits: 840, ReadMisses: 160, Promotions: 10, ReadNs: 1000, BlockReadNs: 2000, MinReads: 100}, "", 82, true, "84.0 % read hits"},
 		// uniform over more than the cache: 20 % hits, a promotion per
 		// three reads of blocks 4x as dear: off.
-		{"on, costing", CacheInput{Active: true, ReadHits: 200, ReadMisses: 800, Promotions: 300, ReadNs: 1000, BlockReadNs: 4000, MinReads: 100}, CacheOff, -100, true, "do not pay for 300 promotions"},
+		{"on, costing, first window", CacheInput{Active: true, ReadHits: 200, ReadMisses: 800, Promotions: 300, ReadNs: 1000, BlockReadNs: 4000, MinReads: 100}, "", -100, true, "waiting for a second window"},
+		{"on, costing, second window", CacheInput{Active: true, PrevMeasuredOff: true, ReadHits: 200, ReadMisses: 800, Promotions: 300, ReadNs: 1000, BlockReadNs: 4000, MinReads: 100}, CacheOff, -100, true, "do not pay for 300 promotions, two windows in a row"},
 		// between zero and the margin: keep (hysteresis).
 		{"on, near break-even", CacheInput{Active: true, ReadHits: 100, ReadMisses: 900, Promotions: 98, ReadNs: 1000, BlockReadNs: 1000, MinReads: 100}, "", 0.2, true, ""},
 		{"on, too few reads", CacheInput{Active: true, ReadHits: 5, ReadMisses: 5, ReadNs: 1000, MinReads: 100}, "", 0, false, "fewer than 100"},
