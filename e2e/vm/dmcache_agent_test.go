@@ -100,7 +100,7 @@ echo "md5-after $(md5 /dev/vdb) $(md5 /dev/vdc)"
 `
 
 var (
-	sliceRE    = regexp.MustCompile(`(?m)^slice (\w+) (\d+) (\w+) ([0-9.]+)$`)
+	sliceRE    = regexp.MustCompile(`(?m)^slice ([\w-]+) (\d+) (\w+) ([0-9.]+)$`)
 	appliedRE  = regexp.MustCompile(`"change"="(\w+) -> (\w+): ([^"]*)"`)
 	gainRE     = regexp.MustCompile(`(?:predicted|measured) (-?[0-9.]+) %`)
 	decisionRE = regexp.MustCompile(`"msg"="cache decision".*"decision"="([^"]*)"`)
