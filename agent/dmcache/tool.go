@@ -27,16 +27,23 @@ type Skipped struct {
 	Name, Reason string
 }
 
-// Tool runs dmsetup and lvchange. The zero value runs them from PATH.
+// Tool runs dmsetup and lvm2's commands. The zero value runs dmsetup and
+// lvm from PATH and uses /sys.
 type Tool struct {
 	// DMSetup is the dmsetup program; "dmsetup" when empty.
 	DMSetup string
-	// LVChange is lvm2's lvchange program (or a link to lvm named
-	// lvchange); "lvchange" when empty.
+	// LVM is lvm2's lvm program, run as `lvm lvconvert ...` (every lvm2
+	// command is a subcommand of it); "lvm" when empty.
+	LVM string
+	// LVChange, when set, is run for lvchange instead of `LVM lvchange`
+	// (lvm2's lvchange program, or a link to lvm named lvchange).
 	LVChange string
-	// LVMArgs are put before lvchange's other arguments, e.g.
+	// LVMArgs are put before every lvm command's other arguments, e.g.
 	// []string{"--config", "devices { use_devicesfile=0 }"}.
 	LVMArgs []string
+	// Sys is where sysfs is mounted (zram's control files, block devices'
+	// logical block sizes); "/sys" when empty.
+	Sys string
 	// ResumeTimeout bounds the resume (and rollback) after a suspend,
 	// which runs even when the caller's context is done, so that a device
 	// is not left suspended; 30 s when zero.
@@ -125,7 +132,7 @@ func (t *Tool) Get(ctx context.Context, name string) (Device, error) {
 // blocks (ErrDirty). Nothing is done when the device is in m already. A
 // device-mapper device is suspended, its table reloaded with the new mode
 // feature (Table.WithMode) and resumed; an LVM cached LV is changed with
-// `lvchange --cachemode m VG/LV`.
+// `lvm lvchange --cachemode m VG/LV`.
 func (t *Tool) SetMode(ctx context.Context, name string, m Mode) error {
 	switch m {
 	case Writethrough, Passthrough:
@@ -228,12 +235,7 @@ func (t *Tool) lvchange(ctx context.Context, d Device, m Mode) error {
 	if d.VG == "" || d.LV == "" {
 		return fmt.Errorf("dmcache: %s: no VG/LV for an LVM device", d.Name)
 	}
-	prog := t.LVChange
-	if prog == "" {
-		prog = "lvchange"
-	}
-	args := append(append([]string{}, t.LVMArgs...), "--cachemode", string(m), d.VG+"/"+d.LV)
-	if _, err := t.run(ctx, d.Name, prog, args...); err != nil {
+	if _, err := t.lvm(ctx, d.Name, "lvchange", "--cachemode", string(m), d.VG+"/"+d.LV); err != nil {
 		return err
 	}
 	after, err := t.Get(ctx, d.Name)
