@@ -81,6 +81,7 @@ func TestDMCacheProvisionZRAM(t *testing.T) {
 	if before != after {
 		t.Errorf("vg0/data md5 before the cache %s, after it was detached %s", before, after)
 	}
+	intact(before == after)
 	hits := provisionHitsRE.FindStringSubmatch(r.Output)
 	if len(hits) != 3 || hits[1] == "0" {
 		t.Errorf("no read hits reported by the guest (%q)", hits)
@@ -164,6 +165,7 @@ func TestDMCacheProvisionUnclean(t *testing.T) {
 			results["TestGuestProvisionRecover"], vgck, before, after, r.Output)
 	}
 	set("uncleanRebootRecovered", recovered)
+	intact(after == before)
 }
 
 // bootUnclean runs a script that ends by resetting the VM (no exit
