@@ -37,9 +37,19 @@ func (d DMCacheTool) ctx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), t)
 }
 
-func (d DMCacheTool) get(name string) (dmcache.Device, error) {
+// get reads the cache; with heal, after resuming it if it was left
+// suspended (an agent killed between the suspend and the resume of a
+// switch). Only Mode heals: the actuator calls it for the caches it
+// recorded (at Open, before a switch, at revert), never for another's
+// device that may be suspended on purpose.
+func (d DMCacheTool) get(name string, heal bool) (dmcache.Device, error) {
 	ctx, cancel := d.ctx()
 	defer cancel()
+	if heal {
+		if _, err := d.Tool.ResumeSuspended(ctx, name); err != nil && !errors.Is(err, dmcache.ErrNotFound) {
+			return dmcache.Device{}, err
+		}
+	}
 	dev, err := d.Tool.Get(ctx, name)
 	if errors.Is(err, dmcache.ErrNotFound) {
 		return dev, fmt.Errorf("%w: %w", actuate.ErrDeviceGone, err)
@@ -50,7 +60,7 @@ func (d DMCacheTool) get(name string) (dmcache.Device, error) {
 // Info returns the cache's table and status; a device-mapper device that
 // is not one cache target is an error (dmcache.ErrNotCache).
 func (d DMCacheTool) Info(name string) (CacheInfo, error) {
-	dev, err := d.get(name)
+	dev, err := d.get(name, false)
 	if err != nil {
 		return CacheInfo{}, err
 	}
@@ -59,9 +69,10 @@ func (d DMCacheTool) Info(name string) (CacheInfo, error) {
 		Mode: string(s.Mode), ReadHits: s.ReadHits, ReadMisses: s.ReadMisses, Promotions: s.Promotions, Dirty: s.Dirty}, nil
 }
 
-// Mode returns the cache's mode and dirty blocks.
+// Mode returns the cache's mode and dirty blocks, after resuming it if it
+// was left suspended.
 func (d DMCacheTool) Mode(name string) (string, uint64, error) {
-	dev, err := d.get(name)
+	dev, err := d.get(name, true)
 	if err != nil {
 		return "", 0, err
 	}

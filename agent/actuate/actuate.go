@@ -403,6 +403,7 @@ func open(o Options, strict bool) (*Actuator, error) {
 	maps.Copy(bad, cbad)
 	a := &Actuator{store: st, stateDir: stateDir, claimDir: claimDir, lock: lock, records: recs, bad: bad,
 		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st), caches: caches, cacheModes: o.Caches}
+	a.healCaches()
 	if !strict {
 		for _, dev := range slices.Sorted(maps.Keys(recs)) {
 			if a.checkIdentity(dev, recs[dev]) == nil {

@@ -38,7 +38,9 @@ var ErrCacheUnsafe = errors.New("cache mode change refused")
 // does not exist wrap ErrDeviceGone.
 type CacheModes interface {
 	// Mode returns the cache's mode (CacheWritethrough, CachePassthrough
-	// or CacheWriteback) and its dirty blocks.
+	// or CacheWriteback) and its dirty blocks. It resumes a cache left
+	// suspended by a switch that was killed half-way (Open calls it for
+	// every recorded cache).
 	Mode(name string) (mode string, dirty uint64, err error)
 	// SetMode switches the cache online to mode (writethrough or
 	// passthrough); on an error the previous table stays in effect.
@@ -124,6 +126,18 @@ func (a *Actuator) writeCache(c *CacheOriginal, create bool) error {
 		return fmt.Errorf("actuate: cache record directory: %w", err)
 	}
 	return writeFileAtomic(dir, a.cachePath(c.Name), append(b, '\n'), create)
+}
+
+// healCaches reads every recorded cache's mode once, which resumes one
+// that a killed switch left suspended (CacheModes.Mode); errors are for
+// the revert to report.
+func (a *Actuator) healCaches() {
+	if a.cacheModes == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.caches)) {
+		_, _, _ = a.cacheModes.Mode(name)
+	}
 }
 
 // CacheOriginals returns a copy of the cache records, by name.

@@ -265,16 +265,23 @@ type ReadAheadPolicy struct {
 	MaxKiB *int32 `json:"maxKiB,omitempty"`
 }
 
-// CachePolicy configures the simulated REDCAP RAM cache (DESIGN §6). Its
-// result is reported in NodeStorageState (recommendation.redcap); no cache is
+// CachePolicy configures the block cache: the simulated REDCAP RAM cache
+// (DESIGN §6), and a dm-cache in front of a governed device. No cache is
 // created on the node.
 type CachePolicy struct {
-	// enabled simulates every candidate also with the cache. Default false.
+	// enabled simulates every candidate also with the cache, and reports
+	// the result (recommendation.redcap). On a governed device that is the
+	// origin of a dm-cache, the cache is simulated at its own size and block
+	// size instead and, in Apply mode, turned on (writethrough) or off
+	// (passthrough) by the simulation, the cache's counters and the
+	// application's measured read response time; its original mode is put
+	// back on revert. Default false.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
-	// memoryBudget is the size of the simulated cache: 1Mi to 64Gi,
-	// default 64Mi (the paper's 512 segments of 128 KiB).
+	// memoryBudget is the size of the simulated cache on a device without
+	// a dm-cache: 1Mi to 64Gi, default 64Mi (the paper's 512 segments of
+	// 128 KiB).
 	// +kubebuilder:default="64Mi"
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="memoryBudget must be between 1Mi and 64Gi"
 	// +optional
