@@ -5,12 +5,15 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/go-logr/logr/testr"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -210,5 +213,25 @@ func TestCacheKeptOffAndObserve(t *testing.T) {
 	st = o.feed(t, localityWindow(2, 3000, 4<<20, 20e9))
 	if len(tool2.calls) != 0 || st.Cache == nil || !strings.HasPrefix(st.Cache.Reason, "predicted") {
 		t.Fatalf("observe: calls %v, cache %+v", tool2.calls, st.Cache)
+	}
+}
+
+// A cache whose origin is no longer governed in Apply mode with the cache
+// enabled is put back when the policies change.
+func TestCacheRestoredWhenUngoverned(t *testing.T) {
+	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	e.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	e.feed(t, localityWindow(2, 3000, 4<<20, 20e9))
+	if tool.info.Mode != "writethrough" {
+		t.Fatalf("not switched on: %v", tool.calls)
+	}
+	observe := testTuning("cache", 2, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) { s.Cache.Enabled = true })
+	sel := []selected{{sys: e.d.sys, policy: observe}}
+	done, err := restoreUngoverned(e.env.act, sel, nil, testr.New(t))
+	if err != nil || !slices.Contains(done, "dm-cache/cached") || tool.info.Mode != "passthrough" {
+		t.Fatalf("restoreUngoverned = %v, %v; cache %s", done, err, tool.info.Mode)
+	}
+	if n := len(e.env.act.CacheOriginals()); n != 0 {
+		t.Errorf("%d cache records left", n)
 	}
 }

@@ -104,10 +104,39 @@ func restoreUngoverned(act *actuate.Actuator, sel []selected, m *metrics.Metrics
 			m.IncRevert(dev, metrics.RevertObserve)
 		}
 	}
+	cacheDone, cacheErrs := restoreUngovernedCaches(act, sel)
+	done, errs = append(done, cacheDone...), append(errs, cacheErrs...)
 	if len(done) > 0 {
 		log.Info("restored devices no policy governs in Apply mode", "devices", done)
 	}
 	return done, errors.Join(errs...)
+}
+
+// restoreUngovernedCaches reverts the recorded dm-caches whose origin no
+// policy governs in Apply mode with spec.cache.enabled, and returns them
+// ("dm-cache/NAME"). A cache that is gone keeps its record.
+func restoreUngovernedCaches(act *actuate.Actuator, sel []selected) (done []string, errs []error) {
+	governed := map[string]bool{}
+	for _, s := range sel {
+		if s.policy.Spec.Mode == v1alpha1.ModeApply && s.policy.Spec.Cache.Enabled {
+			governed[s.sys.Name] = true
+		}
+	}
+	recs := act.CacheOriginals()
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		if governed[recs[name].Origin] {
+			continue
+		}
+		err := act.RevertCache(name)
+		var left *actuate.LeftError
+		switch {
+		case err == nil || errors.As(err, &left):
+			done = append(done, "dm-cache/"+name)
+		case !errors.Is(err, actuate.ErrDeviceGone):
+			errs = append(errs, err)
+		}
+	}
+	return done, errs
 }
 
 // minWindow is the shortest window of the governing policies (the default

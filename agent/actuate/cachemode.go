@@ -209,6 +209,22 @@ func (a *Actuator) SetCacheMode(name, origin, mode string) error {
 	return nil
 }
 
+// RevertCache puts dm-cache name back in its recorded mode and removes
+// its record (see RevertAll for the errors: ErrDeviceGone, *LeftError,
+// *RecordError). A cache without a record is left alone.
+func (a *Actuator) RevertCache(name string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.lock == nil {
+		return errClosed
+	}
+	rec, ok := a.caches[name]
+	if !ok {
+		return nil
+	}
+	return a.revertCache(rec)
+}
+
 // revertCaches puts every recorded cache back in its original mode and
 // removes its record, into re; it returns the caches restored.
 func (a *Actuator) revertCaches(re *RevertError) []string {

@@ -50,8 +50,9 @@ spec:
 // slices, the cache on at the start). Each slice prints "slice PHASE N
 // MODE IOPS". Then the agent is stopped (SIGTERM: it restores the
 // original modes), uniform slices measure passthrough on each cache for
-// reference, and the origins' md5 are taken after the caches are
-// removed.
+// reference, a second agent is SIGKILLed in the middle of a switch and
+// run --revert puts the cache back, and the origins' md5 are taken after
+// the caches are removed.
 const agentCacheScript = `set -e
 md5() { md5sum <"$1" | cut -d' ' -f1; }
 echo "md5-before $(md5 /dev/vdb) $(md5 /dev/vdc)"
@@ -91,6 +92,27 @@ echo "agent-exit $rc"
 echo "mode-after-agent $(mode big) $(mode small)"
 phase ref-small random small - 4
 phase ref-big random big - 4
+# SIGKILL in the middle of a switch: a new agent on big under zipf reads
+# is killed within 50 ms of the cache's record appearing (SetMode runs
+# suspend, status, reload, resume after it: about a second here); then
+# run --revert must leave big resumed, in its original mode.
+shadowtune run --config /tmp/policy.yaml --state-dir /tmp/state2 --metrics-bind-address 0 -o json >/dev/null 2>/tmp/run2.log &
+apid=$!
+fio --name=k --filename=/dev/mapper/big --direct=1 --ioengine=libaio --iodepth=16 --rw=randread --bs=4k \
+	--random_distribution=zipf:1.2 --time_based --runtime=120 --output-format=terse --terse-version=3 >/tmp/fio.kill &
+fpid=$!
+i=0
+while [ ! -e /tmp/state2/dm-cache/big.json ]; do
+	i=$((i+1)); [ $i -lt 1200 ] || { echo "no switch within 60 s"; cat /tmp/run2.log; exit 4; }
+	sleep 0.05
+done
+kill -9 $apid
+echo "killed-state $(dmsetup info -c --noheadings -o suspended big) $(mode big)"
+wait $apid || true
+rc=0; shadowtune run --revert --state-dir /tmp/state2 >/tmp/revert.out 2>&1 || rc=$?
+echo "revert-exit $rc"; cat /tmp/revert.out
+kill $fpid; wait $fpid || true
+echo "after-revert $(mode big) $(dmsetup info -c --noheadings -o suspended big)"
 echo "== run.log"; cat /tmp/run.log; echo "== run.log end"
 echo "== run.json"; cat /tmp/run.json; echo
 echo "== end"
@@ -180,6 +202,12 @@ func TestAgentDMCache(t *testing.T) {
 	if rc := fields(t, out, "agent-exit"); rc[0] != "0" {
 		t.Errorf("the agent exited %s", rc[0])
 	}
+	killed, after := fields(t, out, "killed-state"), fields(t, out, "after-revert")
+	t.Logf("agent SIGKILLed after the cache's record appeared: big was %v; after run --revert: %v", killed, after)
+	if rc := fields(t, out, "revert-exit"); rc[0] != "0" || after[0] != "passthrough" || after[1] != "Active" {
+		t.Errorf("after a SIGKILL mid-switch and run --revert (exit %s): big is %v, want passthrough and Active", rc[0], after)
+	}
+	set("killMidSwitch", map[string]any{"stateWhenKilled": strings.Join(killed, " "), "afterRevert": strings.Join(after, " ")})
 	before, after := fields(t, out, "md5-before"), fields(t, out, "md5-after")
 	ok := slices.Equal(before, []string{wantB, wantC}) && slices.Equal(after, before) &&
 		md5File(t, imgB) == wantB && md5File(t, imgC) == wantC
