@@ -171,9 +171,9 @@ func TestAgentDMCache(t *testing.T) {
 	logs := phaseLogs(out)
 	t.Logf("slices: %+v", sl)
 	t.Logf("agent log by phase: %q", logs)
-	zipf := cacheCaseOf("zipf(1.2) 4 KiB random reads, 512 MiB origin, 64 MiB cache, off at the start", "zipf", sl, logs["zipf"])
-	uni := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 8 MiB cache, off at the start", "uniform", sl, logs["uniform"])
-	uni2 := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 64 MiB cache, on at the start (after zipf)", "uniform2", sl, logs["uniform2"])
+	zipf := cacheCaseOf("zipf(1.2) 4 KiB random reads, 512 MiB origin, 64 MiB cache, off at the start", "zipf", "big", sl, logs["zipf"])
+	uni := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 8 MiB cache, off at the start", "uniform", "small", sl, logs["uniform"])
+	uni2 := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 64 MiB cache, on at the start (after zipf)", "uniform2", "big", sl, logs["uniform2"])
 	if zipf.Decision != "writethrough" {
 		t.Errorf("zipf: the agent left the cache %s, want writethrough", zipf.Decision)
 	} else if zipf.FinalIOPS < 2*zipf.PassthroughIOPS {
@@ -256,7 +256,7 @@ func phaseLogs(out string) map[string][]string {
 // mode (up to three), the measured gain as percent less time per request,
 // and the gain the agent's last switch (or else its last decision) in the
 // phase rested on.
-func cacheCaseOf(name, phase string, sl []slice, log []string) cacheCase {
+func cacheCaseOf(name, phase, cache string, sl []slice, log []string) cacheCase {
 	c := cacheCase{Name: name, Decision: "passthrough"}
 	var pt, last []float64
 	for _, s := range sl {
@@ -293,6 +293,9 @@ func cacheCaseOf(name, phase string, sl []slice, log []string) cacheCase {
 	}
 	switched := false
 	for _, line := range log {
+		if !strings.Contains(line, `"cache"="`+cache+`"`) {
+			continue
+		}
 		if m := appliedRE.FindStringSubmatch(line); m != nil {
 			c.Note, switched = fmt.Sprintf("%s -> %s: %s", m[1], m[2], m[3]), true
 			c.PredictedGainPct = gainOf(m[3])
