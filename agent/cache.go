@@ -173,7 +173,8 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	if in.Active && c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
 		in.ReadHits, in.ReadMisses = c.info.ReadHits-c.prev.ReadHits, c.info.ReadMisses-c.prev.ReadMisses
 		in.Promotions = c.info.Promotions - min(c.prev.Promotions, c.info.Promotions)
-		in.ReadNs, in.BlockReadNs = d.ctrl.readNs, d.ctrl.blockReadNs
+		in.ReadNs, in.BlockReadNs = d.ctrl.reads.readNs, d.ctrl.reads.blockNs
+		in.OriginReadNs, in.AppReadNs = d.ctrl.reads.respNs, c.readNs
 		if n := in.ReadHits + in.ReadMisses; n > 0 {
 			c.hitPct = 100 * float64(in.ReadHits) / float64(n)
 		}
@@ -300,12 +301,19 @@ func (d *device) showCache() {
 	d.status.Cache = st
 }
 
-// readServiceNs is the mean service time (dispatch to completion) of the
-// reads in reqs smaller than blockSectors and of those at least that
-// large, ns; 0 for a class without reads. A class without reads borrows
-// the other's time.
-func readServiceNs(reqs []trace.Request, blockSectors uint64) (readNs, blockNs float64) {
-	var small, large, ns, nl float64
+// readTimes are the mean times of a window's reads at the origin, ns:
+// service (dispatch to completion) of the reads smaller than the cache's
+// block and of those at least that large, and response (arrival to
+// completion) of the smaller ones. A class without reads borrows the
+// other's service time; respNs is 0 without small reads.
+type readTimes struct {
+	readNs, blockNs, respNs float64
+}
+
+// readServiceNs computes the readTimes of reqs for a cache of
+// blockSectors.
+func readServiceNs(reqs []trace.Request, blockSectors uint64) readTimes {
+	var small, large, resp, ns, nl float64
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Op != trace.Read || !r.HasService() {
@@ -316,20 +324,22 @@ func readServiceNs(reqs []trace.Request, blockSectors uint64) (readNs, blockNs f
 			nl++
 		} else {
 			small += float64(r.Complete - r.Dispatch)
+			resp += float64(r.Complete - r.Arrival)
 			ns++
 		}
 	}
+	var t readTimes
 	if ns > 0 {
-		readNs = small / ns
+		t.readNs, t.respNs = small/ns, resp/ns
 	}
 	if nl > 0 {
-		blockNs = large / nl
+		t.blockNs = large / nl
 	}
-	if readNs == 0 {
-		readNs = blockNs
+	if t.readNs == 0 {
+		t.readNs = t.blockNs
 	}
-	if blockNs == 0 {
-		blockNs = readNs
+	if t.blockNs == 0 {
+		t.blockNs = t.readNs
 	}
-	return readNs, blockNs
+	return t
 }

@@ -248,10 +248,10 @@ type deviceController struct {
 	online  bool
 
 	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
-	// readNs and blockReadNs are the last window's mean read service
-	// times below and at the cache's block size, ns (readServiceNs).
-	cacheActive         bool
-	readNs, blockReadNs float64
+	// reads are the last window's mean read times at the device
+	// (readServiceNs).
+	cacheActive bool
+	reads       readTimes
 
 	current    Setting
 	guard      decide.State
@@ -383,7 +383,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 {
-		c.readNs, c.blockReadNs = readServiceNs(reqs, uint64(bs))
+		c.reads = readServiceNs(reqs, uint64(bs))
 	}
 	c.raAdvice = er.ReadAhead.KiB
 
