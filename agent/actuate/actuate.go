@@ -312,8 +312,8 @@ type Actuator struct {
 	volumes     CacheVolumes
 	recovered   []string
 	recoverErrs []error
-	pageKiB    int
-	bootID     string
+	pageKiB     int
+	bootID      string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
