@@ -23,7 +23,7 @@ import (
 // FastZRAM is AttachedCache.Fast for a zram RAM disk created for the cache.
 const FastZRAM = "zram"
 
-// ErrCachedByOther: the logical volume has a cache shadowtune did not
+// ErrCachedByOther is returned when the logical volume has a cache shadowtune did not
 // attach, or attached without a record here (another agent, an earlier
 // run whose record is gone). Nothing was changed.
 var ErrCachedByOther = errors.New("logical volume already cached by another writer")
