@@ -132,6 +132,9 @@ type Agent struct {
 	writers WriterWatcher
 	window  time.Duration
 	budget  *cpuBudget
+	// volumes attaches caches to LVM volumes (spec.cache.provision): the
+	// Caches tool when it can, else nil.
+	volumes actuate.CacheVolumes
 }
 
 // New returns an agent for opt; StateDir defaults to DefaultStateDir.
@@ -186,14 +189,16 @@ func (a *Agent) Start(ctx context.Context) error {
 	var modes actuate.CacheModes
 	if a.opt.Caches != nil {
 		modes = a.opt.Caches
+		a.volumes, _ = a.opt.Caches.(actuate.CacheVolumes)
 	}
-	act, err := actuate.Open(actuate.Options{HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Caches: modes})
+	act, err := actuate.Open(actuate.Options{HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Caches: modes, Volumes: a.volumes})
 	if err != nil {
 		return err
 	}
 	defer act.Close()
 	a.act = act
 	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
+	a.notes = append(a.notes, recoveryNotes(act, a.opt.Log)...)
 	now := time.Now()
 	unclean, err := markRunning(a.opt.StateDir, now)
 	if err != nil {

@@ -70,6 +70,7 @@ func (a *Agent) configure(ps policySet) error {
 	a.window = minWindow(sel)
 	a.budget = newCPUBudget(a.window, cpuBudgetPct(sel))
 	a.trackPageCache()
+	a.provision(pols, ps.labels)
 	if a.tr != nil {
 		return a.tr.SetDevices(a.devNumbers())
 	}

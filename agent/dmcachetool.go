@@ -85,3 +85,67 @@ func (d DMCacheTool) SetMode(name, mode string) error {
 	defer cancel()
 	return d.Tool.SetMode(ctx, name, dmcache.Mode(mode))
 }
+
+// The LVM side: DMCacheTool is also actuate.CacheVolumes over
+// dmcache.Tool's provisioning (lvmcache(7)), each call bounded by
+// lvmTimeout: an attach or a detach runs several lvm commands.
+
+const lvmTimeout = 2 * time.Minute
+
+func lvmCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), lvmTimeout)
+}
+
+// Volume reports vg/lv's cache; a VG or LV that does not exist wraps
+// actuate.ErrDeviceGone.
+func (d DMCacheTool) Volume(vg, lv string) (actuate.VolumeState, error) {
+	ctx, cancel := lvmCtx()
+	defer cancel()
+	v, err := d.Tool.Volume(ctx, vg, lv)
+	if errors.Is(err, dmcache.ErrNotFound) {
+		return actuate.VolumeState{}, fmt.Errorf("%w: %w", actuate.ErrDeviceGone, err)
+	}
+	return actuate.VolumeState{Cached: v.Cached, Ours: v.Ours, Missing: v.Missing, Active: v.Active, Block: v.BlockSize}, err
+}
+
+// Attach attaches a writethrough cache of at most sizeBytes bytes on fast
+// (actuate.FastZRAM: a new zram device; else a device path) to vg/lv,
+// with LVM's chunk size (dmcache.Tool.AttachCache).
+func (d DMCacheTool) Attach(vg, lv, fast string, sizeBytes int64) error {
+	ctx, cancel := lvmCtx()
+	defer cancel()
+	f := dmcache.FastDevice{Path: fast}
+	if fast == actuate.FastZRAM {
+		f = dmcache.FastDevice{ZRAM: true}
+	}
+	return d.Tool.AttachCache(ctx, vg, lv, f, sizeBytes, 0)
+}
+
+// Detach removes the cache of vg/lv (dmcache.Tool.DetachCache).
+func (d DMCacheTool) Detach(vg, lv string) error {
+	ctx, cancel := lvmCtx()
+	defer cancel()
+	return d.Tool.DetachCache(ctx, vg, lv)
+}
+
+// Recover drops vg's caches on a missing device (dmcache.Tool.RecoverMissing)
+// and activates the volumes it uncached; it returns them as "VG/LV".
+func (d DMCacheTool) Recover(vg string) ([]string, error) {
+	ctx, cancel := lvmCtx()
+	defer cancel()
+	lvs, err := d.Tool.RecoverMissing(ctx, vg)
+	out := make([]string, 0, len(lvs))
+	errs := []error{err}
+	for _, lv := range lvs {
+		out = append(out, vg+"/"+lv)
+		errs = append(errs, d.Tool.Activate(ctx, vg, lv))
+	}
+	return out, errors.Join(errs...)
+}
+
+// Tidy removes what an interrupted attach left (dmcache.Tool.Tidy).
+func (d DMCacheTool) Tidy(vg, lv string) ([]string, error) {
+	ctx, cancel := lvmCtx()
+	defer cancel()
+	return d.Tool.Tidy(ctx, vg, lv)
+}

@@ -305,8 +305,15 @@ type Actuator struct {
 	// device-mapper name; cacheModes switches them (nil: none governed).
 	caches     map[string]*CacheOriginal
 	cacheModes CacheModes
-	pageKiB    int
-	bootID     string
+	// attached are the records of the caches attached to LVM logical
+	// volumes, by "VG/LV"; volumes attaches and detaches them (nil: none).
+	// recovered and recoverErrs are what Open recovered after a reboot.
+	attached    map[string]*AttachedCache
+	volumes     CacheVolumes
+	recovered   []string
+	recoverErrs []error
+	pageKiB     int
+	bootID      string
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
@@ -333,6 +340,10 @@ type Options struct {
 	// has no device-mapper tools. Records of caches are kept and reverted
 	// with the others either way.
 	Caches CacheModes
+	// Volumes attaches caches to LVM logical volumes (AttachCache) and
+	// takes them away; nil when the host has no LVM tools. Records of
+	// attached caches are kept and reported either way.
+	Volumes CacheVolumes
 }
 
 // New returns an Actuator for the block devices below hostRoot ("" for the
@@ -400,10 +411,18 @@ func open(o Options, strict bool) (*Actuator, error) {
 		lock.Close()
 		return nil, cbad[slices.Sorted(maps.Keys(cbad))[0]]
 	}
+	attached, abad := loadAttached(stateDir)
+	if strict && len(abad) > 0 {
+		lock.Close()
+		return nil, abad[slices.Sorted(maps.Keys(abad))[0]]
+	}
 	maps.Copy(bad, cbad)
+	maps.Copy(bad, abad)
 	a := &Actuator{store: st, stateDir: stateDir, claimDir: claimDir, lock: lock, records: recs, bad: bad,
-		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st), caches: caches, cacheModes: o.Caches}
+		claims: map[string]*claim{}, pageKiB: page, bootID: bootIDOf(st), caches: caches, cacheModes: o.Caches,
+		attached: attached, volumes: o.Volumes}
 	a.healCaches()
+	a.recoverAfterReboot()
 	if !strict {
 		for _, dev := range slices.Sorted(maps.Keys(recs)) {
 			if a.checkIdentity(dev, recs[dev]) == nil {
@@ -519,7 +538,8 @@ func (a *Actuator) Forget(dev string) error { return a.forget(dev, false) }
 
 // ForceForget is Forget even for a device that is still there: the device
 // keeps whatever it has now, and nothing will put its original back.
-// A dm-cache record is named "dm-cache/NAME" (see SetCacheMode).
+// A dm-cache record is named "dm-cache/NAME" (see SetCacheMode), an
+// attached cache's "dm-cache-attached/VG/LV" (see AttachCache).
 func (a *Actuator) ForceForget(dev string) error { return a.forget(dev, true) }
 
 // ErrNotGone is returned by Forget for a device that is still the recorded one.
@@ -533,6 +553,9 @@ func (a *Actuator) forget(dev string, force bool) error {
 	}
 	if name, ok := strings.CutPrefix(dev, cacheDir+"/"); ok {
 		return a.forgetCache(name, force)
+	}
+	if key, ok := strings.CutPrefix(dev, attachedDir+"/"); ok {
+		return a.forgetAttached(key, force)
 	}
 	if !validAttrName(dev) {
 		return fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)
@@ -1097,6 +1120,9 @@ func (a *Actuator) RevertAll() ([]string, error) {
 		}
 	}
 	done = append(done, a.revertCaches(re)...)
+	// After the modes: a mode record of an attached cache is put back
+	// before the cache is taken away.
+	done = append(done, a.revertAttachedAll(re)...)
 	if len(re.Gone)+len(re.Failed)+len(re.RecordKept)+len(re.Left) == 0 {
 		return done, nil
 	}

@@ -28,7 +28,7 @@ const (
 	CacheWriteback    = "writeback"
 )
 
-// ErrCacheUnsafe: the cache's mode cannot be changed safely: it is in
+// ErrCacheUnsafe is returned when the cache's mode cannot be changed safely: it is in
 // writeback mode, or it holds dirty blocks and passthrough was asked for.
 // Nothing was changed.
 var ErrCacheUnsafe = errors.New("cache mode change refused")

@@ -290,6 +290,14 @@ func TestCRDPatterns(t *testing.T) {
 			t.Errorf("%s pattern %q, Go %q", p, got, globPattern.String())
 		}
 	}
+	for p, re := range map[string]*regexp.Regexp{
+		"spec.cache.provision.logicalVolumes.[]": logicalVolumePattern,
+		"spec.cache.provision.fastDevice":        fastDevicePattern,
+	} {
+		if got := schemaAt(t, storageTuningCRDFile, p).Pattern; got != re.String() {
+			t.Errorf("%s pattern %q, Go %q", p, got, re.String())
+		}
+	}
 	if got := schemaAt(t, storageTuningCRDFile, "status.predictedGainPercent").Pattern; got != percentPattern.String() {
 		t.Errorf("predictedGainPercent pattern %q, Go %q", got, percentPattern.String())
 	}

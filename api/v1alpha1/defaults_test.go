@@ -107,6 +107,7 @@ func TestDefaultIsTheSchema(t *testing.T) {
 		"readAhead.minKiB":                   int64(4),
 		"readAhead.maxKiB":                   int64(8),
 		"cache.memoryBudget":                 "1Mi",
+		"cache.provision.fastDevice":         "/dev/sdb",
 		"evaluation.window":                  "1s",
 		"evaluation.marginPercent":           int64(0),
 		"evaluation.thrashGuard.changes":     int64(1),
@@ -170,8 +171,8 @@ func TestDefaultIsTheSchema(t *testing.T) {
 	t.Run("empty", func(t *testing.T) {
 		got := check(t, map[string]any{})
 		for _, p := range paths {
-			if strings.Contains(p, "[]") {
-				continue // no list item to default
+			if strings.Contains(p, "[]") || strings.HasPrefix(p, "cache.provision.") {
+				continue // no list item or optional object to default
 			}
 			if v, _ := getPath(got, p); !reflect.DeepEqual(v, at(t, p, schemaDefaults[p])) {
 				t.Errorf("%s = %#v, schema default %#v", p, v, schemaDefaults[p])
@@ -204,7 +205,7 @@ func TestDefaultIsTheSchema(t *testing.T) {
 func TestDefaultSetsEveryPointer(t *testing.T) {
 	s := &StorageTuningSpec{Tunables: []TunableRange{{Scheduler: "bfq", Name: "slice_idle"}}}
 	s.Default()
-	mayBeNil := []string{"NodeSelector", "Devices.Rotational", "Devices.MinSizeBytes", "Tunables[].Max"}
+	mayBeNil := []string{"NodeSelector", "Devices.Rotational", "Devices.MinSizeBytes", "Tunables[].Max", "Cache.Provision"}
 	var walk func(path string, v reflect.Value)
 	walk = func(path string, v reflect.Value) {
 		switch v.Kind() {

@@ -27,6 +27,11 @@ const (
 	MaxReadAheadKiB = 65536
 	// MaxMarginPercent is the largest switching margin.
 	MaxMarginPercent = 50
+	// MaxProvisionVolumes is the most entries in
+	// spec.cache.provision.logicalVolumes.
+	MaxProvisionVolumes = 16
+	// FastDeviceRAM is spec.cache.provision.fastDevice's RAM disk.
+	FastDeviceRAM = "ram"
 )
 
 // TuningMode says whether shadowtune only reports or also changes devices.
@@ -92,8 +97,9 @@ type StorageTuningSpec struct {
 	// +optional
 	ReadAhead ReadAheadPolicy `json:"readAhead,omitempty"`
 
-	// cache configures the simulation of a REDCAP RAM cache. Reported only:
-	// this version never creates a cache.
+	// cache configures the simulation of a REDCAP RAM cache, the governance
+	// of a dm-cache in front of a governed device and, when provision is
+	// set, the caches the agent attaches to LVM logical volumes.
 	// +kubebuilder:default={}
 	// +optional
 	Cache CachePolicy `json:"cache,omitempty"`
@@ -266,8 +272,10 @@ type ReadAheadPolicy struct {
 }
 
 // CachePolicy configures the block cache: the simulated REDCAP RAM cache
-// (DESIGN §6), and a dm-cache in front of a governed device. No cache is
-// created on the node.
+// (DESIGN §6), a dm-cache in front of a governed device and, opt-in, the
+// writethrough caches the agent attaches to LVM logical volumes
+// (lvmcache(7)).
+// +kubebuilder:validation:XValidation:rule="!has(self.provision) || (has(self.enabled) && self.enabled)",message="provision needs enabled: true",fieldPath=".provision"
 type CachePolicy struct {
 	// enabled simulates every candidate also with the cache, and reports
 	// the result (recommendation.redcap). On a governed device that is the
@@ -286,6 +294,48 @@ type CachePolicy struct {
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('64Gi')) <= 0",message="memoryBudget must be between 1Mi and 64Gi"
 	// +optional
 	MemoryBudget *resource.Quantity `json:"memoryBudget,omitempty"`
+
+	// provision, when set, has the agent attach a writethrough cache
+	// online to each of the listed LVM logical volumes that has none, in
+	// Apply mode only, and detach it at exit, on revert and when the
+	// policy no longer lists the volume or leaves Apply mode. A RAM cache
+	// is lost in a power failure without losing data (writethrough): the
+	// next start of the agent drops it from the volume group and the
+	// volume is usable again. Needs enabled: true.
+	// +optional
+	Provision *CacheProvision `json:"provision,omitempty"`
+}
+
+// CacheProvision is spec.cache.provision: the LVM logical volumes the
+// agent caches and the device the caches are put on (lvmcache(7), "dm-cache
+// with cachevol").
+// +kubebuilder:validation:XValidation:rule="!has(self.fastDevice) || self.fastDevice == 'ram' || size(self.logicalVolumes) == 1",message="a fastDevice path caches one logical volume",fieldPath=".logicalVolumes"
+type CacheProvision struct {
+	// logicalVolumes are the volumes to cache, as "VG/LV" (volume group
+	// and logical volume names: letters, digits and + _ . -, not starting
+	// with a hyphen or a period, at most 127 bytes each): 1 to 16 items,
+	// no duplicates. A volume that is missing, inactive or already cached
+	// by something else is left alone and reported in the status notes.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9+_][A-Za-z0-9+_.-]{0,126}/[A-Za-z0-9+_][A-Za-z0-9+_.-]{0,126}$`
+	// +kubebuilder:validation:items:MaxLength=255
+	// +listType=set
+	LogicalVolumes []string `json:"logicalVolumes"`
+
+	// fastDevice is where each cache is put: "ram" (the default), a RAM
+	// disk of memoryBudget bytes per volume (a compressed zram disk for a
+	// volume with 4096-byte logical blocks, else the brd disk /dev/ram0,
+	// which serves one volume and is loaded by the agent when absent), or
+	// the absolute path of an unused block device under /dev, which then
+	// becomes a physical volume of the volume's group holding a cache of
+	// up to memoryBudget bytes; it must not be a physical volume or hold a
+	// signature. A path caches one volume. At most 128 bytes.
+	// +kubebuilder:default=ram
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^(ram|/dev(/[A-Za-z0-9_+:-][A-Za-z0-9_.+:-]*)+)$`
+	// +optional
+	FastDevice string `json:"fastDevice,omitempty"`
 }
 
 // EvaluationPolicy configures collect–simulate–decide (DESIGN §6).

@@ -230,10 +230,54 @@ func (r *ReadAheadPolicy) validate(fld *field.Path) field.ErrorList {
 }
 
 func (c *CachePolicy) validate(fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
 	if q := c.MemoryBudget; q != nil && (q.Cmp(minMemoryBudget) < 0 || q.Cmp(maxMemoryBudget) > 0) {
-		return field.ErrorList{field.Invalid(fld.Child("memoryBudget"), q.String(), "must be between 1Mi and 64Gi")}
+		errs = append(errs, field.Invalid(fld.Child("memoryBudget"), q.String(), "must be between 1Mi and 64Gi"))
 	}
-	return nil
+	if p := c.Provision; p != nil {
+		if !c.Enabled {
+			errs = append(errs, field.Invalid(fld.Child("provision"), "set", "provision needs enabled: true"))
+		}
+		errs = append(errs, p.validate(fld.Child("provision"))...)
+	}
+	return errs
+}
+
+// logicalVolumePattern and fastDevicePattern are the CRD's patterns of
+// spec.cache.provision's logicalVolumes items and fastDevice.
+var (
+	logicalVolumePattern = regexp.MustCompile(`^[A-Za-z0-9+_][A-Za-z0-9+_.-]{0,126}/[A-Za-z0-9+_][A-Za-z0-9+_.-]{0,126}$`)
+	fastDevicePattern    = regexp.MustCompile(`^(ram|/dev(/[A-Za-z0-9_+:-][A-Za-z0-9_.+:-]*)+)$`)
+)
+
+func (p *CacheProvision) validate(fld *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	lvs := fld.Child("logicalVolumes")
+	switch {
+	case len(p.LogicalVolumes) == 0:
+		errs = append(errs, field.Required(lvs, "must list at least one VG/LV"))
+	case len(p.LogicalVolumes) > MaxProvisionVolumes:
+		errs = append(errs, field.TooMany(lvs, len(p.LogicalVolumes), MaxProvisionVolumes))
+	}
+	for i, lv := range p.LogicalVolumes {
+		switch {
+		case !logicalVolumePattern.MatchString(lv):
+			errs = append(errs, field.Invalid(lvs.Index(i), lv,
+				"must be VG/LV: LVM names of letters, digits and + _ . -, not starting with - or ., at most 127 bytes each"))
+		case slices.Contains(p.LogicalVolumes[:i], lv):
+			errs = append(errs, field.Duplicate(lvs.Index(i), lv))
+		}
+	}
+	fd := fld.Child("fastDevice")
+	switch {
+	case len(p.FastDevice) > 128:
+		errs = append(errs, field.TooLong(fd, p.FastDevice, 128))
+	case p.FastDevice != "" && !fastDevicePattern.MatchString(p.FastDevice):
+		errs = append(errs, field.Invalid(fd, p.FastDevice, `must be "ram" or an absolute path under /dev`))
+	case p.FastDevice != "" && p.FastDevice != FastDeviceRAM && len(p.LogicalVolumes) > 1:
+		errs = append(errs, field.Invalid(lvs, len(p.LogicalVolumes), "a fastDevice path caches one logical volume"))
+	}
+	return errs
 }
 
 func (e *EvaluationPolicy) validate(fld *field.Path) field.ErrorList {

@@ -38,6 +38,15 @@ func globs(n int) string {
 	return "[" + strings.Join(g, ", ") + "]"
 }
 
+// volumes returns a YAML flow list of n distinct VG/LV names.
+func volumes(n int) string {
+	v := make([]string, n)
+	for i := range v {
+		v[i] = fmt.Sprintf("vg/lv%d", i)
+	}
+	return "[" + strings.Join(v, ", ") + "]"
+}
+
 // bfqRanges returns n tunables entries for bfq.
 func bfqRanges(n int) string {
 	names := KnownTunables(SchedulerBFQ)
@@ -121,6 +130,22 @@ var invalidCases = []invalidCase{
 	{name: "zero cache", spec: "cache: {memoryBudget: 0}", path: "spec.cache.memoryBudget", detail: "must be between 1Mi and 64Gi"},
 	{name: "small cache", spec: "cache: {memoryBudget: 512Ki}", path: "spec.cache.memoryBudget", detail: "must be between 1Mi and 64Gi"},
 	{name: "huge cache", spec: "cache: {memoryBudget: 128Gi}", path: "spec.cache.memoryBudget", detail: "must be between 1Mi and 64Gi"},
+	{name: "provision without enabled", spec: "cache: {provision: {logicalVolumes: [vg0/data]}}", path: "spec.cache.provision", detail: "provision needs enabled: true"},
+	{name: "provision without volumes", spec: "cache: {enabled: true, provision: {fastDevice: ram}}", path: "spec.cache.provision.logicalVolumes", detail: "Required value"},
+	{name: "provision empty volumes", spec: "cache: {enabled: true, provision: {logicalVolumes: []}}", path: "spec.cache.provision.logicalVolumes", detail: "Required value",
+		crdPath: "spec.cache.provision.logicalVolumes"},
+	{name: "provision too many volumes", spec: "cache: {enabled: true, provision: {logicalVolumes: " + volumes(17) + "}}", path: "spec.cache.provision.logicalVolumes", detail: "Too many"},
+	{name: "provision volume without VG", spec: "cache: {enabled: true, provision: {logicalVolumes: [data]}}", path: "spec.cache.provision.logicalVolumes[0]", detail: "must be VG/LV"},
+	{name: "provision volume with a dev path", spec: "cache: {enabled: true, provision: {logicalVolumes: [/dev/vg0/data]}}", path: "spec.cache.provision.logicalVolumes[0]", detail: "must be VG/LV"},
+	{name: "provision volume starting with a hyphen", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/-data]}}", path: "spec.cache.provision.logicalVolumes[0]", detail: "must be VG/LV"},
+	{name: "provision volume dot", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/..]}}", path: "spec.cache.provision.logicalVolumes[0]", detail: "must be VG/LV"},
+	{name: "provision volume name too long", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/" + strings.Repeat("a", 128) + "]}}", path: "spec.cache.provision.logicalVolumes[0]", detail: "must be VG/LV"},
+	{name: "provision duplicate volume", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a, vg0/a]}}", path: "spec.cache.provision.logicalVolumes[1]", detail: "Duplicate value"},
+	{name: "provision relative device", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a], fastDevice: sdb}}", path: "spec.cache.provision.fastDevice", detail: `must be "ram" or an absolute path under /dev`},
+	{name: "provision device outside /dev", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a], fastDevice: /tmp/x}}", path: "spec.cache.provision.fastDevice", detail: `must be "ram" or an absolute path`},
+	{name: "provision device with ..", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a], fastDevice: /dev/../etc/x}}", path: "spec.cache.provision.fastDevice", detail: `must be "ram" or an absolute path`},
+	{name: "provision device path too long", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a], fastDevice: /dev/" + strings.Repeat("a", 124) + "}}", path: "spec.cache.provision.fastDevice", detail: "Too long"},
+	{name: "provision device for two volumes", spec: "cache: {enabled: true, provision: {logicalVolumes: [vg0/a, vg0/b], fastDevice: /dev/nvme0n1}}", path: "spec.cache.provision.logicalVolumes", detail: "a fastDevice path caches one logical volume"},
 
 	{name: "short window", spec: "evaluation: {window: 500ms}", path: "spec.evaluation.window", detail: "must be between 1s and 5m"},
 	{name: "long window", spec: "evaluation: {window: 5m1s}", path: "spec.evaluation.window", detail: "must be between 1s and 5m"},
@@ -162,6 +187,9 @@ var validSpecs = map[string]string{
 	"sizes":         "devices: {minSizeBytes: 0}\ncache: {enabled: true, memoryBudget: 1Mi}",
 	"sizes 2":       `devices: {minSizeBytes: "100Gi"}` + "\ncache: {memoryBudget: 64Gi}",
 	"sizes 3":       "devices: {minSizeBytes: 1000000}\ncache: {memoryBudget: 1048576}",
+	"provision ram": "mode: Apply\ncache: {enabled: true, provision: {logicalVolumes: [vg0/data, \"my_vg.1/lv+2-x\"]}}",
+	"provision max": "cache: {enabled: true, provision: {fastDevice: ram, logicalVolumes: " + volumes(16) + "}}",
+	"provision dev": "mode: Apply\ncache: {enabled: true, memoryBudget: 1Gi, provision: {logicalVolumes: [vg0/data], fastDevice: /dev/disk/by-id/nvme-X_1.2}}",
 	"tunables": `schedulers: {candidates: [mq-deadline, bfq, kyber], default: bfq}
 tunables:
 - {scheduler: mq-deadline, name: front_merges, min: 0, max: 1}

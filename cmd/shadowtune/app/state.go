@@ -172,12 +172,19 @@ func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
 	o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir}
 	if t := cacheTool(logr.Discard()); t != nil {
 		o.Caches = t
+		o.Volumes, _ = t.(actuate.CacheVolumes)
 	}
 	a, err := actuate.Open(o)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	if lvs, errs := a.Recovered(); len(lvs)+len(errs) > 0 {
+		fmt.Fprintf(stdout, "recovered %d volume(s) whose cache device was lost with the previous boot: %v\n", len(lvs), lvs)
+		for _, e := range errs {
+			fmt.Fprintf(stdout, "not recovered: %s\n", oneLine(e.Error()))
+		}
+	}
 	done, err := a.RevertAll()
 	if done == nil {
 		done = []string{}

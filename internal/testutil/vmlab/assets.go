@@ -29,10 +29,12 @@ const layoutVersion = "vmlab-base-1"
 // libcrc32c's soft dependency ("softdep=pre: crc32c", which modules.dep
 // does not list): without it dm-persistent-data, so dm-cache, fails to
 // load. extraModules are in the initramfs for the script to load with
-// options (brd rd_size=..., zram num_devices=...).
+// options (brd rd_size=..., zram num_devices=...), or when it needs them
+// (ext4, which also mounts the ext2 file systems busybox mke2fs makes: a
+// state directory that outlives an unclean reset).
 var (
 	bootModules  = []string{"crc32c_generic", "virtio_pci", "virtio_blk", "dm_mod", "dm_cache", "dm_cache_smq", "kyber_iosched", "bfq"}
-	extraModules = []string{"brd", "zram", "null_blk", "dm_bufio", "dm_bio_prison", "dm_persistent_data"}
+	extraModules = []string{"brd", "zram", "null_blk", "dm_bufio", "dm_bio_prison", "dm_persistent_data", "ext4"}
 )
 
 // hostPrograms are copied into the base initramfs with their libraries
