@@ -173,8 +173,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	if in.Active && c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
 		in.ReadHits, in.ReadMisses = c.info.ReadHits-c.prev.ReadHits, c.info.ReadMisses-c.prev.ReadMisses
 		in.Promotions = c.info.Promotions - min(c.prev.Promotions, c.info.Promotions)
-		in.ReadNs, in.BlockReadNs = d.ctrl.reads.readNs, d.ctrl.reads.blockNs
-		in.OriginReadNs, in.AppReadNs = d.ctrl.reads.respNs, c.readNs
+		in.ReadNs, in.BlockReadNs = d.ctrl.readNs, d.ctrl.blockReadNs
 		if n := in.ReadHits + in.ReadMisses; n > 0 {
 			c.hitPct = 100 * float64(in.ReadHits) / float64(n)
 		}
@@ -301,19 +300,12 @@ func (d *device) showCache() {
 	d.status.Cache = st
 }
 
-// readTimes are the mean times of a window's reads at the origin, ns:
-// service (dispatch to completion) of the reads smaller than the cache's
-// block and of those at least that large, and response (arrival to
-// completion) of the smaller ones. A class without reads borrows the
-// other's service time; respNs is 0 without small reads.
-type readTimes struct {
-	readNs, blockNs, respNs float64
-}
-
-// readServiceNs computes the readTimes of reqs for a cache of
-// blockSectors.
-func readServiceNs(reqs []trace.Request, blockSectors uint64) readTimes {
-	var small, large, resp, ns, nl float64
+// readServiceNs is the mean service time (dispatch to completion) of the
+// reads in reqs smaller than blockSectors and of those at least that
+// large, ns; 0 for a class without reads. A class without reads borrows
+// the other's time.
+func readServiceNs(reqs []trace.Request, blockSectors uint64) (readNs, blockNs float64) {
+	var small, large, ns, nl float64
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Op != trace.Read || !r.HasService() {
@@ -324,22 +316,20 @@ func readServiceNs(reqs []trace.Request, blockSectors uint64) readTimes {
 			nl++
 		} else {
 			small += float64(r.Complete - r.Dispatch)
-			resp += float64(r.Complete - r.Arrival)
 			ns++
 		}
 	}
-	var t readTimes
 	if ns > 0 {
-		t.readNs, t.respNs = small/ns, resp/ns
+		readNs = small / ns
 	}
 	if nl > 0 {
-		t.blockNs = large / nl
+		blockNs = large / nl
 	}
-	if t.readNs == 0 {
-		t.readNs = t.blockNs
+	if readNs == 0 {
+		readNs = blockNs
 	}
-	if t.blockNs == 0 {
-		t.blockNs = t.readNs
+	if blockNs == 0 {
+		blockNs = readNs
 	}
-	return t
+	return readNs, blockNs
 }

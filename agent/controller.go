@@ -248,10 +248,10 @@ type deviceController struct {
 	online  bool
 
 	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
-	// reads are the last window's mean read times at the device
-	// (readServiceNs).
-	cacheActive bool
-	reads       readTimes
+	// readNs and blockReadNs are the last window's mean read service
+	// times below and at the cache's block size, ns (readServiceNs).
+	cacheActive         bool
+	readNs, blockReadNs float64
 
 	current    Setting
 	guard      decide.State
@@ -383,7 +383,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 {
-		c.reads = readServiceNs(reqs, uint64(bs))
+		c.readNs, c.blockReadNs = readServiceNs(reqs, uint64(bs))
 	}
 	c.raAdvice = er.ReadAhead.KiB
 

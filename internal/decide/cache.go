@@ -49,14 +49,6 @@ type CacheInput struct {
 	// ReadNs is the mean service time of one of the window's reads at the
 	// origin, and BlockReadNs that of a read of one cache block, ns.
 	ReadNs, BlockReadNs float64
-	// AppReadNs (on only) is the mean response time of the application's
-	// reads at the cache device, and OriginReadNs that of the reads the
-	// origin served (the misses), ns; 0 when not measured. A cache whose
-	// reads, hits included, take longer on average than its misses take
-	// at the origin is not paying for itself, whatever its counters say:
-	// its hits cost more than they save (seen in the VM lab when the
-	// host's CPU was contended and every hit cost emulated CPU).
-	AppReadNs, OriginReadNs float64
 	// MarginPct is the predicted gain the cache must show to be turned on
 	// (Config.MarginPct).
 	MarginPct float64
@@ -137,35 +129,17 @@ func Cache(in CacheInput) CacheDecision {
 	}
 	d := CacheDecision{GainPct: g, Measured: true}
 	hitPct := 100 * float64(in.ReadHits) / float64(in.ReadHits+in.ReadMisses)
-	if in.AppReadNs > 0 && in.OriginReadNs > 0 {
-		if app := 100 * (1 - in.AppReadNs/in.OriginReadNs); app < g {
-			d.GainPct = app
-			if app < 0 {
-				d.MeasuresOff = true
-				d.Reason = fmt.Sprintf("measured %.1f %%: reads through the cache take %.0f µs on average, misses at the origin %.0f µs",
-					app, in.AppReadNs/1e3, in.OriginReadNs/1e3)
-				return offAfterTwo(d, in)
-			}
-			g = app
-		}
-	}
 	if g < 0 {
 		d.MeasuresOff = true
 		d.Reason = fmt.Sprintf("measured %.1f %%: %.1f %% read hits do not pay for %d promotions", g, hitPct, in.Promotions)
-		return offAfterTwo(d, in)
+		if in.PrevMeasuredOff {
+			d.Mode = CacheOff
+			d.Reason += ", two windows in a row"
+		} else {
+			d.Reason += "; waiting for a second window to agree"
+		}
+		return d
 	}
 	d.Reason = fmt.Sprintf("measured %.1f %% with %.1f %% read hits", g, hitPct)
-	return d
-}
-
-// offAfterTwo turns d, a window that measured a loss, into the decision
-// to turn the cache off when the previous window measured one too.
-func offAfterTwo(d CacheDecision, in CacheInput) CacheDecision {
-	if in.PrevMeasuredOff {
-		d.Mode = CacheOff
-		d.Reason += ", two windows in a row"
-	} else {
-		d.Reason += "; waiting for a second window to agree"
-	}
 	return d
 }
