@@ -388,18 +388,18 @@ func TestMaxUnavailable(t *testing.T) {
 	}
 }
 
-// oomKilled is a node whose agent was OOM-killed ago.
-func oomKilled(name string, ago_ time.Duration) Node {
+// oomKilled is a node whose agent was OOM-killed since ago.
+func oomKilled(name string, since time.Duration) Node {
 	n := node(name, dev("sda", 20))
-	n.State.Status.AgentOOMKill = &v1alpha1.AgentOOMKill{Pod: "shadowtune-agent-" + name, RestartCount: 2, Time: ago(ago_)}
+	n.State.Status.AgentOOMKill = &v1alpha1.AgentOOMKill{Pod: "shadowtune-agent-" + name, RestartCount: 2, Time: ago(since)}
 	return n
 }
 
-// overBudget is a node whose sda skipped a window for the CPU budget ago.
-func overBudget(name string, ago_ time.Duration) Node {
+// overBudget is a node whose sda skipped a window for the CPU budget since ago.
+func overBudget(name string, since time.Duration) Node {
 	n := node(name, dev("sda", 20))
 	n.State.Status.Devices[0].CPUBudgetSkips = 4
-	n.State.Status.Devices[0].LastCPUBudgetSkipTime = ptr.To(ago(ago_))
+	n.State.Status.Devices[0].LastCPUBudgetSkipTime = ptr.To(ago(since))
 	return n
 }
 
