@@ -178,6 +178,10 @@ func startAgentPolicy(t *testing.T) (*kubeenv.Env, func(node string) client.Clie
 	env := kubeenv.StartEnv(t)
 	admin := env.Client
 	ctx := context.Background()
+	// The agent's Role to read its own pod lives in the release namespace.
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}); err != nil {
+		t.Fatal(err)
+	}
 	for _, o := range render(t, testRelease, testNS, "--show-only", policyFile, "--show-only", "templates/agent-rbac.yaml") {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(o.Raw); err != nil {
