@@ -15,11 +15,11 @@ import (
 )
 
 // The sizes of TestPaperWorkloadsCachedLV, MiB. TAC's file fits the
-// cache; 8k-SR's is four times it.
+// cache's 40 MiB of data; 8k-SR's is 2.4 times it.
 const (
-	paperCacheMiB = 64  // the cachevol (data and metadata) on the brd RAM disk
-	paperTACMiB   = 48  // read backward, whole, by GNU tac
-	paperSR8MiB   = 256 // read 4 KiB, skip 8 KiB, to its end
+	paperCacheMiB = 48 // the cachevol on the brd RAM disk: 40 MiB of data, 8 of metadata
+	paperTACMiB   = 24 // read backward, whole, by GNU tac
+	paperSR8MiB   = 96 // read 4 KiB, skip 8 KiB, to its end
 	paperReps     = 3
 )
 
@@ -87,7 +87,7 @@ sync
 read t1 _ </proc/uptime
 echo "setup-write $t0 $t1"
 echo "md5-before $(md5s)"
-lvm lvconvert -q -y --type cache --cachevol fast --cachemode writethrough --chunksize 64k pvg/data
+lvm lvconvert -q -y --type cache --cachevol fast --cachemode writethrough --cachepolicy smq --chunksize 64k pvg/data
 mode() { dmsetup status pvg-data | tr ' ' '\n' | grep -E -x 'writethrough|passthrough|writeback' | head -1; }
 setmode() { [ "$(mode)" = "$1" ] || lvm lvchange -q --cachemode $1 pvg/data >/dev/null; }
 echo "table $(dmsetup table pvg-data)"
@@ -104,7 +104,7 @@ run() { # workload setting rep
 	case $1 in
 	tac) /usr/bin/tac /mnt/tac.dat >/dev/null ;;
 	sr8) fio --name=sr8 --filename=/mnt/sr8.dat --rw=read:8k --bs=4k --ioengine=psync --direct=0 \
-		--fadvise_hint=0 --invalidate=0 --output=/dev/null ;;
+		--fadvise_hint=0 --invalidate=0 --eta=never --output=/dev/null ;;
 	esac
 	read t1 _ </proc/uptime
 	echo "run $1 $2 $3 $(awk -v a=$t0 -v b=$t1 'BEGIN { printf "%.2f", b - a }') $(mode) $c0 $(counters) $r0 $(rd)"
@@ -114,6 +114,7 @@ cat >/tmp/policy.yaml <<'EOF'
 agentrun() { # workload rep
 	setmode passthrough
 	log=/tmp/agent-$1-$2.log
+	read a0 _ </proc/uptime
 	shadowtune run --config /tmp/policy.yaml --state-dir /tmp/state-$1-$2 --metrics-bind-address 0 -o json >/dev/null 2>$log &
 	pid=$!
 	i=0
@@ -122,6 +123,8 @@ agentrun() { # workload rep
 		if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then cat $log; echo "the agent did not start"; exit 2; fi
 		sleep 0.1
 	done
+	read a1 _ </proc/uptime
+	echo "agent-start $1 $2 $(awk -v a=$a0 -v b=$a1 'BEGIN { printf "%.2f", b - a }')"
 	run $1 agent $2
 	kill -TERM $pid
 	rc=0; wait $pid || rc=$?
@@ -215,9 +218,18 @@ func TestPaperWorkloadsCachedLV(t *testing.T) {
 		}
 		rep, _ := strconv.Atoi(m[3])
 		s, _ := strconv.ParseFloat(m[4], 64)
-		// n: used rhits rmiss promotions before, the same after, sectors read before, after
+		// n: used rhits rmiss promotions before, the same after, sectors
+		// read before, after. A table reload (lvchange --cachemode: the
+		// agent's switch) resets the cache's counters: then the run's
+		// counters are those since the last reload.
+		delta := func(i int) int64 {
+			if n[i+4] < n[i] {
+				return n[i+4]
+			}
+			return n[i+4] - n[i]
+		}
 		runs = append(runs, paperRun{Workload: m[1], Setting: m[2], Rep: rep, Seconds: s, ModeAtEnd: m[5],
-			ReadHits: n[5] - n[1], ReadMisses: n[6] - n[2], Promotions: n[7] - n[3], OriginReadMiB: float64(n[9]-n[8]) / 2048})
+			ReadHits: delta(1), ReadMisses: delta(2), Promotions: delta(3), OriginReadMiB: float64(n[9]-n[8]) / 2048})
 	}
 	for _, x := range runs {
 		t.Logf("%+v", x)
@@ -265,7 +277,7 @@ func TestPaperWorkloadsCachedLV(t *testing.T) {
 	t.Logf("application time, median of %d (page cache dropped before each run):\n%s", paperReps, tb.String())
 	var agentLog []string
 	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "agentlog ") || strings.HasPrefix(line, "agent-exit ") || strings.HasPrefix(line, "holder ") {
+		if strings.HasPrefix(line, "agentlog ") || strings.HasPrefix(line, "agent-") || strings.HasPrefix(line, "holder ") {
 			agentLog = append(agentLog, line)
 		}
 	}
@@ -284,7 +296,7 @@ func TestPaperWorkloadsCachedLV(t *testing.T) {
 		t.Logf("guest output:\n%s", out)
 	}
 	set("paperCachedLV", map[string]any{
-		"setup": fmt.Sprintf("ext4 (noatime) on a 448 MiB LV on a throttled virtio disk (%d IOPS, %d B/s); writethrough cachevol %d MiB on brd, 64 KiB chunks, smq; TAC: GNU tac of a %d MiB file; 8k-SR: fio read:8k bs=4k psync buffered over a %d MiB file; page cache dropped before each run; %d interleaved repetitions, settings rotated",
+		"setup": fmt.Sprintf("ext4 (noatime) on a 448 MiB LV on a throttled virtio disk (%d IOPS, %d B/s), scheduler none; writethrough cachevol %d MiB on brd, 64 KiB chunks, smq; agent: 1 s windows, started per run with the cache in passthrough; TAC: GNU tac of a %d MiB file; 8k-SR: fio read:8k bs=4k psync buffered over a %d MiB file; page cache dropped before each run; %d interleaved repetitions, settings rotated",
 			vmlab.CloudDisk.IOPS, vmlab.CloudDisk.BytesPerSec, paperCacheMiB, paperTACMiB, paperSR8MiB, paperReps),
 		"rows": rows, "runs": runs, "agentFoundCache": found, "filesIntact": ok, "table": tb.String(),
 	})
