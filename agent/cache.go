@@ -90,17 +90,33 @@ func firstWord(s string) string {
 	return w
 }
 
-// findCache returns the dm-cache whose origin is the device sd (its
-// holder under HOSTROOT/sys/block/DEV/holders), if there is one.
+// maxStack is how many device-mapper layers findCache climbs above the
+// governed disk to reach a cache: an LVM cached LV's origin is not the
+// PV but its "_corig" sub-LV, a dm-linear device on the PV, whose holder
+// is the cache (vg-lv, origin = the _corig's MAJOR:MINOR).
+const maxStack = 3
+
+// findCache returns the dm-cache whose origin is the device dev (its
+// holder under HOSTROOT/sys/block/DEV/holders), or whose origin is a
+// device-mapper device stacked on dev alone (its only slave, up to
+// maxStack layers: an LVM cached LV's _corig), and the cache's dm-N.
+// Through a stacked origin the disk may carry other devices' requests
+// too (other LVs of the PV): the agent traces and simulates the disk's
+// whole stream.
 func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, string, bool) {
 	root := hostRoot
 	if root == "" {
 		root = "/"
 	}
+	return findCacheAbove(root, dev, majorMinor, tool, 0)
+}
+
+func findCacheAbove(root, dev, majorMinor string, tool CacheTool, depth int) (CacheInfo, string, bool) {
 	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dev, "holders"))
 	if err != nil {
 		return CacheInfo{}, "", false
 	}
+	var stacked []string // holders that are not caches, on dev alone
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "dm-") {
 			continue
@@ -110,11 +126,33 @@ func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, str
 			continue
 		}
 		info, err := tool.Info(strings.TrimSpace(string(b)))
-		if err == nil && info.Origin == majorMinor {
-			return info, e.Name(), true
+		if err == nil {
+			if info.Origin == majorMinor {
+				return info, e.Name(), true
+			}
+			continue // a cache whose origin is another device (dev is its cache or metadata device)
+		}
+		if depth < maxStack && onlySlave(root, e.Name(), dev) {
+			stacked = append(stacked, e.Name())
+		}
+	}
+	for _, h := range stacked {
+		mm, err := os.ReadFile(filepath.Join(root, "sys", "block", h, "dev"))
+		if err != nil {
+			continue
+		}
+		if info, dm, ok := findCacheAbove(root, h, strings.TrimSpace(string(mm)), tool, depth+1); ok {
+			return info, dm, true
 		}
 	}
 	return CacheInfo{}, "", false
+}
+
+// onlySlave reports whether the device-mapper device dm maps onto dev
+// alone (HOSTROOT/sys/block/DM/slaves lists only dev).
+func onlySlave(root, dm, dev string) bool {
+	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dm, "slaves"))
+	return err == nil && len(ents) == 1 && ents[0].Name() == dev
 }
 
 // cacheConfig is the simulated cache of the real one: a segment per cache

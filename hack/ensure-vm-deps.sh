@@ -2,8 +2,9 @@
 # Installs what the VM lab (internal/testutil/vmlab, make test-vm) needs,
 # when it is missing, from Debian's archive:
 #   qemu-system-x86 (without recommends), busybox-static, cpio, xz-utils
-#   (to unpack the kernel's vmlinux), fio, dmsetup and lvm2 (copied into the
-#   guest's initramfs with their libraries);
+#   (to unpack the kernel's vmlinux), fio, dmsetup, lvm2, e2fsprogs (mke2fs)
+#   and coreutils (tac) (copied into the guest's initramfs with their
+#   libraries);
 # and makes sure the package lists know linux-image-amd64, whose kernel the
 # tests fetch with apt-get download (never installed) into
 # ~/.cache/shadowtune/vm.
@@ -16,7 +17,8 @@ set -euo pipefail
 note() { echo "ensure-vm-deps: $*" >&2; }
 
 declare -A need=([qemu-system-x86_64]=qemu-system-x86 [busybox]=busybox-static [cpio]=cpio [xz]=xz-utils
-	[fio]=fio [dmsetup]=dmsetup [lvm]=lvm2 [ldd]=libc-bin [dpkg]=dpkg)
+	[fio]=fio [dmsetup]=dmsetup [lvm]=lvm2 [mke2fs]=e2fsprogs [tac]=coreutils
+	[ldd]=libc-bin [dpkg]=dpkg)
 missing=()
 for cmd in "${!need[@]}"; do
 	command -v "$cmd" >/dev/null 2>&1 || [[ -x /usr/sbin/$cmd || -x /sbin/$cmd ]] || missing+=("${need[$cmd]}")

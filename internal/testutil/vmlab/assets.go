@@ -29,17 +29,22 @@ const layoutVersion = "vmlab-base-1"
 // libcrc32c's soft dependency ("softdep=pre: crc32c", which modules.dep
 // does not list): without it dm-persistent-data, so dm-cache, fails to
 // load. extraModules are in the initramfs for the script to load with
-// options (brd rd_size=..., zram num_devices=...), or when it needs them
-// (ext4, which also mounts the ext2 file systems busybox mke2fs makes: a
-// state directory that outlives an unclean reset).
+// options (brd rd_size=..., zram num_devices=...), or as needed (ext4,
+// with jbd2, mbcache and crc16, which also mounts the ext2 file systems
+// busybox mke2fs makes: a state directory that outlives an unclean reset;
+// its soft dependency crc32c is crc32c_generic, loaded at boot).
 var (
 	bootModules  = []string{"crc32c_generic", "virtio_pci", "virtio_blk", "dm_mod", "dm_cache", "dm_cache_smq", "kyber_iosched", "bfq"}
 	extraModules = []string{"brd", "zram", "null_blk", "dm_bufio", "dm_bio_prison", "dm_persistent_data", "ext4"}
 )
 
 // hostPrograms are copied into the base initramfs with their libraries
-// (ldd), at the same paths as on the host.
-var hostPrograms = []string{"fio", "dmsetup", "lvm"}
+// (ldd), at the same paths as on the host: mke2fs (e2fsprogs) makes ext4
+// file systems, tac (coreutils) reads a file backward in 8 KiB reads as
+// KDSim's TAC does (busybox's tac reads it forward). The initramfs's key
+// hashes these files and the modules' names, so a change here builds a
+// new one.
+var hostPrograms = []string{"fio", "dmsetup", "lvm", "mke2fs", "tac"}
 
 // Assets are the cached kernel and base initramfs every VM boots.
 type Assets struct {

@@ -5,8 +5,9 @@
 // The kernel is the one Debian's linux-image-amd64 depends on, fetched
 // with apt-get download and unpacked with dpkg -x (never installed); the
 // initramfs is busybox-static, the kernel modules block storage needs,
-// and fio, dmsetup and lvm from the host with their libraries. Both are
-// cached under CacheDir, keyed by the package and a hash of the files.
+// and fio, dmsetup, lvm, mke2fs and tac from the host with their
+// libraries. Both are cached under CacheDir, keyed by the package and a
+// hash of the files.
 // Each VM appends a small cpio with its script (and any Options.Files) to
 // the cached initramfs. The script's output and exit code come back on a
 // second serial port; the guest has no network.
@@ -17,7 +18,7 @@
 // slow, so compare ratios measured inside one VM, not absolute times.
 //
 // hack/ensure-vm-deps.sh installs what it needs (qemu-system-x86,
-// busybox-static, cpio, xz-utils, fio, dmsetup, lvm2).
+// busybox-static, cpio, xz-utils, fio, dmsetup, lvm2, e2fsprogs).
 package vmlab
 
 import (
