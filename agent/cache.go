@@ -25,7 +25,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
-	"github.com/shadowtune/shadowtune/internal/redcap"
+	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -155,14 +155,6 @@ func onlySlave(root, dm, dev string) bool {
 	return err == nil && len(ents) == 1 && ents[0].Name() == dev
 }
 
-// cacheConfig is the simulated cache of the real one: a segment per cache
-// block (REDCAP's segment model; dm-cache's smq policy is not modelled
-// yet).
-func cacheConfig(info CacheInfo, capacitySectors uint64) redcap.Config {
-	return redcap.Config{Segments: int(min(info.TotalBlocks, 1<<20)), SegmentSectors: uint32(info.BlockSectors),
-		CapacitySectors: capacitySectors}
-}
-
 // cacheBefore finds or refreshes the device's dm-cache before its window
 // is evaluated, and tells the controller whether it is on: an active
 // cache's window is judged without cached candidates.
@@ -179,7 +171,9 @@ func (d *device) cacheBefore(e *windowEnv) {
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
 		d.cache = &governedCache{hitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
-		d.ctrl.policy.Engine.Cache = cacheConfig(info, d.sys.SizeBytes/trace.SectorSize)
+		// REDCAP's segment model stands for dm-cache's smq policy, which is
+		// not modelled yet.
+		d.ctrl.policy.Engine.Cache = engine.CacheForBlocks(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
 	} else {
 		d.cache.prev, d.cache.havePrev = d.cache.info, true
 	}

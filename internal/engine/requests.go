@@ -69,6 +69,14 @@ func CacheForBudget(budgetBytes int64) redcap.Config {
 	return redcap.Config{Segments: int(max(budgetBytes/seg, 1)), SegmentSectors: CacheSegmentSectors}
 }
 
+// CacheForBlocks is the REDCAP cache standing for a real block cache of
+// blocks blocks of blockSectors sectors each (a dm-cache: one segment per
+// cache block) on a device of capacitySectors sectors. blockSectors must
+// be a multiple of 8 (dm-cache's block size is a multiple of 32 KiB).
+func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
+	return redcap.Config{Segments: int(max(min(blocks, 1<<20), 1)), SegmentSectors: blockSectors, CapacitySectors: capacitySectors}
+}
+
 // ReadAheadBounds bounds the competitive read-ahead depth, in KiB.
 func ReadAheadBounds(minKiB, maxKiB int) readahead.Bounds {
 	return readahead.Bounds{MinKiB: minKiB, MaxKiB: maxKiB}
