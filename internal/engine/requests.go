@@ -69,13 +69,21 @@ func CacheForBudget(budgetBytes int64) redcap.Config {
 	return redcap.Config{Segments: int(max(budgetBytes/seg, 1)), SegmentSectors: CacheSegmentSectors}
 }
 
-// CacheForBlocks is the REDCAP cache standing for a real block cache of
-// blocks blocks of blockSectors sectors each (a dm-cache: one segment per
-// cache block) on a device of capacitySectors sectors. blockSectors must
-// be a multiple of 8 (dm-cache's block size is a multiple of 32 KiB).
+// CacheForBlocks is the simulated cache standing for a dm-cache of blocks
+// blocks of blockSectors sectors each on a device of capacitySectors
+// sectors: one segment per cache block, and smq's promotion of hot blocks
+// modelled as a copy at a block's second miss (redcap.Config.PromoteAfter
+// 2: a miss is served from the disk, not prefetched for the reader).
+// blockSectors must be a multiple of 8 (dm-cache's block size is a
+// multiple of 32 KiB).
 func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
-	return redcap.Config{Segments: int(max(min(blocks, 1<<20), 1)), SegmentSectors: blockSectors, CapacitySectors: capacitySectors}
+	return redcap.Config{Segments: int(max(min(blocks, 1<<20), 1)), SegmentSectors: blockSectors, CapacitySectors: capacitySectors,
+		PromoteAfter: DMCachePromoteAfter}
 }
+
+// DMCachePromoteAfter is the miss count at which the simulated dm-cache
+// copies a block in (redcap.Config.PromoteAfter).
+const DMCachePromoteAfter = 2
 
 // ReadAheadBounds bounds the competitive read-ahead depth, in KiB.
 func ReadAheadBounds(minKiB, maxKiB int) readahead.Bounds {

@@ -64,6 +64,20 @@ type Config struct {
 	// HitOverheadNs is a fixed cost in ns per request that the cache
 	// serves (default [DefaultHitOverheadNs]; set a negative value for 0).
 	HitOverheadNs int64
+	// PromoteAfter selects how misses are handled. 0 (REDCAP, 2007 §3):
+	// a miss fetches its whole segment and the read is served from it.
+	// n ≥ 1 stands for dm-cache's smq policy (drivers/md/dm-cache-policy-
+	// smq.c), which promotes only blocks it has seen hot: a read that
+	// misses goes to the disk as requested (Plan.Bypass), and a segment is
+	// copied in by a background read of the whole segment (Plan.Fetches,
+	// waited on by no read) at its n-th miss while not cached. Misses of a
+	// segment count only when at least PromoteGapReads reads came between
+	// them: a segment read through once (sequentially or in strides) is
+	// not hot, a segment read again later is (smq's hotspot levels count
+	// hits over time, not within a pass). Miss counts are kept for at most
+	// max(4 × Segments, 4096) segments at a time, then forgotten all at
+	// once (as smq's levels age). At most 255.
+	PromoteAfter int
 }
 
 // withDefaults returns c with zero fields replaced by defaults.
@@ -98,6 +112,8 @@ func (c Config) Validate() error {
 			SectorsPerBlock, c.SegmentSectors)
 	case math.IsNaN(c.CopyBytesPerSec) || math.IsInf(c.CopyBytesPerSec, 0) || c.CopyBytesPerSec < 0:
 		return fmt.Errorf("redcap: CopyBytesPerSec must be a positive finite number, got %v", c.CopyBytesPerSec)
+	case c.PromoteAfter < 0 || c.PromoteAfter > 255:
+		return fmt.Errorf("redcap: PromoteAfter must be between 0 and 255, got %d", c.PromoteAfter)
 	}
 	return nil
 }
@@ -212,7 +228,24 @@ type Cache struct {
 	parts []int32 // scratch: slot per part, none for a miss
 	plan  Plan
 	stats Stats
+
+	hot map[uint64]hotness // PromoteAfter > 0: misses per uncached segment
 }
+
+// hotness is an uncached segment's counted misses and the read count
+// (Stats.Reads) at its last miss.
+type hotness struct {
+	n    uint8
+	last uint64
+}
+
+// PromoteGapReads is how many reads must come between two misses of a
+// segment for both to count towards PromoteAfter.
+const PromoteGapReads = 64
+
+// minHotSegments is the fewest uncached segments whose misses are counted
+// at a time (Config.PromoteAfter).
+const minHotSegments = 4096
 
 // New returns an empty cache. Zero fields of cfg take their defaults.
 func New(cfg Config) (*Cache, error) {
@@ -234,6 +267,9 @@ func New(cfg Config) (*Cache, error) {
 	}
 	c.plan.Waits = make([]FillID, 0, 4)
 	c.plan.Fetches = make([]Fetch, 0, 4)
+	if cfg.PromoteAfter > 0 {
+		c.hot = make(map[uint64]hotness)
+	}
 	c.Reset()
 	return c, nil
 }
@@ -243,6 +279,7 @@ func New(cfg Config) (*Cache, error) {
 // for fills planned before Reset (their ids may be reused).
 func (c *Cache) Reset() {
 	clear(c.index)
+	clear(c.hot)
 	n := int32(len(c.seg))
 	for i := range n {
 		c.state[i] = slotFree
@@ -323,6 +360,9 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 		}
 		c.parts = append(c.parts, s)
 	}
+	if misses > 0 && c.cfg.PromoteAfter > 0 {
+		return c.missPromote(sector, end, first, hitsOnLRU)
+	}
 	// Hit segments are moved to the MRU end before victims are taken from
 	// the LRU end, so they are never chosen as victims for this read.
 	if misses > c.onLRU-hitsOnLRU {
@@ -355,16 +395,7 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 			continue
 		}
 		k := first + uint64(i)
-		v := c.tail
-		c.unlink(v)
-		if c.state[v] == slotValid {
-			delete(c.index, c.seg[v])
-			c.stats.Evictions++
-		}
-		c.state[v] = slotFilling
-		c.stale[v] = false
-		c.seg[v] = k
-		c.index[k] = v
+		v := c.claim(k)
 
 		start := k * c.segSz
 		n := c.segSz
@@ -390,6 +421,65 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 		c.stats.FullHits++
 	}
 	return p
+}
+
+// missPromote plans a read with a miss under PromoteAfter: the read goes
+// to the disk unchanged, and each missing segment that reached
+// PromoteAfter misses is copied in by a background fetch (when a slot can
+// be evicted without touching the read's own hits).
+func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
+	p := &c.plan
+	p.Bypass = true
+	p.ServedSectors = uint32(end - sector)
+	c.stats.Bypasses++
+	if len(c.hot) >= max(4*len(c.seg), minHotSegments) {
+		clear(c.hot)
+	}
+	free := c.onLRU - hitsOnLRU
+	for i, s := range c.parts {
+		if s != none {
+			continue
+		}
+		k := first + uint64(i)
+		h, seen := c.hot[k]
+		if !seen || c.stats.Reads-h.last >= PromoteGapReads {
+			h.n++
+		}
+		h.last = c.stats.Reads
+		c.hot[k] = h
+		if int(h.n) < c.cfg.PromoteAfter || free == 0 {
+			continue
+		}
+		delete(c.hot, k)
+		free--
+		v := c.claim(k)
+		start, n := k*c.segSz, c.segSz
+		if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
+			n = max(capa, start+1) - start
+		}
+		p.MissParts++
+		p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
+		p.FetchedSectors += uint32(n)
+	}
+	c.stats.MissParts += uint64(p.MissParts)
+	c.stats.FetchedSectors += uint64(p.FetchedSectors)
+	return p
+}
+
+// claim takes the least recently used evictable slot for disk segment k,
+// marks it filling and returns it.
+func (c *Cache) claim(k uint64) int32 {
+	v := c.tail
+	c.unlink(v)
+	if c.state[v] == slotValid {
+		delete(c.index, c.seg[v])
+		c.stats.Evictions++
+	}
+	c.state[v] = slotFilling
+	c.stale[v] = false
+	c.seg[v] = k
+	c.index[k] = v
+	return v
 }
 
 // partLen returns how many sectors of [sector, end) fall in disk segment k.

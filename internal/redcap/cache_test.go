@@ -562,3 +562,37 @@ func BenchmarkRead(b *testing.B) {
 		}
 	}
 }
+
+// PromoteAfter (dm-cache's smq): misses go to the disk unchanged; a
+// segment missed again within a pass is not hot; missed again after
+// PromoteGapReads other reads, it is copied in the background; reads of it
+// during the copy wait for it, then hit.
+func TestPromoteAfter(t *testing.T) {
+	c, err := New(Config{Segments: 2, SegmentSectors: 128, PromoteAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []uint64{0, 8} {
+		if p := c.Read(sec, 8); !p.Bypass || len(p.Fetches) != 0 || p.ServedSectors != 8 {
+			t.Fatalf("miss at %d within a pass: %+v, want a bypass without a fetch", sec, *p)
+		}
+	}
+	for i := range PromoteGapReads {
+		c.Read(uint64(1000+i)*128, 8) // other segments, once each
+	}
+	p := c.Read(16, 8)
+	if !p.Bypass || len(p.Fetches) != 1 || p.Fetches[0].Sector != 0 || p.Fetches[0].Sectors != 128 {
+		t.Fatalf("a miss after %d other reads: %+v, want a bypass and a fetch of segment 0", PromoteGapReads, *p)
+	}
+	id := p.Fetches[0].ID
+	if p = c.Read(24, 8); p.Bypass || len(p.Waits) != 1 {
+		t.Fatalf("read during the fill: %+v, want it to wait for the fill", *p)
+	}
+	c.FillDone(id)
+	if p = c.Read(32, 8); p.Bypass || p.HitParts != 1 {
+		t.Fatalf("after the fill: %+v, want a hit", *p)
+	}
+	if _, err := New(Config{PromoteAfter: 256}); err == nil {
+		t.Error("PromoteAfter 256 accepted")
+	}
+}

@@ -73,6 +73,11 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 	p := cs.c.Read(q.Sector, q.Sectors)
 	i := q.ID
 	if p.Bypass {
+		// Promotions (redcap.Config.PromoteAfter): background copies
+		// that no read waits for.
+		for _, f := range p.Fetches {
+			r.submit(cs.newFetch(f, q))
+		}
 		return false
 	}
 	cs.copyNs[i] = p.CopyNs
