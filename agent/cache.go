@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
@@ -159,12 +160,16 @@ func onlySlave(root, dm, dev string) bool {
 // is evaluated, and tells the controller whether it is on: an active
 // cache's window is judged without cached candidates.
 func (d *device) cacheBefore(e *windowEnv) {
-	if e.caches == nil || !d.policy.Spec.Cache.Enabled {
-		d.cache, d.status.Cache = nil, nil
-		return
+	var info CacheInfo
+	var dm string
+	ok := false
+	if e.caches != nil && d.policy.Spec.Cache.Enabled {
+		info, dm, ok = findCache(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
 	}
-	info, dm, ok := findCache(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
 	if !ok {
+		if d.cache != nil && e.metrics != nil {
+			e.metrics.SetCache(d.sys.Name, nil)
+		}
 		d.cache, d.status.Cache = nil, nil
 		d.ctrl.cacheActive = false
 		return
@@ -222,6 +227,11 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		d.switchCache(c.dec.Mode, c.dec.Reason, now, e)
 	}
 	d.showCache()
+	if e.metrics != nil {
+		e.metrics.SetCache(d.sys.Name, &metrics.CacheState{Name: c.info.Name, Mode: c.info.Mode,
+			HitRatio: c.hitPct / 100, HitMeasured: c.hitPct >= 0, Gain: c.dec.GainPct / 100, Measured: c.dec.Measured,
+			GainKnown: c.dec.Measured || c.dec.PredictsOn || strings.HasPrefix(c.dec.Reason, "predicted"), Dirty: c.info.Dirty})
+	}
 }
 
 // readApp reads the cache device's stat file: the window's reads and

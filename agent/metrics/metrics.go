@@ -156,6 +156,10 @@ type Metrics struct {
 	otherWriter    *prometheus.CounterVec
 	raWaste        *prometheus.GaugeVec
 	correction     *prometheus.GaugeVec
+	cacheMode      *prometheus.GaugeVec
+	cacheHit       *prometheus.GaugeVec
+	cacheGain      *prometheus.GaugeVec
+	cacheDirty     *prometheus.GaugeVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
 	mu             sync.Mutex
@@ -235,6 +239,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Share of the pages read into the page cache from the device's files in the last window that were evicted without being read or mapped (the page-cache probe); absent when not measured.", dev),
 		correction: gauge("correction_ratio",
 			"Learned correction of a candidate on the device: the factor its predicted wait is multiplied by, from verified changes (above 1: measured slower than predicted).", devCand),
+		cacheMode: gauge("cache_mode_info",
+			"The mode of the dm-cache in front of the device (writethrough, passthrough or writeback); always 1.", []string{"device", "cache", "mode"}),
+		cacheHit: gauge("cache_read_hit_ratio",
+			"Share of the reads through the device's dm-cache that it served from the cache in the last window (its counters); absent while off or without reads.", []string{"device", "cache"}),
+		cacheGain: gauge("cache_gain_ratio",
+			"The gain the last cache decision rested on, as a ratio of I/O time: simulated while the cache is off (source=predicted), from its counters while on (source=measured).", []string{"device", "cache", "source"}),
+		cacheDirty: gauge("cache_dirty_blocks",
+			"Dirty blocks of the device's dm-cache (0 in writethrough and passthrough).", []string{"device", "cache"}),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
@@ -242,7 +254,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.raWaste, m.correction,
+		m.raWaste, m.correction, m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -387,6 +399,52 @@ func (m *Metrics) SetEvidence(dev string, waste float64, measured bool, correcti
 		m.correction.WithLabelValues(dev, labelValue(c)).Set(f)
 	}
 }
+
+// CacheState is what SetCache exports of the dm-cache in front of a
+// device.
+type CacheState struct {
+	Name, Mode string
+	// HitRatio is the last window's read hits ÷ reads (0–1); HitMeasured
+	// false removes the series.
+	HitRatio    float64
+	HitMeasured bool
+	// Gain is the ratio the last decision rested on; Measured tells its
+	// source; GainKnown false removes the series.
+	Gain                float64
+	Measured, GainKnown bool
+	Dirty               uint64
+}
+
+// SetCache records the dm-cache in front of dev; nil removes its series
+// (no cache, or not governed).
+func (m *Metrics) SetCache(dev string, c *CacheState) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	for _, v := range []*prometheus.GaugeVec{m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty} {
+		v.DeletePartialMatch(prometheus.Labels{"device": dev})
+	}
+	if c == nil {
+		return
+	}
+	name := labelValue(c.Name)
+	m.cacheMode.WithLabelValues(dev, name, closed(c.Mode, cacheModes)).Set(1)
+	if c.HitMeasured {
+		m.cacheHit.WithLabelValues(dev, name).Set(c.HitRatio)
+	}
+	if c.GainKnown {
+		src := "predicted"
+		if c.Measured {
+			src = "measured"
+		}
+		m.cacheGain.WithLabelValues(dev, name, src).Set(c.Gain)
+	}
+	m.cacheDirty.WithLabelValues(dev, name).Set(float64(c.Dirty))
+}
+
+// cacheModes are the values of cache_mode_info's mode label.
+var cacheModes = []string{"writethrough", "passthrough", "writeback"}
 
 // SetThrashGuard records the thrash guard's state on dev (DESIGN §6):
 // changes decided in consecutive checks, consecutive quiet checks while

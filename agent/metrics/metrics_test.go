@@ -45,6 +45,7 @@ func exercise(m *Metrics, dev string) {
 	m.IncRevert(dev, RevertRegression)
 	m.SetThrashGuard(dev, 2, 0, false)
 	m.SetEvidence(dev, 0.97, true, map[string]float64{"mq-deadline": 1.3})
+	m.SetCache(dev, &CacheState{Name: "c", Mode: "writethrough", HitRatio: 0.5, HitMeasured: true, Gain: 0.2, GainKnown: true})
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
 	m.SkipWindow(dev, SkipCPUBudget)
@@ -103,6 +104,10 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_other_writer_changes_total":       {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_read_ahead_waste_ratio":           {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_correction_ratio":                 {dto.MetricType_GAUGE, []string{"candidate", "device"}},
+		"shadowtune_agent_cache_mode_info":                  {dto.MetricType_GAUGE, []string{"cache", "device", "mode"}},
+		"shadowtune_agent_cache_read_hit_ratio":             {dto.MetricType_GAUGE, []string{"cache", "device"}},
+		"shadowtune_agent_cache_gain_ratio":                 {dto.MetricType_GAUGE, []string{"cache", "device", "source"}},
+		"shadowtune_agent_cache_dirty_blocks":               {dto.MetricType_GAUGE, []string{"cache", "device"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {
@@ -558,5 +563,32 @@ func TestSetEvidence(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.correction.WithLabelValues("sdc", "bfq")); got != 1.2 {
 		t.Errorf("bfq correction %v, want 1.2", got)
+	}
+}
+
+func TestSetCache(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetCache("vdb", &CacheState{Name: "big", Mode: "writethrough", HitRatio: 0.83, HitMeasured: true, Gain: 0.6, Measured: true, GainKnown: true})
+	if got := testutil.ToFloat64(m.cacheHit.WithLabelValues("vdb", "big")); got != 0.83 {
+		t.Fatalf("hit ratio %v, want 0.83", got)
+	}
+	if got := testutil.ToFloat64(m.cacheGain.WithLabelValues("vdb", "big", "measured")); got != 0.6 {
+		t.Fatalf("gain %v, want 0.6", got)
+	}
+	// Switched off: the mode changes, the hit ratio and gain go.
+	m.SetCache("vdb", &CacheState{Name: "big", Mode: "passthrough"})
+	if n := testutil.CollectAndCount(m.cacheMode); n != 1 || testutil.ToFloat64(m.cacheMode.WithLabelValues("vdb", "big", "passthrough")) != 1 {
+		t.Errorf("%d mode series after the switch, want 1 (passthrough)", n)
+	}
+	if n := testutil.CollectAndCount(m.cacheHit) + testutil.CollectAndCount(m.cacheGain); n != 0 {
+		t.Errorf("%d hit or gain series without a measurement, want 0", n)
+	}
+	m.SetCache("vdb", nil)
+	if n := testutil.CollectAndCount(m.cacheMode) + testutil.CollectAndCount(m.cacheDirty); n != 0 {
+		t.Errorf("%d cache series after the cache went, want 0", n)
 	}
 }
