@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -170,5 +172,29 @@ func TestDotPlot(t *testing.T) {
 	svgcheck.Check(t, buf.Bytes(), c.Title, []string{c.YLabel, c.MarkedName, c.MedianName, c.IntervalName, c.TargetName})
 	if err := DotPlot(&bytes.Buffer{}, DotPlotChart{Values: []float64{math.NaN()}}); !errors.Is(err, ErrNoData) {
 		t.Errorf("no finite value: got %v, want ErrNoData", err)
+	}
+}
+
+// TestCommittedPictures: every picture committed under docs/img is a
+// well-formed SVG with a title and at least one curve, so a truncated or
+// hand-broken file is caught.
+func TestCommittedPictures(t *testing.T) {
+	files, err := filepath.Glob("../../docs/img/*.svg")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no pictures in docs/img: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := svgcheck.Parse(b)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		if len(doc.Texts) == 0 || len(doc.Paths) == 0 {
+			t.Errorf("%s: %d texts and %d stroked paths, want a title and a curve", f, len(doc.Texts), len(doc.Paths))
+		}
 	}
 }
