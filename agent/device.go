@@ -232,8 +232,12 @@ func (d *device) observeEvidence(m *metrics.Metrics) {
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
+	// Expect what the controller last saw: a value another writer set
+	// since this window's check is not overwritten (ErrOtherWriter); the
+	// next window's check names the writer and yields.
 	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
 		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
+		Expect: &actuate.Expected{Scheduler: prev.Candidate.Scheduler, ReadAheadKiB: prev.ReadAheadKiB},
 	})
 	st := &d.status
 	if err != nil {

@@ -684,3 +684,38 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
 	}
 }
+
+// Issue 16's race: another writer changes the scheduler after the
+// window's check (here: while the grant is asked, after watchWriters) and
+// before the agent's write. The agent's Apply expects what it saw and
+// writes nothing; the other writer's value stays.
+func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
+	p := testTuning("fleet", 3, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+	raced := false
+	e.env.grant = func(string, *v1alpha1.StorageTuning) bool {
+		if !raced {
+			raced = true
+			if err := e.fake.Write("sda", actuate.AttrScheduler, "bfq"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return true
+	}
+	e.seq++
+	var mu sync.Mutex
+	e.d.pending = append(e.d.pending, fifoWindow(uint64(e.seq), 2000, 4, 4, int64(e.seq)*10e9, 1)...)
+	e.d.ingest(&mu)
+	e.env.budget = newCPUBudget(time.Hour, 100)
+	e.d.window(time.Unix(1000, 0), e.env)
+	st := e.d.status
+	if !raced || !strings.Contains(st.Window.ApplyError, "changed by another writer") {
+		t.Fatalf("raced %v; apply error %q, want the other writer's change refused", raced, st.Window.ApplyError)
+	}
+	if got := e.schedulerWrites(); len(got) != 1 || got[0] != "sda queue/scheduler=bfq" {
+		t.Errorf("scheduler writes %v, want only the other writer's bfq", got)
+	}
+	if st.Applied != nil || st.Changes != 0 {
+		t.Errorf("applied %+v, changes %d", st.Applied, st.Changes)
+	}
+}

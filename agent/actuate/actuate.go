@@ -184,6 +184,18 @@ type Setting struct {
 	Tunables sched.Tunables `json:"tunables,omitempty"`
 	// ReadAheadKiB is queue/read_ahead_kb, in KiB; 0 leaves it alone.
 	ReadAheadKiB int `json:"read_ahead_kb,omitempty"`
+	// Expect, when set, makes Apply a compare-and-swap: the device must
+	// still have these values, or nothing is written (ErrOtherWriter).
+	// The agent passes what it last saw, so that another writer's change
+	// between its check and its write is never overwritten.
+	Expect *Expected `json:"-"`
+}
+
+// Expected is what a device must have for an Apply with Setting.Expect to
+// write: its scheduler ("" any) and read_ahead_kb (0 any, KiB).
+type Expected struct {
+	Scheduler    string
+	ReadAheadKiB int
 }
 
 // IsZero reports whether s changes nothing.
@@ -624,6 +636,9 @@ func (a *Actuator) Apply(dev string, s Setting) (Applied, error) {
 		return Applied{}, err
 	}
 	if err := a.check(dev, before, s); err != nil {
+		return Applied{}, err
+	}
+	if err := expected(dev, before, s.Expect); err != nil {
 		return Applied{}, err
 	}
 	res := Applied{Device: dev, Before: before, After: before}

@@ -218,3 +218,23 @@ func (o *Original) noteApplied(before State, s Setting, after State) {
 	}
 	o.Applied = ap
 }
+
+// expected checks the device's values before a change against what the
+// caller last saw (Setting.Expect): a difference is another writer's
+// change, and nothing is written (ErrOtherWriter).
+func expected(dev string, before State, e *Expected) error {
+	if e == nil {
+		return nil
+	}
+	var diffs []string
+	if e.Scheduler != "" && before.Scheduler != e.Scheduler {
+		diffs = append(diffs, fmt.Sprintf("scheduler %s (expected %s)", before.Scheduler, e.Scheduler))
+	}
+	if e.ReadAheadKiB != 0 && before.ReadAheadKiB != e.ReadAheadKiB {
+		diffs = append(diffs, fmt.Sprintf("read_ahead_kb %d (expected %d)", before.ReadAheadKiB, e.ReadAheadKiB))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("actuate: %s: %w since the last check: now %s; nothing written", dev, ErrOtherWriter, strings.Join(diffs, ", "))
+}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
 	"github.com/shadowtune/shadowtune/internal/sched"
 )
 
@@ -200,4 +201,35 @@ func TestFullStateDirRefusesUnrecordedChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.assertPristine(t, "sda")
+}
+
+// Issue 16's race: another writer changes the device between the agent's
+// check and its Apply. With Expect, the Apply writes nothing and says so;
+// without a difference it applies as usual.
+func TestApplyExpectRefusesOtherWritersChange(t *testing.T) {
+	e := newEnv(t)
+	// The agent last saw mq-deadline; another writer set bfq since.
+	if err := e.fake.Write("sda", AttrScheduler, "bfq"); err != nil {
+		t.Fatal(err)
+	}
+	e.fake = actuatetest.New(e.root) // forget that write
+	a, err := NewWithStore(e.fake, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	e.a.Close()
+	_, err = a.Apply("sda", Setting{Scheduler: "kyber", Expect: &Expected{Scheduler: "mq-deadline"}})
+	if !errors.Is(err, ErrOtherWriter) || !strings.Contains(err.Error(), "scheduler bfq (expected mq-deadline)") {
+		t.Fatalf("Apply = %v, want ErrOtherWriter naming bfq", err)
+	}
+	if w := e.fake.Writes(); len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+	if len(a.Originals()) != 0 {
+		t.Errorf("recorded %v", a.Originals())
+	}
+	if _, err := a.Apply("sda", Setting{Scheduler: "kyber", Expect: &Expected{Scheduler: "bfq", ReadAheadKiB: 0}}); err != nil {
+		t.Fatalf("Apply with the right expectation: %v", err)
+	}
 }
