@@ -6,8 +6,6 @@ package actuate
 // (lvmcache(7)).
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -96,39 +94,21 @@ func (a *Actuator) attachedPath(vg, lv string) string {
 // loadAttached reads DIR/dm-cache-attached; a record that cannot be read
 // is reported in bad under "dm-cache-attached/FILE".
 func loadAttached(dir string) (map[string]*AttachedCache, map[string]error) {
-	recs, bad := map[string]*AttachedCache{}, map[string]error{}
-	ents, err := os.ReadDir(filepath.Join(dir, attachedDir))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			bad[attachedDir] = fmt.Errorf("actuate: %s: %w: %w", filepath.Join(dir, attachedDir), ErrCorruptState, err)
+	recs := map[string]*AttachedCache{}
+	bad := loadRecordDir(dir, attachedDir, func(path, name string) error {
+		rec, err := readAttachedFile(path, name)
+		if err == nil {
+			recs[rec.Key()] = rec
 		}
-		return recs, bad
-	}
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), stateSuffix)
-		if !ok || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		rec, err := readAttachedFile(filepath.Join(dir, attachedDir, e.Name()), name)
-		if err != nil {
-			bad[attachedDir+"/"+name] = err
-			continue
-		}
-		recs[rec.Key()] = rec
-	}
+		return err
+	})
 	return recs, bad
 }
 
 func readAttachedFile(path, name string) (*AttachedCache, error) {
-	b, err := readFileNoFollow(path)
-	if err != nil {
-		return nil, fmt.Errorf("actuate: attached cache record %s: %w: %w", path, ErrCorruptState, err)
-	}
 	var f attachedFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("actuate: attached cache record %s: %w: %w", path, ErrCorruptState, err)
+	if err := decodeRecord(path, "attached cache record", &f); err != nil {
+		return nil, err
 	}
 	c := f.Cache
 	switch {
@@ -143,15 +123,8 @@ func readAttachedFile(path, name string) (*AttachedCache, error) {
 }
 
 func (a *Actuator) writeAttached(c *AttachedCache) error {
-	b, err := json.MarshalIndent(attachedFile{Version: StateVersion, Cache: *c}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("actuate: encode attached cache record %s: %w", c.Key(), err)
-	}
-	dir := filepath.Join(a.stateDir, attachedDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("actuate: attached cache record directory: %w", err)
-	}
-	return writeFileAtomic(dir, a.attachedPath(c.VG, c.LV), append(b, '\n'), false)
+	return writeRecord(a.stateDir, attachedDir, a.attachedPath(c.VG, c.LV), "attached cache record "+c.Key(),
+		attachedFile{Version: StateVersion, Cache: *c}, false)
 }
 
 func (a *Actuator) removeAttached(c *AttachedCache) error {

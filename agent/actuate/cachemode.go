@@ -5,8 +5,6 @@ package actuate
 // recorded first and put back like the sysfs attributes.
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 )
 
@@ -70,39 +67,21 @@ func (a *Actuator) cachePath(name string) string {
 // loadCaches reads the cache records of DIR/dm-cache; a record that
 // cannot be read is reported in bad under "dm-cache/NAME".
 func loadCaches(dir string) (map[string]*CacheOriginal, map[string]error) {
-	recs, bad := map[string]*CacheOriginal{}, map[string]error{}
-	ents, err := os.ReadDir(filepath.Join(dir, cacheDir))
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			bad[cacheDir] = fmt.Errorf("actuate: %s: %w: %w", filepath.Join(dir, cacheDir), ErrCorruptState, err)
+	recs := map[string]*CacheOriginal{}
+	bad := loadRecordDir(dir, cacheDir, func(path, name string) error {
+		rec, err := readCacheFile(path, name)
+		if err == nil {
+			recs[name] = rec
 		}
-		return recs, bad
-	}
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), stateSuffix)
-		if !ok || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		rec, err := readCacheFile(filepath.Join(dir, cacheDir, e.Name()), name)
-		if err != nil {
-			bad[cacheDir+"/"+name] = err
-			continue
-		}
-		recs[name] = rec
-	}
+		return err
+	})
 	return recs, bad
 }
 
 func readCacheFile(path, name string) (*CacheOriginal, error) {
-	b, err := readFileNoFollow(path)
-	if err != nil {
-		return nil, fmt.Errorf("actuate: cache record %s: %w: %w", path, ErrCorruptState, err)
-	}
 	var f cacheFile
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("actuate: cache record %s: %w: %w", path, ErrCorruptState, err)
+	if err := decodeRecord(path, "cache record", &f); err != nil {
+		return nil, err
 	}
 	c := f.Cache
 	switch {
@@ -117,15 +96,7 @@ func readCacheFile(path, name string) (*CacheOriginal, error) {
 }
 
 func (a *Actuator) writeCache(c *CacheOriginal, create bool) error {
-	b, err := json.MarshalIndent(cacheFile{Version: StateVersion, Cache: *c}, "", "  ")
-	if err != nil {
-		return fmt.Errorf("actuate: encode cache record %s: %w", c.Name, err)
-	}
-	dir := filepath.Join(a.stateDir, cacheDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("actuate: cache record directory: %w", err)
-	}
-	return writeFileAtomic(dir, a.cachePath(c.Name), append(b, '\n'), create)
+	return writeRecord(a.stateDir, cacheDir, a.cachePath(c.Name), "cache record "+c.Name, cacheFile{Version: StateVersion, Cache: *c}, create)
 }
 
 // healCaches reads every recorded cache's mode once, which resumes one
