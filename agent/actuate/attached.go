@@ -263,21 +263,8 @@ func (a *Actuator) revertAttachedAll(re *RevertError) []string {
 	var done []string
 	for _, key := range slices.Sorted(maps.Keys(a.attached)) {
 		name := attachedDir + "/" + key
-		err := a.revertAttached(a.attached[key])
-		var lerr *LeftError
-		var rerr *RecordError
-		switch {
-		case err == nil:
+		if re.sortCache(name, a.revertAttached(a.attached[key])) {
 			done = append(done, name)
-		case errors.As(err, &lerr):
-			re.Left = append(re.Left, DeviceError{name, err})
-		case errors.As(err, &rerr) && rerr.Restored:
-			done = append(done, name)
-			re.RecordKept = append(re.RecordKept, DeviceError{name, err})
-		case errors.Is(err, ErrDeviceGone):
-			re.Gone = append(re.Gone, DeviceError{name, err})
-		default:
-			re.Failed = append(re.Failed, DeviceError{name, err})
 		}
 	}
 	return done

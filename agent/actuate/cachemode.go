@@ -201,20 +201,35 @@ func (a *Actuator) RevertCache(name string) error {
 func (a *Actuator) revertCaches(re *RevertError) []string {
 	var done []string
 	for _, name := range slices.Sorted(maps.Keys(a.caches)) {
-		err := a.revertCache(a.caches[name])
-		var lerr *LeftError
-		switch {
-		case err == nil:
+		if re.sortCache(cacheDir+"/"+name, a.revertCache(a.caches[name])) {
 			done = append(done, cacheDir+"/"+name)
-		case errors.As(err, &lerr):
-			re.Left = append(re.Left, DeviceError{cacheDir + "/" + name, err})
-		case errors.Is(err, ErrDeviceGone):
-			re.Gone = append(re.Gone, DeviceError{cacheDir + "/" + name, err})
-		default:
-			re.Failed = append(re.Failed, DeviceError{cacheDir + "/" + name, err})
 		}
 	}
 	return done
+}
+
+// sortCache files a cache's revert error (nil: restored) under name into
+// e, as RevertError's lists define them, and reports whether the cache is
+// restored: a *LeftError is left, a restore whose record stays
+// (*RecordError, Restored) is done with its record kept, ErrDeviceGone is
+// gone, anything else failed.
+func (e *RevertError) sortCache(name string, err error) bool {
+	var lerr *LeftError
+	var rerr *RecordError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &lerr):
+		e.Left = append(e.Left, DeviceError{name, err})
+	case errors.As(err, &rerr) && rerr.Restored:
+		e.RecordKept = append(e.RecordKept, DeviceError{name, err})
+		return true
+	case errors.Is(err, ErrDeviceGone):
+		e.Gone = append(e.Gone, DeviceError{name, err})
+	default:
+		e.Failed = append(e.Failed, DeviceError{name, err})
+	}
+	return false
 }
 
 // revertCache restores one cache's original mode, unless another writer
