@@ -7,9 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,20 +91,6 @@ func newCacheEnv(t *testing.T, mode v1alpha1.TuningMode) (*gateEnv, *fakeCacheTo
 	t.Cleanup(func() { a.Close() })
 	e.env.act = a
 	return e, tool
-}
-
-func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState {
-	t.Helper()
-	e.seq++
-	var mu sync.Mutex
-	e.d.pending = append(e.d.pending, reqs...)
-	e.d.ingest(&mu)
-	e.env.budget = newCPUBudget(time.Hour, 100)
-	e.d.window(time.Unix(1000, 0).Add(time.Duration(e.seq)*5*time.Second), e.env)
-	if e.d.status.Window.Error != "" {
-		t.Fatalf("window %d: %s", e.seq, e.d.status.Window.Error)
-	}
-	return e.d.status
 }
 
 // setAppReads adds reads to the cache device's stat file (dm-0), each

@@ -26,6 +26,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // fakeHost copies the fake sysfs tree of package sysfs (sda, nvme0n1, vda,
@@ -206,8 +207,15 @@ func newGateEnv(t *testing.T, dev string, p *v1alpha1.StorageTuning) *gateEnv {
 // times slower than the model when scale > 1.
 func (e *gateEnv) window(t *testing.T, scale float64) v1alpha1.DeviceState {
 	t.Helper()
+	n := e.seq + 1
+	return e.feed(t, fifoWindow(uint64(n), 2000, 4, 4, int64(n)*10e9, scale))
+}
+
+// feed ends one window of the device after reqs arrived (a 5 s window,
+// the seq-th) and returns its status.
+func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState {
+	t.Helper()
 	e.seq++
-	reqs := fifoWindow(uint64(e.seq), 2000, 4, 4, int64(e.seq)*10e9, scale)
 	var mu sync.Mutex
 	e.d.pending = append(e.d.pending, reqs...)
 	e.d.ingest(&mu)
@@ -702,9 +710,9 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 		}
 		return true
 	}
-	e.seq++
+	// Not feed: the window's error is the refused Apply, which it checks.
 	var mu sync.Mutex
-	e.d.pending = append(e.d.pending, fifoWindow(uint64(e.seq), 2000, 4, 4, int64(e.seq)*10e9, 1)...)
+	e.d.pending = append(e.d.pending, fifoWindow(1, 2000, 4, 4, 10e9, 1)...)
 	e.d.ingest(&mu)
 	e.env.budget = newCPUBudget(time.Hour, 100)
 	e.d.window(time.Unix(1000, 0), e.env)
