@@ -325,7 +325,7 @@ func (a *Agent) deliver(arrived chan<- struct{}) func([]trace.Request) {
 		a.mu.Lock()
 		for i := range batch {
 			if d := a.byDev[batch[i].Dev]; d != nil {
-				d.pending = append(d.pending, batch[i])
+				d.keepPending(&batch[i])
 			}
 		}
 		a.mu.Unlock()

@@ -205,6 +205,10 @@ type WindowReport struct {
 	SimulatedRealNs int64
 	Screened        bool
 	Skipped         string
+	// Unlearned counts the window's requests that arrived while the
+	// agent's loop was busy and were dropped unlearned to bound its memory
+	// (device.keepPending); Requests does not include them.
+	Unlearned int
 	// Action is what the agent should do now.
 	Action Action
 	// Held says why the gate held back the change the window decided
@@ -331,12 +335,17 @@ func (c *deviceController) add(chunk []trace.Request) {
 	c.win.retain(chunk, c.policy.MaxSimulated)
 }
 
+// skip counts n requests of the window that were dropped before they
+// could be learned (device.keepPending).
+func (c *deviceController) skip(n int) { c.win.unlearned += n }
+
 // endWindow ends the window at in.Now: it learns what the window has not
 // learned yet (calibrating the model first, until that is done), then
 // evaluates and decides under in.Gate, unless in.Skip. The next window
 // starts empty.
-func (c *deviceController) endWindow(in windowInput) (WindowReport, error) {
+func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err error) {
 	defer c.nextWindow()
+	defer func() { rep.Unlearned = c.win.unlearned }()
 	if in.Skip != "" {
 		if !c.online {
 			c.learner.observe(c.disk, c.win.simulated())

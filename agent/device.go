@@ -41,6 +41,28 @@ type device struct {
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
 	pending, chunk []trace.Request
+	// pendingMax bounds pending (keepPending), in requests; overflow
+	// counts the requests it dropped since the last ingest. Both are
+	// guarded by the agent's mutex.
+	pendingMax, overflow int
+}
+
+// keepPending appends r to pending, keeping at most pendingMax requests:
+// when pending is full its older half is dropped and counted in overflow.
+// The loop ingests pending between windows but not while it evaluates
+// one, which on the heaviest policy the CRD accepts takes tens of
+// seconds; unbounded, pending grew by the device's whole request rate
+// meanwhile (56 bytes a request; a 3.9 GB live heap at ~400,000 requests
+// a second). The newer half kept is at least the window's simulated slice
+// (pendingMax = 2 × Policy.MaxSimulated), so the window still simulates
+// contiguous requests; the dropped ones are not learned.
+func (d *device) keepPending(r *trace.Request) {
+	if d.pendingMax > 0 && len(d.pending) >= d.pendingMax {
+		half := len(d.pending) / 2
+		d.pending = d.pending[:copy(d.pending, d.pending[half:])]
+		d.overflow += half
+	}
+	d.pending = append(d.pending, *r)
 }
 
 // windowEnv is what a device's window uses besides the device.
@@ -102,8 +124,12 @@ func (d *device) apply() bool { return d.policy.Spec.Mode == v1alpha1.ModeApply 
 func (d *device) ingest(mu *sync.Mutex) {
 	mu.Lock()
 	d.pending, d.chunk = d.chunk[:0], d.pending
+	d.pendingMax = 2 * d.ctrl.policy.MaxSimulated
+	dropped := d.overflow
+	d.overflow = 0
 	mu.Unlock()
 	d.ctrl.add(d.chunk)
+	d.ctrl.skip(dropped)
 }
 
 // gate is the device's gate now: its policy's pause and minDwell, and, in
@@ -172,6 +198,9 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 		st.ModelErrorPercent = v1alpha1.FormatPercent(rep.ModelErrorPct)
 	}
 	st.Class, w.Note = v1alpha1.DeviceClass(d.ctrl.model.Class().String()), d.ctrl.note
+	if rep.Unlearned > 0 {
+		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + fmt.Sprintf("%d requests arrived while the agent was evaluating and were not learned (memory bound)", rep.Unlearned)
+	}
 	if err != nil {
 		w.Error, st.LastError = err.Error(), err.Error()
 		e.log.Error(err, "evaluate window", "device", d.sys.Name)

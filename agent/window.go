@@ -33,8 +33,9 @@ type window struct {
 	// head.
 	keep []trace.Request
 	head int
-	// total counts the window's requests.
-	total int
+	// total counts the window's requests; unlearned those dropped before
+	// they reached it (deviceController.skip).
+	total, unlearned int
 }
 
 // retain adds chunk to keep, overwriting the oldest requests once keep
@@ -74,5 +75,5 @@ func (w *window) simulated() []trace.Request {
 
 // reset empties the window for the next one; the buffer is kept.
 func (w *window) reset() {
-	w.keep, w.head, w.total = w.keep[:0], 0, 0
+	w.keep, w.head, w.total, w.unlearned = w.keep[:0], 0, 0, 0
 }

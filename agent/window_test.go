@@ -2,6 +2,7 @@ package agent
 
 import (
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -108,4 +109,42 @@ func (c *deviceController) learnedOf(reqs []trace.Request) learned {
 	r := l.result()
 	r.requests = len(reqs)
 	return r
+}
+
+// While the loop is busy (evaluating a window) the tracer's requests wait
+// in the device's pending buffer: it stays within 2 × MaxSimulated,
+// counts what it drops, and the window still simulates the newest
+// MaxSimulated requests, contiguous.
+func TestPendingIsBounded(t *testing.T) {
+	c := newTestController(t, false)
+	c.policy.MaxSimulated = 1000
+	c.nextWindow()
+	d := &device{ctrl: c}
+	var mu sync.Mutex
+	d.ingest(&mu) // learns the bound, as the loop's first ingest does
+	reqs := fifoWindow(1, 7300, 4, 4, 0, 1)
+	for i := range reqs { // the loop is busy: nothing is ingested
+		d.keepPending(&reqs[i])
+		if len(d.pending) > 2*c.policy.MaxSimulated {
+			t.Fatalf("pending holds %d requests, over 2 × %d", len(d.pending), c.policy.MaxSimulated)
+		}
+	}
+	kept := len(d.pending)
+	if d.overflow+kept != len(reqs) {
+		t.Fatalf("dropped %d + kept %d ≠ %d delivered", d.overflow, kept, len(reqs))
+	}
+	d.ingest(&mu)
+	if got, want := c.win.simulated(), reqs[len(reqs)-1000:]; !slices.Equal(got, want) {
+		t.Fatal("the window does not simulate the newest 1000 requests")
+	}
+	rep, err := c.endWindow(windowInput{Now: time.Unix(100, 0), Skip: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unlearned != len(reqs)-kept || rep.Requests != kept {
+		t.Errorf("report: %d requests, %d unlearned; want %d and %d", rep.Requests, rep.Unlearned, kept, len(reqs)-kept)
+	}
+	if c.win.unlearned != 0 {
+		t.Error("the next window starts with unlearned requests")
+	}
 }

@@ -13,7 +13,10 @@
 # it sized its windows to the limit.
 #
 # usage: hack/bench-agent-memory.sh BINARY
-# environment: LIMITS ("max 256M 160M"), SECONDS_PER_RUN (40)
+# environment: LIMITS ("max 256M 160M"), SECONDS_PER_RUN (40), POLICY
+# (example: examples/storagetuning-observe.yaml; heaviest: the most
+# expensive policy the CRD accepts, hack/testdata/storagetuning-heaviest.yaml,
+# whose window is 5 minutes: give it SECONDS_PER_RUN of 630 or more)
 set -euo pipefail
 bin=$(realpath "${1:?usage: $0 BINARY}")
 limits=${LIMITS:-max 256M 160M}
@@ -36,10 +39,16 @@ truncate -s 1G "$work/disk.img"
 loop=$(losetup --find --show --direct-io=on "$work/disk.img")
 [[ $(losetup -nO BACK-FILE "$loop") == "$work/disk.img" ]] || { echo "$0: $loop is not ours" >&2; exit 1; }
 name=${loop#/dev/}
-sed -e '/nodeSelector:/,/storage.shadowtune.io\/tune/d' \
-	-e "s|include: \[\"sd\*\", \"nvme\*n1\"\].*|include: [\"$name\"]|" \
-	-e '/exclude: \["loop/d' -e 's|minSizeBytes: 200Gi.*|minSizeBytes: 0|' \
-	"$(dirname "$0")/../examples/storagetuning-observe.yaml" >"$work/policy.yaml"
+case ${POLICY:-example} in
+example)
+	sed -e '/nodeSelector:/,/storage.shadowtune.io\/tune/d' \
+		-e "s|include: \[\"sd\*\", \"nvme\*n1\"\].*|include: [\"$name\"]|" \
+		-e '/exclude: \["loop/d' -e 's|minSizeBytes: 200Gi.*|minSizeBytes: 0|' \
+		"$(dirname "$0")/../examples/storagetuning-observe.yaml" >"$work/policy.yaml" ;;
+heaviest)
+	sed -e "s|\"DEVICE\"|\"$name\"|" "$(dirname "$0")/testdata/storagetuning-heaviest.yaml" >"$work/policy.yaml" ;;
+*) echo "$0: POLICY is example or heaviest, not $POLICY" >&2; exit 1 ;;
+esac
 grep -q "\"$name\"" "$work/policy.yaml" || { echo "$0: could not adapt the example policy" >&2; exit 1; }
 
 # newcg LIMIT: a memory cgroup with that limit ("max": none); sets cg and

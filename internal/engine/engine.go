@@ -210,7 +210,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	if opt.Cache.CapacitySectors == 0 {
 		opt.Cache.CapacitySectors = opt.Model.Config().CapacitySectors
 	}
-	outs, err := simulateAll(w, cands, opt)
+	outs, err := simulateAll(w, cands, opt, false)
 	if err != nil {
 		return Report{}, err
 	}
@@ -259,7 +259,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	on, off := chosen, chosen
 	on.Cache, off.Cache = true, false
 	if o1, o2 := find(outs, on), find(outs, off); o1 != nil && o2 != nil {
-		a, err := sim.EvalADA(w, o1.Result, o2.Result, opt.ADA)
+		a, err := evalADA(w, o1, o2, opt)
 		if err != nil {
 			return Report{}, err
 		}
@@ -273,6 +273,25 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	kib, det := readahead.Depth(opt.Model, span(w), rep.Concurrency, opt.ReadAhead)
 	rep.ReadAhead = ReadAheadAdvice{KiB: kib, Detail: det}
 	return rep, nil
+}
+
+// evalADA runs REDCAP's activation–deactivation algorithm over the
+// per-request response times of on and off (one scheduler with and
+// without the cache), then drops those arrays (n int64s each), so that a
+// Report holds none. simulateAll keeps them only for the current
+// setting's pair; for another pair, the two candidates are simulated
+// again with them kept, which gives the same results (the same seed).
+func evalADA(w *sim.Window, on, off *Outcome, opt Options) (sim.ADAResult, error) {
+	if len(on.Result.ResponseNs) != w.Len() || len(off.Result.ResponseNs) != w.Len() {
+		again, err := simulateAll(w, []Candidate{on.Candidate, off.Candidate}, opt, true)
+		if err != nil {
+			return sim.ADAResult{}, err
+		}
+		on.Result.ResponseNs, off.Result.ResponseNs = again[0].Result.ResponseNs, again[1].Result.ResponseNs
+	}
+	a, err := sim.EvalADA(w, on.Result, off.Result, opt.ADA)
+	on.Result.ResponseNs, off.Result.ResponseNs = nil, nil
+	return a, err
 }
 
 // corrected is o's measure under opt.Rank times its learned correction,
@@ -333,8 +352,14 @@ func find(outs []Outcome, c Candidate) *Outcome {
 }
 
 // simulateAll runs every candidate, in parallel, each from an empty state;
-// results come back in candidate order.
-func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, error) {
+// results come back in candidate order. Per-request response times
+// (sim.Result.ResponseNs, 8 bytes per request) are kept for every
+// candidate when keepAll is set, else only for the current setting with
+// and without the cache, the pair ADA most often compares: kept for all
+// candidates, they grew the agent's heap by ~80 bytes per simulated
+// request per candidate (2.9 GB for the 1,056 candidates of the heaviest
+// policy the CRD accepts, hack/testdata/storagetuning-heaviest.yaml).
+func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([]Outcome, error) {
 	names := map[string]bool{}
 	for _, c := range cands {
 		if names[c.Name()] {
@@ -342,12 +367,11 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, erro
 		}
 		names[c.Name()] = true
 	}
-	// Per-request results are needed only where ADA compares a scheduler
-	// with and without the cache.
-	both := map[string]int{}
-	for _, c := range cands {
+	cur := opt.Current
+	cur.Cache = false
+	keep := func(c Candidate) bool {
 		c.Cache = false
-		both[c.Name()]++
+		return keepAll || c.Name() == cur.Name()
 	}
 	m := opt.Model
 	k := m.Servers()
@@ -370,11 +394,9 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options) ([]Outcome, erro
 	outs := make([]Outcome, len(cands))
 	errs := make([]error, len(cands))
 	run := func(i int, c Candidate) {
-		base := c
-		base.Cache = false
 		cfg := sim.Config{
 			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
-			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: both[base.Name()] > 1,
+			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: keep(c),
 			ResponseQuantiles: opt.ResponseQuantiles,
 		}
 		if c.Cache {

@@ -246,3 +246,59 @@ func TestDMCacheModel(t *testing.T) {
 		t.Errorf("strided read once: predicted %.1f %%, want no gain (each block is read once: its copy comes too late)", g3)
 	}
 }
+
+// TestPerRequestKeptOnlyForADA: per-request response times are kept only
+// for the current setting's pair, a pair ADA needs is simulated again with
+// them and judged exactly as if they had been kept throughout, and a
+// Report holds none (they cost 8 bytes per request per candidate).
+func TestPerRequestKeptOnlyForADA(t *testing.T) {
+	secs := make([]uint64, 4000)
+	for i := range secs {
+		secs[i] = 37*gib + uint64(i)*24
+	}
+	w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"}, Parallel: 1}
+	opt.Cache.CapacitySectors = 200 * gib
+	cands := both("none", "bfq")
+	outs, err := simulateAll(w, cands, opt, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range outs {
+		kept := len(o.Result.ResponseNs) > 0
+		if want := o.Candidate.Scheduler == "none"; kept != want {
+			t.Errorf("%s: per-request results kept %v, want %v", o.Candidate.Name(), kept, want)
+		}
+	}
+	all, err := simulateAll(w, cands, opt, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sim.EvalADA(w, all[3].Result, all[2].Result, opt.ADA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := evalADA(w, &outs[3], &outs[2], opt) // bfq+redcap, bfq
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("ADA on a pair simulated again = %+v, want %+v (kept throughout)", got, want)
+	}
+	if outs[3].Result.ResponseNs != nil || outs[2].Result.ResponseNs != nil {
+		t.Error("evalADA left per-request results in the outcomes")
+	}
+
+	rep := evaluate(t, closedReads(secs, 200e3), both("none", "mq-deadline", "bfq"), "none")
+	if rep.ADA == nil {
+		t.Fatal("REDCAP was not evaluated")
+	}
+	for _, o := range rep.Outcomes {
+		if o.Result.ResponseNs != nil {
+			t.Errorf("the report keeps %s's per-request results", o.Candidate.Name())
+		}
+	}
+}
