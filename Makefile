@@ -15,6 +15,9 @@ GOLANGCI_LINT         := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 HELM_VERSION          ?= v3.22.0
 HELM                  := $(BIN)/helm-$(HELM_VERSION)
 HELM_DOCS             ?= $(GO) run github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2
+# helm-values-schema-json v1.9.2, pinned in hack/tools/go.mod (`go run ...@v1.9.2`
+# fails where the module proxy refuses the module's version list).
+HELM_SCHEMA           ?= $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod helm-values-schema-json
 CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
@@ -124,10 +127,12 @@ verify-generate: generate manifests ## Fail if generated files (deepcopy, CRDs, 
 	@test -z "$$(git status --porcelain -- api crds $(CHART)/templates/crds $(RBAC_DIR))" || { git status --porcelain -- api crds $(CHART)/templates/crds $(RBAC_DIR); echo "run: make generate manifests"; exit 1; }
 
 .PHONY: chart-lint
-chart-lint: $(HELM) ## helm lint --strict and helm template of the chart: default values and a local test cluster's (ci/local-cluster-values.yaml).
+chart-lint: $(HELM) ## Checks that the chart's generated files are current (CRDs, README, values.schema.json), then helm lint --strict and helm template: default values and a local test cluster's (ci/local-cluster-values.yaml).
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && hack/chart-crds.sh crds "$$tmp" && \
 		diff -r "$$tmp" $(CHART)/templates/crds || { echo "$(CHART)/templates/crds differs from crds/: run make manifests"; exit 1; }
 	$(HELM_DOCS) --chart-search-root $(CHART) --template-files README.md.gotmpl --dry-run | diff -q - $(CHART)/README.md >/dev/null || { echo "$(CHART)/README.md is not current: run make chart-docs"; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(call chart-schema-gen,$$tmp/values.schema.json) && \
+		{ diff -u $(CHART)/values.schema.json "$$tmp/values.schema.json" || { echo "$(CHART)/values.schema.json is not current: run make chart-schema"; exit 1; }; }
 	$(HELM) lint --strict $(CHART)
 	$(HELM) lint --strict $(CHART) --values $(CHART)/ci/local-cluster-values.yaml
 	$(HELM) template shadowtune $(CHART) --namespace shadowtune-system >/dev/null
@@ -136,6 +141,20 @@ chart-lint: $(HELM) ## helm lint --strict and helm template of the chart: defaul
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart's README.md (values table from values.yaml's # -- comments) with helm-docs.
 	$(HELM_DOCS) --chart-search-root $(CHART) --template-files README.md.gotmpl
+
+# The chart's values.schema.json from values.yaml and its "# @schema" line
+# comments, written to $(1). helm-values-schema-json exits 0 after an error
+# (it prints "Error: ..." and writes nothing), so its success line is required.
+define chart-schema-gen
+out=$$($(HELM_SCHEMA) -input $(CHART)/values.yaml -output $(1) -draft 7 -indent 2 \
+	-schemaRoot.title "Values of the shadowtune chart" -schemaRoot.additionalProperties false 2>&1) && \
+	[[ $$out == "JSON schema successfully generated" ]] || { echo "$$out" >&2; echo "helm-values-schema-json failed" >&2; exit 1; }
+endef
+
+.PHONY: chart-schema
+chart-schema: ## Regenerate the chart's values.schema.json from values.yaml's # @schema comments with helm-values-schema-json.
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && $(call chart-schema-gen,$$tmp/values.schema.json) && \
+		cat "$$tmp/values.schema.json" > $(CHART)/values.schema.json
 
 .PHONY: helm
 helm: $(HELM) ## Install the pinned helm (HELM_VERSION) into bin/; bin/helm links to it.
