@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
@@ -21,12 +22,26 @@ type DMCacheTool struct {
 }
 
 // NewDMCacheTool returns a DMCacheTool when dmsetup is installed, else nil
-// and the reason.
-func NewDMCacheTool() (CacheTool, error) {
-	if _, err := exec.LookPath("dmsetup"); err != nil {
+// and the reason. With hostToolsRoot "" it runs dmsetup and lvm from
+// PATH. Else hostToolsRoot is where the host's root file system is
+// mounted (e.g. /host in the agent's container): the tool runs the host's
+// own dmsetup and lvm chrooted into it (dmcache.Tool.Root), and dmsetup
+// must be found there (dmcache.LookPathIn).
+func NewDMCacheTool(hostToolsRoot string) (CacheTool, error) {
+	if hostToolsRoot == "" {
+		if _, err := exec.LookPath("dmsetup"); err != nil {
+			return nil, fmt.Errorf("no dm-cache governance: %w", err)
+		}
+		return DMCacheTool{Tool: &dmcache.Tool{}}, nil
+	}
+	root, err := filepath.Abs(hostToolsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("no dm-cache governance: host tools root: %w", err)
+	}
+	if _, err := dmcache.LookPathIn(root, "dmsetup"); err != nil {
 		return nil, fmt.Errorf("no dm-cache governance: %w", err)
 	}
-	return DMCacheTool{Tool: &dmcache.Tool{}}, nil
+	return DMCacheTool{Tool: &dmcache.Tool{Root: root}}, nil
 }
 
 func (d DMCacheTool) ctx() (context.Context, context.CancelFunc) {

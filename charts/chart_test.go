@@ -796,6 +796,8 @@ func TestValuesSchemaRejects(t *testing.T) {
 		"agent.stateHostPath=relative",
 		"agent.extraEnv[0].value=x",
 		"serviceMonitor.interval=soon",
+		"agent.hostTools.enabled=yes",
+		"agent.hostTools.bogus=1",
 	} {
 		t.Run(set, func(t *testing.T) {
 			_, err := helmTemplate(t, testRelease, testNS, "--set", set)
@@ -809,7 +811,8 @@ func TestValuesSchemaRejects(t *testing.T) {
 	}
 	// And accepts these.
 	for _, set := range []string{"agent.hostNetwork=true", "agent.maxUnavailable=25%", "operator.replicas=2",
-		"agent.extraEnv[0].name=A", "serviceMonitor.interval=1m30s"} {
+		"agent.extraEnv[0].name=A", "serviceMonitor.interval=1m30s",
+		"agent.hostTools.enabled=true"} {
 		if _, err := helmTemplate(t, testRelease, testNS, "--set", set); err != nil {
 			t.Errorf("--set %s: %v", set, err)
 		}

@@ -274,3 +274,76 @@ func TestAggregatedRoles(t *testing.T) {
 		t.Errorf("edit rules %q", got)
 	}
 }
+
+// hostMounts returns the agent's hostPath mounts: host path → "mount
+// path[ ro][ propagation]".
+func hostMounts(p corev1.PodSpec) map[string]string {
+	hostPath := map[string]string{}
+	for _, v := range p.Volumes {
+		if v.HostPath != nil {
+			hostPath[v.Name] = v.HostPath.Path
+		}
+	}
+	got := map[string]string{}
+	for _, m := range p.Containers[0].VolumeMounts {
+		path, ok := hostPath[m.Name]
+		if !ok {
+			continue
+		}
+		got[path] = m.MountPath
+		if m.ReadOnly {
+			got[path] += " ro"
+		}
+		if m.MountPropagation != nil {
+			got[path] += " " + string(*m.MountPropagation)
+		}
+	}
+	return got
+}
+
+// TestAgentHostTools: by default the agent has no host tools: no extra
+// host path, no hostIPC, no --host-tools-root. agent.hostTools.enabled
+// adds exactly the node's / read-only at /host, /dev, /run and /etc/lvm
+// read-write on top (all but /etc/lvm following the node's mounts),
+// hostIPC and --host-tools-root=/host; nothing else changes (no hostPID).
+func TestAgentHostTools(t *testing.T) {
+	def := podSpecs(t, renderDefault(t))["agent"]
+	on := podSpecs(t, renderDefault(t, "--set", "agent.hostTools.enabled=true"))["agent"]
+	defMounts, onMounts := hostMounts(def), hostMounts(on)
+	for _, p := range []string{"/", "/dev", "/run", "/etc/lvm"} {
+		if m, ok := defMounts[p]; ok {
+			t.Errorf("default: host path %s mounted at %s", p, m)
+		}
+	}
+	if def.HostIPC || def.HostPID || slices.ContainsFunc(def.Containers[0].Args, func(a string) bool { return strings.HasPrefix(a, "--host-tools-root") }) {
+		t.Errorf("default: hostIPC %v hostPID %v args %q, want no host tools", def.HostIPC, def.HostPID, def.Containers[0].Args)
+	}
+	added := map[string]string{}
+	for p, m := range onMounts {
+		if d, ok := defMounts[p]; !ok {
+			added[p] = m
+		} else if d != m {
+			t.Errorf("enabled: host path %s mounted as %q, by default %q", p, m, d)
+		}
+	}
+	want := map[string]string{
+		"/":        "/host ro HostToContainer",
+		"/dev":     "/host/dev HostToContainer",
+		"/run":     "/host/run HostToContainer",
+		"/etc/lvm": "/host/etc/lvm",
+	}
+	if !maps.Equal(added, want) || len(onMounts) != len(defMounts)+len(want) {
+		t.Errorf("enabled: host paths added %v, want exactly %v", added, want)
+	}
+	if !on.HostIPC || on.HostPID || on.HostNetwork {
+		t.Errorf("enabled: hostIPC %v hostPID %v hostNetwork %v, want only hostIPC", on.HostIPC, on.HostPID, on.HostNetwork)
+	}
+	wantArgs := slices.Insert(slices.Clone(def.Containers[0].Args), slices.Index(def.Containers[0].Args, "--host-root=/host")+1, "--host-tools-root=/host")
+	if !slices.Equal(on.Containers[0].Args, wantArgs) {
+		t.Errorf("enabled: args %q, want %q", on.Containers[0].Args, wantArgs)
+	}
+	if len(on.Volumes) != len(def.Volumes)+len(want) || len(on.Containers[0].VolumeMounts) != len(def.Containers[0].VolumeMounts)+len(want) {
+		t.Errorf("enabled: %d volumes and %d mounts, by default %d and %d: want %d more of each",
+			len(on.Volumes), len(on.Containers[0].VolumeMounts), len(def.Volumes), len(def.Containers[0].VolumeMounts), len(want))
+	}
+}

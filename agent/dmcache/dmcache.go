@@ -2,7 +2,8 @@
 // online with the standard tools: dmsetup for devices set up directly with
 // device-mapper, and lvm2's lvchange for LVM cached logical volumes. It
 // runs those programs (os/exec); it never issues device-mapper ioctls
-// itself.
+// itself. With Tool.Root set it runs the programs of another root file
+// system (the host's, mounted in the agent's container), chrooted into it.
 //
 // The table and status formats are those of the kernel's dm-cache target,
 // Documentation/admin-guide/device-mapper/cache.rst. Every length and

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strings"
 	"time"
 )
@@ -30,6 +29,15 @@ type Skipped struct {
 // Tool runs dmsetup and lvm2's commands. The zero value runs dmsetup and
 // lvm from PATH and uses /sys.
 type Tool struct {
+	// Root, when not empty, is the directory where another system's root
+	// file system is mounted (the host's, e.g. /host in the agent's
+	// container): every command is then that system's program, run
+	// chrooted into Root, so that it uses that system's libraries,
+	// lvm.conf, LVM archives and locks, /dev and udev database. DMSetup,
+	// LVM and LVChange are then names looked up in Root's RootPath
+	// folders, or absolute paths inside Root (LookPathIn). The chroot
+	// needs CAP_SYS_CHROOT, and Linux. Sys stays the agent's own path.
+	Root string
 	// DMSetup is the dmsetup program; "dmsetup" when empty.
 	DMSetup string
 	// LVM is lvm2's lvm program, run as `lvm lvconvert ...` (every lvm2
@@ -358,20 +366,24 @@ func (t *Tool) dmsetup() string {
 	return t.DMSetup
 }
 
-// run runs prog with args and returns its standard output. The error
-// names the device (dev, when not "") and the command, and quotes its
-// standard error, on one line.
+// run runs prog with args (in Root when set) and returns its standard
+// output. The error names the device (dev, when not "") and the command,
+// and quotes its standard error, on one line; or says that prog is not
+// in Root.
 func (t *Tool) run(ctx context.Context, dev, prog string, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, prog, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr // stdin: /dev/null, so prompts answer no
-	err := cmd.Run()
-	if err == nil {
-		return stdout.String(), nil
-	}
 	who := "dmcache: "
 	if dev != "" {
 		who += dev + ": "
+	}
+	cmd, err := t.command(ctx, prog, args)
+	if err != nil {
+		return "", fmt.Errorf("%s%w", who, err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr // stdin: /dev/null, so prompts answer no
+	err = cmd.Run()
+	if err == nil {
+		return stdout.String(), nil
 	}
 	msg := oneLine(stderr.String())
 	if msg == "" {

@@ -22,7 +22,7 @@ import (
 
 type agentFlags struct {
 	nodeName, hostRoot, stateDir, metricsAddr, probeAddr, tracerKind string
-	podName, podNamespace                                            string
+	hostToolsRoot, podName, podNamespace                             string
 	metricsSecure                                                    bool
 	zapOpts                                                          zap.Options
 }
@@ -47,6 +47,9 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 		Example: `  # as the chart's DaemonSet runs it (NODE_NAME from the downward API)
   shadowtune agent --node-name "$NODE_NAME" --host-root /host --state-dir /var/lib/shadowtune
 
+  # with agent.hostTools.enabled: dm-caches switched by the node's own dmsetup and lvm
+  shadowtune agent --node-name "$NODE_NAME" --host-root /host --host-tools-root /host --state-dir /var/lib/shadowtune
+
   # out of cluster, against a test cluster, as root
   sudo shadowtune agent --node-name "$(hostname)" --kubeconfig ~/.kube/config --metrics-bind-address 127.0.0.1:9464`,
 		Args: cobra.NoArgs,
@@ -59,6 +62,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	fl.StringVar(&f.podName, "pod-name", os.Getenv("POD_NAME"), "the agent's own pod, read for out-of-memory kills of its previous container (default $POD_NAME; empty: not read)")
 	fl.StringVar(&f.podNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the namespace of --pod-name (default $POD_NAMESPACE)")
 	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
+	fl.StringVar(&f.hostToolsRoot, "host-tools-root", "", hostToolsRootUsage)
 	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "where original settings and learned models are kept (a hostPath)")
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9464", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9465", `address of the /healthz and /readyz endpoints ("0" disables them)`)
@@ -104,7 +108,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
 		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace,
-		Caches: cacheTool(ctrl.Log.WithName("dm-cache")),
+		Caches: cacheTool(ctrl.Log.WithName("dm-cache"), f.hostToolsRoot),
 	}); err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ func TestAgentFlags(t *testing.T) {
 	}
 	for _, want := range []string{
 		"--node-name string", "(default $NODE_NAME)",
-		"--host-root string",
+		"--host-root string", "--host-tools-root string",
 		`--state-dir string`, `(default "/var/lib/shadowtune")`,
 		"--metrics-bind-address string", `(default ":9464")`,
 		"--health-probe-bind-address string", `(default ":9465")`,
@@ -24,6 +24,17 @@ func TestAgentFlags(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("agent --help does not show %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestHostToolsRootFlag: every command that reads or switches dm-caches
+// (the agent, run and its --revert, state) can use the host's tools.
+func TestHostToolsRootFlag(t *testing.T) {
+	for _, args := range [][]string{{"agent"}, {"run"}, {"state", "list"}, {"state", "forget"}} {
+		out, errOut, code := run(t, append(args, "--help")...)
+		if code != ExitOK || !strings.Contains(out, "--host-tools-root string") || !strings.Contains(out, "the host's own dmsetup and lvm") {
+			t.Errorf("%v --help (exit %d, stderr %q) does not show --host-tools-root:\n%s", args, code, errOut, out)
 		}
 	}
 }

@@ -27,7 +27,7 @@ import (
 
 type runFlags struct {
 	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
-	plot                                                        string
+	hostToolsRoot, plot                                         string
 	duration                                                    time.Duration
 	keep, revert, quiet                                         bool
 }
@@ -78,12 +78,14 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", metrics.DefaultBindAddress, `address of /metrics, /healthz and /readyz ("0" disables)`)
 	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "where original settings and learned models are kept")
 	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
+	fl.StringVar(&f.hostToolsRoot, "host-tools-root", "", hostToolsRootUsage)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("plot", "svg")
 	_ = cmd.MarkFlagDirname("state-dir")
+	_ = cmd.MarkFlagDirname("host-tools-root")
 	completeEnum(cmd, "output", outputFormats...)
 	completeEnum(cmd, "tracer", tracerKinds...)
 	return cmd
@@ -101,7 +103,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	}
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: verbosity})
 	if f.revert {
-		return runRevert(stdout, f.hostRoot, f.stateDir)
+		return runRevert(stdout, f.hostRoot, f.hostToolsRoot, f.stateDir)
 	}
 	if err := checkRunFlags(f); err != nil {
 		return err
@@ -130,7 +132,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
-		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log),
+		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log, f.hostToolsRoot),
 	}
 	var timeline *runTimeline
 	if f.plot != "" {

@@ -18,7 +18,7 @@ import (
 // newStateCommand is `shadowtune state`: the host operator's view of the
 // agent's records of original settings.
 func newStateCommand() *cobra.Command {
-	var stateDir, hostRoot, claimDir string
+	var stateDir, hostRoot, hostToolsRoot, claimDir string
 	cmd := &cobra.Command{
 		Use:   "state",
 		Short: "List or forget the records of original device settings kept in the state directory",
@@ -36,10 +36,12 @@ without touching any device.`,
 	pf.StringVar(&stateDir, "state-dir", agent.DefaultStateDir, "the agent's state directory")
 	_ = cmd.MarkPersistentFlagDirname("state-dir")
 	pf.StringVar(&hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
+	pf.StringVar(&hostToolsRoot, "host-tools-root", "", hostToolsRootUsage)
+	_ = cmd.MarkPersistentFlagDirname("host-tools-root")
 	pf.StringVar(&claimDir, "claim-dir", "", "device claims (default HOST-ROOT"+actuate.DefaultClaimDir+")")
 	opts := func() actuate.Options {
 		o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir, ClaimDir: claimDir}
-		if t := cacheTool(logr.Discard()); t != nil {
+		if t := cacheTool(logr.Discard(), hostToolsRoot); t != nil {
 			o.Caches = t
 		}
 		return o
@@ -152,12 +154,21 @@ func printStateList(w io.Writer, recs []actuate.RecordStatus, output string) err
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
-// cacheTool is the dm-cache tool the agent and the revert use, or nil
-// (logged at level 1) when dmsetup is not installed.
-func cacheTool(log logr.Logger) agent.CacheTool {
-	t, err := agent.NewDMCacheTool()
+// hostToolsRootUsage is the help of --host-tools-root.
+const hostToolsRootUsage = "run the host's own dmsetup and lvm chrooted into this directory, where the host's root file system is mounted (e.g. /host in a container; default: dmsetup and lvm from PATH)"
+
+// cacheTool is the dm-cache tool the agent and the revert use: dmsetup
+// and lvm from PATH, or the host's, chrooted into hostToolsRoot when it
+// is not "". It is nil when dmsetup is not installed (logged at level 1)
+// or not found in hostToolsRoot (logged at level 0: it was asked for).
+func cacheTool(log logr.Logger, hostToolsRoot string) agent.CacheTool {
+	t, err := agent.NewDMCacheTool(hostToolsRoot)
 	if err != nil {
-		log.V(1).Info(err.Error())
+		if hostToolsRoot != "" {
+			log.Info(err.Error())
+		} else {
+			log.V(1).Info(err.Error())
+		}
 		return nil
 	}
 	return t
@@ -168,9 +179,9 @@ func cacheTool(log logr.Logger) agent.CacheTool {
 // why; it fails (exit 1) when a device that is still there was not
 // restored. A device gone or replaced is reported, not a failure: nothing
 // written by the agent is in effect on it.
-func runRevert(stdout io.Writer, hostRoot, stateDir string) error {
+func runRevert(stdout io.Writer, hostRoot, hostToolsRoot, stateDir string) error {
 	o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir}
-	if t := cacheTool(logr.Discard()); t != nil {
+	if t := cacheTool(logr.Discard(), hostToolsRoot); t != nil {
 		o.Caches = t
 		o.Volumes, _ = t.(actuate.CacheVolumes)
 	}
