@@ -8,22 +8,22 @@
 // entrypoint, the user -user, and distroless' few files (/etc/passwd and
 // /etc/group naming root, nobody and nonroot, /home/nonroot, /tmp, and the
 // host's CA bundle at /etc/ssl/certs/ca-certificates.crt when it has one).
-// No shell. The output is reproducible: every timestamp is -created.
+// No shell. The output is reproducible: every timestamp is -created, so the
+// same inputs give a byte-identical tarball with the same Go toolchain (its
+// compress/gzip compresses the layer) and go.mod.
 //
 //	go run ./hack/imagebuild -binary bin/shadowtune -tag localhost/shadowtune:dev -o bin/shadowtune-image.tar
 //	go run ./hack/imagebuild -binary bin/pause -path /pause -user 65535:65535 -tag localhost/pause:3.10 -o pause.tar
 //
-// Why not go-containerregistry or buildah/umoci: a one-layer image is a few
-// JSON documents and a tar file, which the standard library writes; no new
-// module in go.mod and no Debian package is needed.
+// This program only lists the layer's files (as an uncompressed tar) and
+// fills in the image config; go-containerregistry (pkg/v1/mutate,
+// pkg/v1/tarball) gzips the layer, computes the digests and diff IDs, and
+// writes manifest.json and the archive.
 package main
 
 import (
 	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +36,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
 // stringList is a repeatable flag.
@@ -48,7 +54,7 @@ type options struct {
 	binary   string
 	path     string
 	user     string
-	tag      string
+	tag      name.Tag
 	out      string
 	caBundle string
 	workdir  string
@@ -68,11 +74,12 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("imagebuild", flag.ContinueOnError)
 	var o options
 	var labels stringList
+	var tag string
 	created := fs.String("created", "1970-01-01T00:00:00Z", "image creation time and every file's mtime (RFC 3339); SOURCE_DATE_EPOCH overrides the default")
 	fs.StringVar(&o.binary, "binary", "", "the static binary to put in the image (required)")
 	fs.StringVar(&o.path, "path", "/usr/local/bin/shadowtune", "its path in the image, also the entrypoint")
 	fs.StringVar(&o.user, "user", "65532:65532", "the image's USER (uid:gid)")
-	fs.StringVar(&o.tag, "tag", "", "image name and tag, e.g. localhost/shadowtune:dev (required)")
+	fs.StringVar(&tag, "tag", "", "image name and tag, e.g. localhost/shadowtune:dev (required)")
 	fs.StringVar(&o.out, "o", "", "output tarball (required)")
 	fs.StringVar(&o.caBundle, "ca-bundle", "/etc/ssl/certs/ca-certificates.crt", "CA bundle copied to /etc/ssl/certs/ca-certificates.crt; skipped when absent or empty")
 	fs.StringVar(&o.workdir, "workdir", "/home/nonroot", "the image's working directory")
@@ -84,15 +91,20 @@ func run(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.binary == "" || o.tag == "" || o.out == "" {
+	if o.binary == "" || tag == "" || o.out == "" {
 		return errors.New("-binary, -tag and -o are required")
 	}
 	if !path.IsAbs(o.path) {
 		return fmt.Errorf("-path %q: want an absolute path", o.path)
 	}
-	if !strings.Contains(o.tag, ":") || strings.HasSuffix(o.tag, ":") {
-		return fmt.Errorf("-tag %q: want NAME:TAG", o.tag)
+	ref, err := name.NewTag(tag)
+	if err != nil {
+		return fmt.Errorf("-tag: %w", err)
 	}
+	if !strings.HasSuffix(tag, ":"+ref.TagStr()) {
+		return fmt.Errorf("-tag %q: want NAME:TAG", tag)
+	}
+	o.tag = ref
 	if _, _, err := parseUser(o.user); err != nil {
 		return err
 	}
@@ -160,62 +172,52 @@ func build(o *options) error {
 	entries = append(entries, entry{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin})
 	entries = withParents(entries)
 
-	layer, err := layerTar(entries, o.created)
+	layerData, err := layerTar(entries, o.created)
 	if err != nil {
 		return err
 	}
-	layerSum := sha256.Sum256(layer)
-	layerDigest := "sha256:" + hex.EncodeToString(layerSum[:])
+	// ggcr gzips the layer (BestSpeed); caching keeps it from compressing
+	// twice (once for the digest, once for the archive).
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerData)), nil
+	}, tarball.WithCompressedCaching)
+	if err != nil {
+		return err
+	}
+	img, err := image(o, layer)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(o.out, func(w io.Writer) error { return tarball.Write(o.tag, img, w) })
+}
 
-	config, err := imageConfig(o, layerDigest)
+// image is the one-layer image: the config without rootfs, then the layer
+// appended, which adds its diff ID and history entry.
+func image(o *options, layer v1.Layer) (v1.Image, error) {
+	created := v1.Time{Time: o.created}
+	cfg := &v1.ConfigFile{
+		Architecture: o.arch,
+		OS:           "linux",
+		Created:      created,
+		RootFS:       v1.RootFS{Type: "layers"},
+		Config: v1.Config{
+			User:       o.user,
+			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
+			Entrypoint: []string{o.path},
+			WorkingDir: o.workdir,
+		},
+	}
+	if len(o.labels) > 0 {
+		cfg.Config.Labels = o.labels
+	}
+	base, err := mutate.ConfigFile(empty.Image, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	configSum := sha256.Sum256(config)
-	configHex := hex.EncodeToString(configSum[:])
-
-	layerName := hex.EncodeToString(layerSum[:]) + "/layer.tar"
-	manifest, err := json.Marshal([]map[string]any{{
-		"Config":   configHex + ".json",
-		"RepoTags": []string{o.tag},
-		"Layers":   []string{layerName},
-	}})
-	if err != nil {
-		return err
-	}
-	repo, tag := splitTag(o.tag)
-	repositories, err := json.Marshal(map[string]map[string]string{repo: {tag: hex.EncodeToString(layerSum[:])}})
-	if err != nil {
-		return err
-	}
-
-	var archive bytes.Buffer
-	tw := tar.NewWriter(&archive)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{configHex + ".json", config},
-		{layerName, layer},
-		{"manifest.json", manifest},
-		{"repositories", repositories},
-	} {
-		if dir := path.Dir(f.name); dir != "." {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: o.created, Format: tar.FormatPAX}); err != nil {
-				return err
-			}
-		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: 0o644, Size: int64(len(f.data)), ModTime: o.created, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(f.data); err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	return writeAtomic(o.out, archive.Bytes())
+	return mutate.Append(base, mutate.Addendum{
+		Layer:   layer,
+		History: v1.History{Created: created, CreatedBy: "hack/imagebuild " + o.path},
+	})
 }
 
 // baseFiles are distroless static nonroot's own files.
@@ -255,6 +257,7 @@ func withParents(entries []entry) []entry {
 	return entries
 }
 
+// layerTar is the layer's uncompressed tar; every mtime is mtime.
 func layerTar(entries []entry, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -278,39 +281,9 @@ func layerTar(entries []entry, mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func imageConfig(o *options, layerDigest string) ([]byte, error) {
-	cfg := map[string]any{
-		"User":       o.user,
-		"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"},
-		"Entrypoint": []string{o.path},
-		"WorkingDir": o.workdir,
-	}
-	if len(o.labels) > 0 {
-		cfg["Labels"] = o.labels
-	}
-	return json.Marshal(map[string]any{
-		"architecture": o.arch,
-		"os":           "linux",
-		"created":      o.created.Format(time.RFC3339),
-		"config":       cfg,
-		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{layerDigest}},
-		"history": []map[string]any{{
-			"created":    o.created.Format(time.RFC3339),
-			"created_by": "hack/imagebuild " + o.path,
-		}},
-	})
-}
-
-// splitTag splits NAME:TAG at the last colon after the last slash.
-func splitTag(ref string) (repo, tag string) {
-	i := strings.LastIndex(ref, ":")
-	if i < strings.LastIndex(ref, "/") {
-		return ref, "latest"
-	}
-	return ref[:i], ref[i+1:]
-}
-
-func writeAtomic(name string, data []byte) error {
+// writeAtomic writes name (0644) through a temporary file in its directory,
+// so that a failed build leaves no partial tarball.
+func writeAtomic(name string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
 		return err
 	}
@@ -319,7 +292,7 @@ func writeAtomic(name string, data []byte) error {
 		return err
 	}
 	defer os.Remove(f.Name())
-	if _, err := io.Copy(f, bytes.NewReader(data)); err != nil {
+	if err := write(f); err != nil {
 		f.Close()
 		return err
 	}
