@@ -17,6 +17,7 @@ if ! command -v fio >/dev/null; then
 	echo "quickstart: installing fio" >&2
 	apt-get update -qq && apt-get install -y -qq fio >/dev/null
 fi
+echo "== building bin/shadowtune (a first build downloads the Go modules: a few minutes)"
 make --no-print-directory build >/dev/null
 
 work=$(mktemp -d /tmp/shadowtune-quickstart.XXXXXX)
@@ -25,6 +26,7 @@ fio_pid=""
 cleanup() {
 	set +e
 	[[ -n $fio_pid ]] && kill "$fio_pid" 2>/dev/null && wait "$fio_pid" 2>/dev/null
+	[[ -n ${watch_pid:-} ]] && kill "$watch_pid" 2>/dev/null
 	if [[ -n $loop ]]; then
 		# Restores anything still recorded (e.g. after an interrupted run).
 		bin/shadowtune run --revert --state-dir "$work/state" >/dev/null
@@ -45,6 +47,30 @@ fi
 snapshot() { (cd "/sys/block/$name/queue" && find . -type f -readable -exec grep -H . {} + 2>/dev/null | sort) || true; }
 snapshot >"$work/before"
 
+# net_effect prints one line: fio's read IOPS (the sum of its jobs' per-second
+# logs) over the run's first 10 s, at the device's settings before the
+# agent changed anything, against its last 10 s, at the setting the agent
+# had left by then.
+net_effect() {
+	local first last
+	first=$(head -n 1 "$work/settings" | cut -d' ' -f2)
+	last=$(tail -n 3 "$work/settings" | head -n 1 | cut -d' ' -f2)
+	cat "$work"/fio_iops.*.log 2>/dev/null | python3 -c '
+import sys, collections
+per = collections.Counter()
+for line in sys.stdin:
+    f = line.split(",")
+    if len(f) > 2 and f[2].strip() == "0":
+        per[int(f[0]) // 1000] += int(f[1])
+secs = sorted(per)[1:-1]  # whole seconds only
+if len(secs) < 25:
+    print("== net effect: the run was too short to compare its first and last 10 s"); sys.exit()
+a = sum(per[s] for s in secs[:10]) / 10
+b = sum(per[s] for s in secs[-10:]) / 10
+print("== net effect: fio %.0f read IOPS over the first 10 s (%s) -> %.0f over the last 10 s (%s): %+.1f %%" % (a, sys.argv[1], b, sys.argv[2], 100 * (b - a) / a))
+' "$first" "$last"
+}
+
 cat >"$work/policy.yaml" <<YAML
 apiVersion: storage.shadowtune.io/v1alpha1
 kind: StorageTuning
@@ -62,16 +88,21 @@ YAML
 echo "== $loop over $work/disk.img (2 GiB); before: $(cat /sys/block/$name/queue/scheduler), read_ahead_kb $(cat /sys/block/$name/queue/read_ahead_kb)"
 echo "== fio: random 4 KiB reads, 4 jobs × iodepth 8, for the whole run"
 fio --name=quickstart --filename="$loop" --direct=1 --rw=randread --bs=4k --ioengine=libaio \
-	--iodepth=8 --numjobs=4 --time_based --runtime=3600 --group_reporting --output="$work/fio.out" &
+	--iodepth=8 --numjobs=4 --time_based --runtime=3600 --group_reporting --output="$work/fio.out" \
+	--write_iops_log="$work/fio" --log_avg_msec=1000 &
 fio_pid=$!
+# The device's setting each second, to name the setting of the run's end.
+(while sleep 1; do echo "$(date +%s) $(sed 's/.*\[\(.*\)\].*/\1/' "/sys/block/$name/queue/scheduler")/$(cat "/sys/block/$name/queue/read_ahead_kb")"; done >"$work/settings") &
+watch_pid=$!
 sleep 1
 
 echo "== shadowtune run --duration $duration (Apply mode, only $name)"
 bin/shadowtune run --config "$work/policy.yaml" --duration "$duration" --state-dir "$work/state" \
 	--metrics-bind-address 127.0.0.1:0 --quiet
 
-kill "$fio_pid" && wait "$fio_pid" 2>/dev/null || true
+kill "$watch_pid" "$fio_pid" && wait "$fio_pid" 2>/dev/null || true
 fio_pid=""
+net_effect
 snapshot >"$work/after"
 if diff -u "$work/before" "$work/after"; then
 	echo "== $name restored exactly: every queue setting equals its value before the run"

@@ -257,7 +257,7 @@ func New(cfg Config) (*Cache, error) {
 	c := &Cache{
 		cfg:   cfg,
 		segSz: uint64(cfg.SegmentSectors),
-		index: make(map[uint64]int32, n),
+		index: make(map[uint64]int32, min(n, 1<<14)), // grows with the segments in use
 		seg:   make([]uint64, n),
 		state: make([]uint8, n),
 		stale: make([]bool, n),
@@ -280,15 +280,19 @@ func New(cfg Config) (*Cache, error) {
 func (c *Cache) Reset() {
 	clear(c.index)
 	clear(c.hot)
+	// The free slots in LRU order from the tail (the next one claimed):
+	// 0, 1, 2, …, so that the slots in use, and the fill IDs naming them,
+	// stay as few as the segments touched (the simulator sizes its
+	// per-fill state by them).
 	n := int32(len(c.seg))
 	for i := range n {
 		c.state[i] = slotFree
 		c.stale[i] = false
-		c.prev[i] = i - 1
-		c.next[i] = i + 1
+		c.prev[i] = i + 1
+		c.next[i] = i - 1
 	}
-	c.next[n-1] = none
-	c.head, c.tail = 0, n-1
+	c.prev[n-1] = none
+	c.head, c.tail = n-1, 0
 	c.onLRU = int(n)
 	c.stats = Stats{}
 }

@@ -49,9 +49,19 @@ func (r *runner) enableCache(cfg CacheConfig) error {
 		n:       int32(n),
 		pending: make([]int32, n),
 		copyNs:  make([]int64, n),
-		waiters: make([][]int32, c.Config().Segments),
 	}
 	return nil
+}
+
+// wait adds window request i to the waiters of fill id. The waiters grow
+// with the fill IDs in use, not with the cache's size: a cache of the
+// largest budget (64 GiB, 524,288 segments) would otherwise cost 12 MB per
+// simulated candidate however few segments a window touches.
+func (cs *cacheState) wait(id redcap.FillID, i int32) {
+	if int(id) >= len(cs.waiters) {
+		cs.waiters = append(cs.waiters, make([][]int32, int(id)+1-len(cs.waiters))...)
+	}
+	cs.waiters[id] = append(cs.waiters[id], i)
 }
 
 // intercept routes a released request through the cache. It returns true
@@ -83,10 +93,10 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 	cs.copyNs[i] = p.CopyNs
 	cs.pending[i] = int32(len(p.Waits) + len(p.Fetches))
 	for _, id := range p.Waits {
-		cs.waiters[id] = append(cs.waiters[id], i)
+		cs.wait(id, i)
 	}
 	for _, f := range p.Fetches {
-		cs.waiters[f.ID] = append(cs.waiters[f.ID], i)
+		cs.wait(f.ID, i)
 		r.submit(cs.newFetch(f, q))
 	}
 	if cs.pending[i] == 0 {
@@ -122,6 +132,9 @@ func (cs *cacheState) fillDone(r *runner, q *sched.Request) {
 	id := cs.fetchFill[k]
 	cs.freeFetch = append(cs.freeFetch, k)
 	cs.c.FillDone(id)
+	if int(id) >= len(cs.waiters) {
+		return // a promotion no read waited for
+	}
 	w := cs.waiters[id]
 	cs.waiters[id] = w[:0]
 	for _, i := range w {
