@@ -67,7 +67,11 @@ if len(secs) < 25:
     print("== net effect: the run was too short to compare its first and last 10 s"); sys.exit()
 a = sum(per[s] for s in secs[:10]) / 10
 b = sum(per[s] for s in secs[-10:]) / 10
-print("== net effect: fio %.0f read IOPS over the first 10 s (%s) -> %.0f over the last 10 s (%s): %+.1f %%" % (a, sys.argv[1], b, sys.argv[2], 100 * (b - a) / a))
+d = 100 * (b - a) / a
+if sys.argv[1] == sys.argv[2]:
+    print("== net effect: none, the device ended at its own setting (%s); fio %.0f read IOPS over the first 10 s, %.0f over the last (%+.1f %%: the machine, not a setting)" % (sys.argv[1], a, b, d))
+else:
+    print("== net effect: fio %.0f read IOPS over the first 10 s (%s) -> %.0f over the last 10 s (%s): %+.1f %%" % (a, sys.argv[1], b, sys.argv[2], d))
 ' "$first" "$last"
 }
 
