@@ -136,5 +136,31 @@ func (c *collector) release(frontier int64) []trace.Request {
 	c.last = out[n-1].Arrival
 	c.released = true
 	c.events.Add(uint64(n))
+	c.shrink(len(keys))
 	return out
+}
+
+// keepCap is the capacity, in requests, up to which release keeps its
+// buffers between calls whatever it used.
+const keepCap = 1 << 16
+
+// shrink lets the garbage collector have the buffers of a batch far larger
+// than the last one (used requests): after the agent's loop was busy for
+// tens of seconds, one batch can hold millions of requests, and keeping
+// its capacity kept ~75 MB for the rest of the run. The returned batch
+// (out) stays valid for the caller; the next release allocates anew.
+func (c *collector) shrink(used int) {
+	big := func(capacity int) bool { return capacity > keepCap && capacity > 4*used }
+	if big(cap(c.keys)) {
+		c.keys = nil
+	}
+	if big(cap(c.spare)) {
+		c.spare = nil
+	}
+	if big(cap(c.out)) {
+		c.out = nil
+	}
+	if big(cap(c.held)) {
+		c.held = slices.Clone(c.held)
+	}
 }

@@ -93,3 +93,45 @@ func BenchmarkCollectorRelease(b *testing.B) {
 	}
 	b.ReportMetric(float64(batch)*float64(b.N)/b.Elapsed().Seconds(), "requests/s")
 }
+
+// After one huge batch (the agent's loop was busy), the collector lets its
+// buffers go once batches are small again, and keeps releasing in order.
+func TestCollectorShrinksAfterBurst(t *testing.T) {
+	in := completions(300000, 32, 11)
+	c := collector{base: 0}
+	for _, r := range in[:299000] {
+		c.add(r)
+	}
+	// frontier: everything arrived before the oldest request still to come.
+	frontier := func(from int) int64 {
+		f := int64(math.MaxInt64)
+		for _, r := range in[from:] {
+			f = min(f, r.arrival-1)
+		}
+		return f
+	}
+	burst := c.release(frontier(299000)) // most of the burst
+	if len(burst) < 250000 {
+		t.Fatalf("the burst released %d requests", len(burst))
+	}
+	var got []trace.Request
+	got = append(got, burst...)
+	for i := 299000; i < len(in); i += 250 {
+		for _, r := range in[i:min(i+250, len(in))] {
+			c.add(r)
+		}
+		got = append(got, c.release(frontier(min(i+250, len(in))))...)
+	}
+	got = append(got, c.release(math.MaxInt64)...)
+	if len(got) != len(in) || c.lost.Load() != 0 {
+		t.Fatalf("released %d of %d, lost %d", len(got), len(in), c.lost.Load())
+	}
+	if !slices.IsSortedFunc(got, func(a, b trace.Request) int { return cmp.Compare(a.Arrival, b.Arrival) }) {
+		t.Fatal("releases out of Arrival order after the shrink")
+	}
+	for name, capacity := range map[string]int{"held": cap(c.held), "spare": cap(c.spare), "keys": cap(c.keys), "out": cap(c.out)} {
+		if capacity > keepCap {
+			t.Errorf("%s keeps a capacity of %d requests after small batches (≤ %d)", name, capacity, keepCap)
+		}
+	}
+}
