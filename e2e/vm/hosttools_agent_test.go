@@ -12,28 +12,9 @@ import (
 	"github.com/shadowtune/shadowtune/internal/testutil/vmlab"
 )
 
-// hostToolsPolicy governs /dev/vdb, the cache's origin, as agentPolicy
-// does.
-const hostToolsPolicy = `apiVersion: storage.shadowtune.io/v1alpha1
-kind: StorageTuning
-metadata:
-  name: vm-host-tools
-spec:
-  mode: Apply
-  devices:
-    include: ["vdb"]
-  schedulers:
-    candidates: [none]
-    default: none
-  readAhead:
-    enabled: false
-  cache:
-    enabled: true
-  evaluation:
-    window: 5s
-  rollout:
-    minDwell: 0s
-`
+// hostToolsPolicy is agentPolicy for /dev/vdb alone, the cache's origin.
+var hostToolsPolicy = strings.NewReplacer("name: vm-cache", "name: vm-host-tools",
+	`include: ["vdb", "vdc"]`, `include: ["vdb"]`).Replace(agentPolicy)
 
 // hostToolsScript lays the guest out as the chart's agent pod with
 // agent.hostTools.enabled sees its node: a container root /ctr holding
