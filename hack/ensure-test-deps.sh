@@ -5,6 +5,8 @@
 #   - losetup (util-linux; loop devices), normally present;
 #   - promtool (Debian's prometheus package; charts/monitoring_test.go runs
 #     promtool test rules on the chart's PrometheusRule);
+#   - a static busybox (Debian's busybox-static; agent/dmcache's chroot
+#     test builds a root file system around it);
 #   - tracefs mounted at /sys/kernel/tracing (the tracefs tracer);
 #   - kube-apiserver and etcd for the envtest tests
 #     (internal/testutil/envtest), through hack/k8s-bins.sh: built once
@@ -22,6 +24,8 @@ note() { echo "ensure-test-deps: $*" >&2; }
 missing=()
 command -v fio >/dev/null 2>&1 || missing+=(fio)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+# Only busybox-static's busybox is static (busybox's is dynamic).
+{ command -v busybox >/dev/null 2>&1 && ! file -L "$(command -v busybox)" 2>/dev/null | grep -q dynamic; } || missing+=(busybox-static)
 command -v losetup >/dev/null 2>&1 || [[ -x /usr/sbin/losetup || -x /sbin/losetup ]] || missing+=(util-linux)
 tracefs_mounted() { grep -qs ' /sys/kernel/tracing tracefs ' /proc/mounts; }
 
