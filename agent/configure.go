@@ -155,7 +155,7 @@ func (d *device) carry(old *device) {
 	maps.Copy(c.backoff, o.backoff)
 	c.lastChange = o.lastChange
 	st, was := &d.status, &old.status
-	st.TotalRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.EventsDropped, was.EventsLost
+	st.TotalRequests, st.UnlearnedRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.UnlearnedRequests, was.EventsDropped, was.EventsLost
 	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
 	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
 	st.Applied = was.Applied

@@ -183,6 +183,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEnv) {
 	st, m := &d.status, e.metrics
 	st.TotalRequests += int64(rep.Requests)
+	st.UnlearnedRequests += int64(rep.Unlearned)
 	w := &v1alpha1.WindowState{Requests: int64(rep.Requests)}
 	st.Window = w
 	if in.Skip != "" {

@@ -87,6 +87,7 @@ var integWorkloads = []integWorkload{
 type integResult struct {
 	name, dev, tracer    string
 	traced, lost, kernel uint64
+	unlearned            uint64
 	medianErr            float64
 	errWindows           int
 	changes, reverts     int
@@ -197,7 +198,7 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	if !ok {
 		t.Fatalf("final status has no %s: %+v", name, final)
 	}
-	res.traced, res.lost = dst.TotalRequests, dst.EventsLost
+	res.traced, res.unlearned, res.lost = dst.TotalRequests, dst.Unlearned, dst.EventsLost
 	var sum uint64
 	for _, s := range a.windows() {
 		if d, ok := deviceStatus(s, name); ok {
@@ -209,16 +210,20 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	}
 	// The eBPF tracer loses a few requests under concurrent load (a
 	// missed issue or completion event: see agent/tracer/doc.go), counted
-	// in Stats.Lost, which the status reports: traced + lost must be the
-	// kernel's count exactly, and the losses rare.
-	if res.traced+res.lost != res.kernel || dst.EventsDropped != 0 {
-		t.Errorf("traced %d + lost %d requests (%d events dropped), the kernel completed %d (/sys/block/%s/stat delta %+v)",
-			res.traced, res.lost, dst.EventsDropped, res.kernel, name, k)
+	// in Stats.Lost, which the status reports. Requests that arrive while
+	// a window is evaluated beyond the pending bound (device.keepPending;
+	// a slow evaluation on a busy machine) are traced but dropped
+	// unlearned, counted in unlearnedRequests. traced + unlearned + lost
+	// must be the kernel's count exactly, and the losses rare.
+	if res.traced+res.unlearned+res.lost != res.kernel || dst.EventsDropped != 0 {
+		t.Errorf("traced %d + unlearned %d + lost %d requests (%d events dropped), the kernel completed %d (/sys/block/%s/stat delta %+v)",
+			res.traced, res.unlearned, res.lost, dst.EventsDropped, res.kernel, name, k)
 	}
 	if maxLost := res.kernel/integLostOneIn + 2; res.lost > maxLost {
 		t.Errorf("the tracer lost %d of %d requests, more than %d (1 in %d, plus 2)", res.lost, res.kernel, maxLost, integLostOneIn)
 	}
-	t.Logf("fio %.1f s: kernel %+v; traced %d + lost %d in %d windows", fioEnd.Sub(fioStart).Seconds(), k, res.traced, res.lost, final.Windows)
+	t.Logf("fio %.1f s: kernel %+v; traced %d + unlearned %d + lost %d in %d windows", fioEnd.Sub(fioStart).Seconds(), k,
+		res.traced, res.unlearned, res.lost, final.Windows)
 
 	// Model accuracy and decisions, window by window.
 	var errs []float64
@@ -434,7 +439,8 @@ func (a *runningAgent) stop(t *testing.T) agent.Status {
 // figures the test reads, as plain numbers.
 type devView struct {
 	Requests, Changes, Reverts, ReadAheadKiB int
-	TotalRequests, EventsLost, EventsDropped uint64
+	TotalRequests, Unlearned, EventsLost     uint64
+	EventsDropped                            uint64
 	Class, Current, Best, LastChangeWhat     string
 	Skipped, Error, Note                     string
 	GainPct, ModelErrorPct                   float64
@@ -457,9 +463,9 @@ func viewOf(d v1alpha1.DeviceState) devView {
 	}
 	v := devView{
 		Changes: int(d.Changes), Reverts: int(d.Reverts), ReadAheadKiB: int(d.Current.ReadAheadKiB),
-		TotalRequests: uint64(d.TotalRequests), EventsLost: uint64(d.EventsLost), EventsDropped: uint64(d.EventsDropped),
-		Class: string(d.Class), Current: d.Current.Scheduler, LastChangeWhat: d.LastChange,
-		ModelErrorPct: pct(d.ModelErrorPercent),
+		TotalRequests: uint64(d.TotalRequests), Unlearned: uint64(d.UnlearnedRequests), EventsLost: uint64(d.EventsLost),
+		EventsDropped: uint64(d.EventsDropped), Class: string(d.Class), Current: d.Current.Scheduler,
+		LastChangeWhat: d.LastChange, ModelErrorPct: pct(d.ModelErrorPercent),
 	}
 	if d.LastChangeTime != nil {
 		v.LastChange = d.LastChangeTime.Time

@@ -137,12 +137,19 @@ func TestPendingIsBounded(t *testing.T) {
 	if got, want := c.win.simulated(), reqs[len(reqs)-1000:]; !slices.Equal(got, want) {
 		t.Fatal("the window does not simulate the newest 1000 requests")
 	}
-	rep, err := c.endWindow(windowInput{Now: time.Unix(100, 0), Skip: "test"})
+	in := windowInput{Now: time.Unix(100, 0), Skip: "test"}
+	rep, err := c.endWindow(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep.Unlearned != len(reqs)-kept || rep.Requests != kept {
 		t.Errorf("report: %d requests, %d unlearned; want %d and %d", rep.Requests, rep.Unlearned, kept, len(reqs)-kept)
+	}
+	// The status accounts for every delivered request: traced and
+	// learned, or dropped unlearned.
+	d.report(rep, nil, in, &windowEnv{})
+	if st := d.status; st.TotalRequests+st.UnlearnedRequests != int64(len(reqs)) || st.UnlearnedRequests != int64(len(reqs)-kept) {
+		t.Errorf("status: totalRequests %d, unlearnedRequests %d; want %d and %d", st.TotalRequests, st.UnlearnedRequests, kept, len(reqs)-kept)
 	}
 	if c.win.unlearned != 0 {
 		t.Error("the next window starts with unlearned requests")

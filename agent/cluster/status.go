@@ -161,7 +161,7 @@ func governedEntry(d *v1alpha1.DeviceState, tracer v1alpha1.TracerKind) v1alpha1
 	id := diskEntry(d)
 	ds.Model, ds.Serial, ds.WWN, ds.SizeBytes, ds.Class = id.Model, id.Serial, id.WWN, id.SizeBytes, id.Class
 	ds.Current, ds.Original = id.Current, id.Original
-	ds.Tracer, ds.TotalRequests = tracer, 0
+	ds.Tracer, ds.TotalRequests, ds.UnlearnedRequests = tracer, 0, 0
 	ds.GovernedBy = truncate(ds.GovernedBy, 253)
 	if len(ds.Candidates) > v1alpha1.MaxDeviceCandidates {
 		ds.Candidates = ds.Candidates[:v1alpha1.MaxDeviceCandidates]

@@ -358,6 +358,14 @@ type DeviceState struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TotalRequests int64 `json:"totalRequests,omitempty"`
+	// unlearnedRequests is the number of the device's requests traced
+	// since the agent started that arrived while it was evaluating a
+	// window and were dropped, unlearned, to bound its memory;
+	// totalRequests does not include them. Like totalRequests, the
+	// NodeStorageState leaves it 0 (the window's note says it).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	UnlearnedRequests int64 `json:"unlearnedRequests,omitempty"`
 }
 
 // DeviceSettings is a device's block-stack setting as read from sysfs.
