@@ -28,6 +28,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -125,6 +126,10 @@ type Agent struct {
 	others []sysfs.Device
 	st     Status
 	notes  []string // the tracer's notes
+	// dispatch is the schedulers' CPU cost per request on this node
+	// (dispatchcost.go), or schedcost.Prior when it could not be
+	// measured.
+	dispatch schedcost.Costs
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pageCacheWatch
 	// writers names other writers of the devices' settings (nil when no
@@ -209,6 +214,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.notes = append(a.notes, "the previous run on this state directory ended without a clean shutdown (killed: out of memory, SIGKILL; or a node crash)")
 		a.opt.Log.Info("the previous run ended without a clean shutdown", "stateDir", a.opt.StateDir)
 	}
+	a.measureDispatch(ctx)
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}

@@ -56,6 +56,7 @@ func (a *Agent) configure(ps policySet) error {
 	a.release(devs)
 	a.forgetDropped(devs)
 	a.fitMemory(devs)
+	a.chargeDispatch(devs)
 	a.mu.Lock()
 	a.devs = devs
 	clear(a.byDev)

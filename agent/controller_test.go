@@ -3,6 +3,7 @@ package agent
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -86,6 +87,29 @@ func step(c *deviceController, reqs []trace.Request, now time.Time) (WindowRepor
 	return rep, err
 }
 
+// stepConfirmed runs reqs as a window, which must decide a switch by its
+// gain and hold it for confirmation (confirmSwitch), then the same
+// requests again, shifted to follow them, as the next window (a second
+// later), which confirms the switch: the second window's report.
+func stepConfirmed(t *testing.T, c *deviceController, reqs []trace.Request, now time.Time) (WindowReport, error) {
+	t.Helper()
+	rep, err := step(c, reqs, now)
+	if err != nil {
+		return rep, err
+	}
+	if rep.Reason != ReasonAwaitingConfirmation || rep.Action.Kind != ActionNone {
+		t.Fatalf("first window: reason %q, action %+v; want a switch held for confirmation", rep.Reason, rep.Action)
+	}
+	shift := reqs[len(reqs)-1].Complete + 1e6
+	next := slices.Clone(reqs)
+	for i := range next {
+		next[i].Arrival += shift
+		next[i].Dispatch += shift
+		next[i].Complete += shift
+	}
+	return step(c, next, now.Add(time.Second))
+}
+
 func newTestController(t *testing.T, apply bool) *deviceController {
 	t.Helper()
 	c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(apply))
@@ -118,7 +142,7 @@ func TestObserveModeNeverActs(t *testing.T) {
 func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +174,7 @@ func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
 func TestRegressionRevertsAndBacksOff(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
 	if err != nil || rep.Action.Kind != ActionApply {
 		t.Fatalf("first window: %v %+v", err, rep.Action)
 	}
@@ -331,5 +355,40 @@ func TestFirstWindowSetsBias(t *testing.T) {
 	c.learnBias(10_000, 100_000)
 	if want := 0.7*0.05 + 0.3*0.1; math.Abs(c.bias-want) > 1e-9 {
 		t.Fatalf("bias %.4f after the second window, want %.4f", c.bias, want)
+	}
+}
+
+// TestConfirmSwitch: a switch by its gain is made when the window before
+// decided the same one; a thrash-guard switch at once; a window that
+// decides no switch or another target starts over.
+func TestConfirmSwitch(t *testing.T) {
+	better := func(to string) decide.Decision {
+		return decide.Decision{Switch: true, Target: to, Reason: decide.ReasonBetter}
+	}
+	stay := decide.Decision{Reason: decide.ReasonBelowMargin}
+	pin := decide.Decision{Switch: true, Target: "mq-deadline", Reason: decide.ReasonPinned}
+	for _, tc := range []struct {
+		name string
+		seq  []decide.Decision
+		want []bool // confirmSwitch of each switch decision; a no-switch window resets (as decideWindow does)
+	}{
+		{"two windows agree", []decide.Decision{better("bfq"), better("bfq")}, []bool{false, true}},
+		{"stays confirmed while the windows agree", []decide.Decision{better("bfq"), better("bfq"), better("bfq")}, []bool{false, true, true}},
+		{"another target starts over", []decide.Decision{better("bfq"), better("kyber"), better("kyber")}, []bool{false, false, true}},
+		{"a window without a switch starts over", []decide.Decision{better("bfq"), stay, better("bfq")}, []bool{false, false, false}},
+		{"the thrash guard's pin at once", []decide.Decision{pin}, []bool{true}},
+	} {
+		c := &deviceController{}
+		for i, d := range tc.seq {
+			got := false
+			if d.Switch {
+				got = c.confirmSwitch(d)
+			} else {
+				c.proposed = ""
+			}
+			if got != tc.want[i] {
+				t.Errorf("%s: window %d (%s → %q): confirmed %v, want %v", tc.name, i, d.Reason, d.Target, got, tc.want[i])
+			}
+		}
 	}
 }

@@ -211,6 +211,19 @@ func (e *gateEnv) window(t *testing.T, scale float64) v1alpha1.DeviceState {
 	return e.feed(t, fifoWindow(uint64(n), 2000, 4, 4, int64(n)*10e9, scale))
 }
 
+// confirmed runs two windows: the first must decide a switch and hold it
+// for confirmation (confirmSwitch), writing nothing; the second's status
+// is returned.
+func (e *gateEnv) confirmed(t *testing.T, scale float64) v1alpha1.DeviceState {
+	t.Helper()
+	writes := len(e.fake.Writes())
+	st := e.window(t, scale)
+	if r := st.Recommendation; r == nil || r.Reason != ReasonAwaitingConfirmation || len(e.fake.Writes()) != writes {
+		t.Fatalf("window %d: recommendation %+v, writes %v; want a switch held for confirmation", e.seq, r, e.fake.Writes()[writes:])
+	}
+	return e.window(t, scale)
+}
+
 // feed ends one window of the device after reqs arrived (a 5 s window,
 // the seq-th) and returns its status.
 func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState {
@@ -243,9 +256,15 @@ func TestGrantGate(t *testing.T) {
 
 	// No grant: the recommendation is reported, nothing is written, and
 	// the change the controller asked for is forgotten (also by the
-	// thrash guard) so it is asked for again every window.
+	// thrash guard) so it is asked for again every window, once the
+	// second window has confirmed it.
 	for i := 0; i < 7; i++ {
-		st := e.window(t, 1)
+		var st v1alpha1.DeviceState
+		if i == 0 {
+			st = e.confirmed(t, 1)
+		} else {
+			st = e.window(t, 1)
+		}
 		if len(e.fake.Writes()) != 0 {
 			t.Fatalf("window %d: wrote %v without a grant", i, e.fake.Writes())
 		}
@@ -584,7 +603,7 @@ func TestOtherWriterYields(t *testing.T) {
 			})
 			e := newGateEnv(t, "sda", p)
 			e.allow = true
-			st := e.window(t, 1)
+			st := e.confirmed(t, 1)
 			if st.Applied == nil || st.Current.Scheduler == "none" {
 				t.Fatalf("no change to start from: %+v", st.Current)
 			}
@@ -675,7 +694,7 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
 	e := newGateEnv(t, "sda", p)
 	e.allow = true
-	if st := e.window(t, 1); st.Changes != 1 {
+	if st := e.confirmed(t, 1); st.Changes != 1 {
 		t.Fatalf("no change to start from: %+v", st)
 	}
 	changed := e.d.ctrl.lastChange
@@ -700,6 +719,11 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	p := testTuning("fleet", 3, v1alpha1.ModeApply, nil)
 	e := newGateEnv(t, "sda", p)
+	// A first window decides the switch and holds it for confirmation.
+	if st := e.feed(t, fifoWindow(1, 2000, 4, 4, 0, 1)); st.Recommendation == nil ||
+		st.Recommendation.Reason != ReasonAwaitingConfirmation {
+		t.Fatalf("first window: recommendation %+v, want a switch held for confirmation", st.Recommendation)
+	}
 	raced := false
 	e.env.grant = func(string, *v1alpha1.StorageTuning) bool {
 		if !raced {
@@ -712,10 +736,10 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	}
 	// Not feed: the window's error is the refused Apply, which it checks.
 	var mu sync.Mutex
-	e.d.pending = append(e.d.pending, fifoWindow(1, 2000, 4, 4, 10e9, 1)...)
+	e.d.pending = append(e.d.pending, fifoWindow(2, 2000, 4, 4, 10e9, 1)...)
 	e.d.ingest(&mu)
 	e.env.budget = newCPUBudget(time.Hour, 100)
-	e.d.window(time.Unix(1000, 0), e.env)
+	e.d.window(time.Unix(1010, 0), e.env)
 	st := e.d.status
 	if !raced || !strings.Contains(st.Window.ApplyError, "changed by another writer") {
 		t.Fatalf("raced %v; apply error %q, want the other writer's change refused", raced, st.Window.ApplyError)

@@ -62,6 +62,13 @@ type integWorkload struct {
 	// starts, so that the workload overwrites allocated blocks instead of
 	// allocating the sparse backing file as it goes ("": none).
 	prefill string
+	// stayNone is set where every scheduler is slower than none on a loop
+	// device: 4 KiB random reads, at 22–36 % fewer IOPS under kyber,
+	// mq-deadline and bfq on the 2-core test machine (fio, quiet machine;
+	// agent/schedcost's package doc). The agent must not switch away from
+	// none there: in a CI run before the dispatch costs were charged it
+	// switched to mq-deadline for a predicted +23.8 % and measured +151.8 %.
+	stayNone bool
 }
 
 // The random loads come last: the tests of other packages that go test
@@ -69,18 +76,18 @@ type integWorkload struct {
 // loads whose model error is least sensitive to CPU contention.
 var integWorkloads = []integWorkload{
 	// rw=read:8k adds 8 KiB to each offset: read 4 KiB, skip 8 KiB.
-	{"strided-4k-skip-8k", []string{"--rw=read:8k", "--bs=4k", "--ioengine=psync", "--numjobs=1"}, ""},
+	{"strided-4k-skip-8k", []string{"--rw=read:8k", "--bs=4k", "--ioengine=psync", "--numjobs=1"}, "", false},
 	// Four sequential streams, each over its own quarter of the device.
 	{"seqread-64k-x4", []string{"--rw=read", "--bs=64k", "--ioengine=psync", "--numjobs=4",
-		"--size=256m", "--offset_increment=256m"}, ""},
-	{"randread-4k", []string{"--rw=randread", "--bs=4k", "--ioengine=libaio", "--iodepth=4", "--numjobs=4"}, ""},
+		"--size=256m", "--offset_increment=256m"}, "", false},
+	{"randread-4k", []string{"--rw=randread", "--bs=4k", "--ioengine=libaio", "--iodepth=4", "--numjobs=4"}, "", true},
 	// Over the first 128 MiB only, written beforehand. Writes that
 	// allocate the sparse backing file are several times slower than
 	// overwrites and get rarer as it fills, a drift no model of a fixed
 	// device follows; and freeing a 1 GiB file of scattered 4 KiB blocks
 	// after the test takes tens of seconds.
 	{"randrw-70-30", []string{"--rw=randrw", "--rwmixread=70", "--bs=4k", "--ioengine=libaio", "--iodepth=4", "--numjobs=2",
-		"--size=128m"}, "128m"},
+		"--size=128m"}, "128m", false},
 }
 
 // integResult is one workload's line of the summary.
@@ -236,6 +243,9 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 			d.LastChangeWhat, prefixed("  skipped: ", d.Skipped), prefixed("  error: ", d.Error))
 		if d.Error != "" {
 			t.Errorf("window %d: %s", s.Windows, d.Error)
+		}
+		if w.stayNone && d.Current != "none" {
+			t.Errorf("window %d: scheduler %s, where none is the fastest", s.Windows, d.Current)
 		}
 		if d.Note != "" && !slices.Contains(notes, d.Note) {
 			notes = append(notes, d.Note)

@@ -141,7 +141,7 @@ func TestCorrectionAfterRefutedSwitch(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
 	w := fifoWindow(1, 2000, 4, 4, 0, 1)
-	rep, err := step(c, w, now)
+	rep, err := stepConfirmed(t, c, w, now)
 	if err != nil || rep.Action.Kind != ActionApply {
 		t.Fatalf("first window: %v %+v", err, rep.Action)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // Candidate is one setting of a device: an elevator with tunables, and
@@ -123,6 +124,15 @@ type Options struct {
 	// per-request dispatch (CPU) cost on a fast device, are measured on the
 	// node.
 	Corrections map[string]float64
+	// DispatchCostNs is each scheduler's CPU time per request beyond
+	// none's, ns, as measured on the node (agent/schedcost); CPUs is the
+	// number of CPUs that serve the block layer (0: runtime.NumCPU()). The
+	// simulator charges no CPU, so the decision multiplies a candidate's
+	// measure by DispatchFactor: the share of the CPUs its scheduler's
+	// extra cost would take at the window's request rate. nil charges
+	// nothing.
+	DispatchCostNs map[string]float64
+	CPUs           int
 	// ResponseQuantiles, when > 0, keeps at most this many exact quantiles
 	// of each candidate's response times in its Result
 	// (sim.Config.ResponseQuantiles), for drawing their CDFs.
@@ -193,6 +203,85 @@ type Report struct {
 	// PendingAtSwitch is the number of queued requests used for the switch
 	// cost (T_change = pending × mean service time, DADS §4.2).
 	PendingAtSwitch int
+	// BusyRate is the window's requests per second of busy time (time
+	// with at least one request between arrival and completion), as
+	// recorded: the rate DispatchFactors are taken at.
+	BusyRate float64
+	// DispatchFactors is, by scheduler, the factor its candidates'
+	// measures were multiplied by for their dispatch cost
+	// (Options.DispatchCostNs); nil when no cost was given.
+	DispatchFactors map[string]float64
+}
+
+// DispatchFactor is the factor the decision multiplied scheduler's
+// candidates' measures by for its dispatch cost (1: none charged).
+func (r Report) DispatchFactor(scheduler string) float64 {
+	if f, ok := r.DispatchFactors[scheduler]; ok {
+		return f
+	}
+	return 1
+}
+
+// Predicted is o's predicted measure under rank k, ns: the simulated
+// measure times its scheduler's dispatch factor in r, without learned
+// corrections.
+func (r Report) Predicted(k Rank, o Outcome) float64 {
+	return float64(k.Measure(o.Result)) * r.DispatchFactor(o.Candidate.Scheduler)
+}
+
+// dispatchFactors is 1 + rate × cost ÷ CPUs for each scheduler of
+// opt.DispatchCostNs: the extra CPU time a second of the window's work
+// would take under that scheduler, as a share of the CPUs. A fast device
+// whose requests keep the CPUs busy slows by that share; a disk at a few
+// hundred requests a second not measurably (1 + 10⁻⁴). The share charges
+// the whole cost to the application even when CPUs are idle, which
+// over-states it on a moderately loaded device: a scheduler must then win
+// by more to be chosen, never by less.
+func dispatchFactors(opt Options, rate float64) map[string]float64 {
+	if len(opt.DispatchCostNs) == 0 || rate <= 0 {
+		return nil
+	}
+	cpus := opt.CPUs
+	if cpus <= 0 {
+		cpus = runtime.NumCPU()
+	}
+	f := make(map[string]float64, len(opt.DispatchCostNs))
+	for s, ns := range opt.DispatchCostNs {
+		f[s] = 1 + rate*max(ns, 0)*1e-9/float64(cpus)
+	}
+	return f
+}
+
+// busyRate is reqs' requests per second of busy time: the union of their
+// [arrival, completion] intervals (arrival order; a request without a
+// completion counts from its arrival to its arrival), or of the arrivals'
+// span when that is empty. 0 for fewer than two requests.
+func busyRate(reqs []trace.Request) float64 {
+	if len(reqs) < 2 {
+		return 0
+	}
+	var busy int64
+	start, end := reqs[0].Arrival, reqs[0].Arrival
+	for i := range reqs {
+		q := &reqs[i]
+		done := q.Arrival
+		if q.Complete != trace.Unknown && q.Complete > q.Arrival {
+			done = q.Complete
+		}
+		if q.Arrival > end {
+			busy += end - start
+			start = q.Arrival
+		}
+		end = max(end, done)
+	}
+	busy += end - start
+	if busy <= 0 {
+		busy = reqs[len(reqs)-1].Arrival - reqs[0].Arrival
+	}
+	if busy <= 0 {
+		return 0
+	}
+	return float64(len(reqs)) / (float64(busy) / 1e9)
 }
 
 // ErrNoModel is returned when Options.Model is nil.
@@ -216,6 +305,10 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	}
 	rep := Report{Current: opt.Current.Name(), Requests: w.Len(), Outcomes: outs, Loop: outs[0].Result.Loop}
 
+	if len(opt.DispatchCostNs) > 0 {
+		rep.BusyRate = busyRate(w.Requests())
+		rep.DispatchFactors = dispatchFactors(opt, rep.BusyRate)
+	}
 	cur := find(outs, opt.Current)
 	rep.Concurrency = concurrency(cur.Result)
 	rep.PendingAtSwitch = int(rep.Concurrency + 0.5)
@@ -225,7 +318,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	var dc []decide.Candidate
 	for _, o := range outs {
 		if o.Candidate.Cache == opt.Current.Cache {
-			dc = append(dc, decide.Candidate{Name: o.Candidate.Name(), TotalNs: corrected(opt, o)})
+			dc = append(dc, decide.Candidate{Name: o.Candidate.Name(), TotalNs: corrected(opt, rep, o)})
 		}
 	}
 	cfg := opt.Decide
@@ -294,14 +387,14 @@ func evalADA(w *sim.Window, on, off *Outcome, opt Options) (sim.ADAResult, error
 	return a, err
 }
 
-// corrected is o's measure under opt.Rank times its learned correction,
-// ns.
-func corrected(opt Options, o Outcome) int64 {
-	v := opt.Rank.Measure(o.Result)
+// corrected is o's predicted measure under opt.Rank (Report.Predicted:
+// with its dispatch factor) times its learned correction, ns.
+func corrected(opt Options, rep Report, o Outcome) int64 {
+	v := rep.Predicted(opt.Rank, o)
 	if f, ok := opt.Corrections[o.Candidate.Name()]; ok && f > 0 {
-		return int64(float64(v) * f)
+		v *= f
 	}
-	return v
+	return int64(v)
 }
 
 // ScreenTolerancePct is how far, in percentage points, a screening pass's
