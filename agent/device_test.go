@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -749,5 +750,31 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	}
 	if st.Applied != nil || st.Changes != 0 {
 		t.Errorf("applied %+v, changes %d", st.Applied, st.Changes)
+	}
+}
+
+// TestWindowShowsDispatchCharges: a window that charged the schedulers'
+// CPU costs shows the factor of each but none in its status; one that
+// charged nothing shows none.
+func TestWindowShowsDispatchCharges(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeObserve, nil)
+	e := newGateEnv(t, "sda", p)
+	if st := e.window(t, 1); len(st.Window.DispatchCharges) != 0 {
+		t.Fatalf("no costs, charges %+v", st.Window.DispatchCharges)
+	}
+	// Costs in ms, so that the disk's few hundred requests a second give
+	// factors well above 1.
+	e.d.ctrl.policy.Engine.DispatchCostNs = map[string]float64{"none": 0, "mq-deadline": 3e6, "bfq": 4.4e6}
+	e.d.ctrl.policy.Engine.CPUs = 2
+	st := e.window(t, 1)
+	got := st.Window.DispatchCharges
+	if len(got) != 2 || got[0].Scheduler != "bfq" || got[1].Scheduler != "mq-deadline" {
+		t.Fatalf("charges %+v, want bfq and mq-deadline", got)
+	}
+	bfq, _ := strconv.ParseFloat(got[0].Factor, 64)
+	dl, _ := strconv.ParseFloat(got[1].Factor, 64)
+	// One rate for both: the factors' excesses are as the costs, 4.4:3.
+	if dl <= 1.01 || math.Abs((bfq-1)/(dl-1)-4.4/3) > 0.05 {
+		t.Errorf("factors bfq %s, mq-deadline %s; want both above 1, their excesses as 4.4 to 3", got[0].Factor, got[1].Factor)
 	}
 }

@@ -2,7 +2,8 @@ package agent
 
 // The evidence a device's recommendations rest on, in its status (issue
 // 14 item 6): the read-ahead measurements of the last window, the learned
-// corrections and the last verification.
+// corrections, the last verification, and the window's charges for each
+// scheduler's CPU cost.
 
 import (
 	"maps"
@@ -10,10 +11,28 @@ import (
 	"strconv"
 
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/engine"
 )
 
 // maxCorrections bounds status.corrections (the schema's MaxItems).
 const maxCorrections = 16
+
+// maxDispatchCharges bounds window.dispatchCharges (the schema's
+// MaxItems).
+const maxDispatchCharges = 8
+
+// dispatchCharges is r's dispatch factors by scheduler, none's (always
+// 1) left out, sorted by name; nil when nothing was charged.
+func dispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
+	var out []v1alpha1.DispatchCharge
+	for _, s := range slices.Sorted(maps.Keys(r.DispatchFactors)) {
+		if s == "none" || len(out) == maxDispatchCharges {
+			continue
+		}
+		out = append(out, v1alpha1.DispatchCharge{Scheduler: s, Factor: strconv.FormatFloat(r.DispatchFactors[s], 'f', 3, 64)})
+	}
+	return out
+}
 
 // showEvidence puts the controller's evidence into the status.
 func (d *device) showEvidence() {

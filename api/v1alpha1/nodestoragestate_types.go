@@ -681,6 +681,30 @@ type WindowState struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	ApplyError string `json:"applyError,omitempty"`
+	// dispatchCharges is, by scheduler, the factor the window multiplied
+	// its candidates' predicted time by for the scheduler's CPU time per
+	// request beyond none's, as measured on the node, at the window's
+	// request rate (1 + rate × cost ÷ CPUs; docs/agent.md). Empty when
+	// nothing was charged.
+	// +listType=map
+	// +listMapKey=scheduler
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	DispatchCharges []DispatchCharge `json:"dispatchCharges,omitempty"`
+}
+
+// DispatchCharge is the factor a window charged one scheduler for its
+// CPU cost per request.
+type DispatchCharge struct {
+	// scheduler is the scheduler's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	Scheduler string `json:"scheduler"`
+	// factor multiplies the predicted time of the scheduler's candidates
+	// (1 or more), decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9]+(\.[0-9]+)?$`
+	Factor string `json:"factor"`
 }
 
 // Condition types of NodeStorageState.
