@@ -26,8 +26,11 @@ const maxDispatchCharges = 8
 func dispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
 	var out []v1alpha1.DispatchCharge
 	for _, s := range slices.Sorted(maps.Keys(r.DispatchFactors)) {
-		if s == "none" || len(out) == maxDispatchCharges {
+		if s == "none" {
 			continue
+		}
+		if len(out) == maxDispatchCharges {
+			break
 		}
 		out = append(out, v1alpha1.DispatchCharge{Scheduler: s, Factor: strconv.FormatFloat(r.DispatchFactors[s], 'f', 3, 64)})
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/internal/fsutil"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -54,25 +55,5 @@ func loadModel(stateDir string, sd sysfs.Device) (m *model.Model, loaded bool) {
 // saveModel writes the device's model atomically (temp file, fsync,
 // rename).
 func saveModel(stateDir string, d *device) error {
-	path := ModelPath(stateDir, d.sys)
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".model-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := d.ctrl.model.Save(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return fsutil.WriteAtomic(ModelPath(stateDir, d.sys), 0o600, d.ctrl.model.Save)
 }

@@ -10,12 +10,13 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
 // memBytes is the size of the memory file behind the calibration's loop
@@ -322,22 +323,15 @@ func alignedBuf(n int) []byte {
 	return b[off : off+n]
 }
 
-// offeredSchedulers lists the schedulers queue/scheduler offers, and the
-// selected one (in brackets).
+// offeredSchedulers reads queue/scheduler: the schedulers offered and
+// the selected one (sysfs.ParseScheduler).
 func offeredSchedulers(path string) (offered []string, current string, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("schedcost: %w", err)
 	}
-	for _, f := range strings.Fields(string(b)) {
-		name := strings.Trim(f, "[]")
-		if name != f {
-			current = name
-		}
-		offered = append(offered, name)
-	}
-	if current == "" {
-		return nil, "", fmt.Errorf("schedcost: %s selects no scheduler: %q", path, b)
+	if offered, current, err = sysfs.ParseScheduler(string(b)); err != nil {
+		return nil, "", fmt.Errorf("schedcost: %s: %w", path, err)
 	}
 	return offered, current, nil
 }

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -199,5 +200,8 @@ func Save(stateDir string, c Costs) error {
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteFileAtomic(filepath.Join(stateDir, FileName), append(b, '\n'), 0o644)
+	return fsutil.WriteAtomic(filepath.Join(stateDir, FileName), 0o644, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
 }

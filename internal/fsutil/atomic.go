@@ -1,15 +1,17 @@
 package fsutil
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 )
 
-// WriteFileAtomic writes data to path durably: to a temporary file in the
-// same directory (created if missing), fsync'd, then renamed over path,
-// so that a reader sees the old content or the new, never a part. It
-// returns the first error; the temporary file is removed on failure.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+// WriteAtomic writes a file at path durably with write: to a temporary
+// file in the same directory (created 0755 if missing), fsync'd, given
+// perm, then renamed over path, so that a reader sees the old content or
+// the new, never a part. It returns the first error, write's included;
+// the temporary file is removed on failure.
+func WriteAtomic(path string, perm os.FileMode, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -19,17 +21,15 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
+	for _, step := range []func() error{
+		func() error { return write(tmp) },
+		func() error { return tmp.Chmod(perm) },
+		tmp.Sync,
+	} {
+		if err := step(); err != nil {
+			tmp.Close()
+			return err
+		}
 	}
 	if err := tmp.Close(); err != nil {
 		return err
