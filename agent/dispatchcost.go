@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 
@@ -22,7 +23,7 @@ func (a *Agent) measureDispatch(ctx context.Context) {
 		a.notes = append(a.notes, "scheduler costs measured before are ignored: "+err.Error())
 	}
 	if !c.Usable(schedcost.Kernel(), runtime.NumCPU()) {
-		if c, err = measureOnce(ctx, a.opt.HostRoot); err != nil {
+		if c, err = measureOnce(ctx, a.opt.HostRoot, a.opt.StateDir); err != nil {
 			a.notes = append(a.notes, "scheduler dispatch costs not measured, BFQ's documented figures charged instead "+
 				"(measured again at the next start): "+err.Error())
 			a.dispatch = schedcost.Prior(runtime.NumCPU())
@@ -72,15 +73,16 @@ type measurement struct {
 	err error
 }
 
-// measureOnce is schedcost.Measure with default options, once per host
-// root and process; a cancelled measurement is not kept.
-func measureOnce(ctx context.Context, hostRoot string) (schedcost.Costs, error) {
+// measureOnce is schedcost.Measure with default options, recording the
+// loop device's scheduler under stateDir, once per host root and
+// process; a cancelled measurement is not kept.
+func measureOnce(ctx context.Context, hostRoot, stateDir string) (schedcost.Costs, error) {
 	measured.Lock()
 	defer measured.Unlock()
 	if m, ok := measured.byRoot[hostRoot]; ok {
 		return m.c, m.err
 	}
-	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{})
+	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{RecordDir: filepath.Join(stateDir, "node")})
 	if ctx.Err() == nil {
 		if measured.byRoot == nil {
 			measured.byRoot = map[string]measurement{}

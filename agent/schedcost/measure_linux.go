@@ -2,14 +2,17 @@ package schedcost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -17,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/internal/fsutil"
 )
 
 // memBytes is the size of the memory file behind the calibration's loop
@@ -36,6 +40,9 @@ const memBytes = 16 << 20
 // ErrContended, or ctx was cancelled.
 func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 	opt.defaults()
+	if err := recoverLeftover(hostRoot, opt.RecordDir); err != nil {
+		return Costs{}, err
+	}
 	lo, err := attachMemLoop()
 	if err != nil {
 		return Costs{}, err
@@ -47,8 +54,16 @@ func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 		return Costs{}, err
 	}
 	// The loop device outlives its detachment: leave it with the
-	// scheduler it had (runs before the detach, deferred above).
-	defer func() { _ = os.WriteFile(schedFile, []byte(orig), 0) }()
+	// scheduler it had (runs before the detach, deferred above), recorded
+	// first, so that a crash meanwhile is mended by the next Measure.
+	if err := writeRecord(opt.RecordDir, loopRecord{Device: lo.name, Scheduler: orig}); err != nil {
+		return Costs{}, err
+	}
+	defer func() {
+		if os.WriteFile(schedFile, []byte(orig), 0) == nil {
+			removeRecord(opt.RecordDir)
+		}
+	}()
 	var scheds []string
 	for _, s := range opt.Schedulers {
 		if slices.Contains(offered, s) {
@@ -120,6 +135,73 @@ func countPhases(m map[string][]phaseResult) int {
 		n += len(rs)
 	}
 	return n
+}
+
+// loopRecord is the calibration loop device's scheduler before Measure
+// changed it, kept in Options.RecordDir while it measures.
+type loopRecord struct {
+	Device    string `json:"device"`
+	Scheduler string `json:"scheduler"`
+}
+
+// recordName is the record's file in Options.RecordDir.
+const recordName = "schedcost-loop.json"
+
+func writeRecord(dir string, r loopRecord) error {
+	if dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := fsutil.WriteAtomic(filepath.Join(dir, recordName), 0o644, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
+		return fmt.Errorf("schedcost: record %s's scheduler before changing it: %w", r.Device, err)
+	}
+	return nil
+}
+
+func removeRecord(dir string) {
+	if dir != "" {
+		_ = os.Remove(filepath.Join(dir, recordName))
+	}
+}
+
+// recoverLeftover puts back the scheduler a Measure that did not finish
+// (a crash, SIGKILL) left on its loop device, when that device is still
+// detached (no loop/ directory in sysfs); a device attached since belongs
+// to whoever attached it, and is left alone. The record is then dropped.
+// A record that cannot be read or parsed is an error naming it.
+func recoverLeftover(hostRoot, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	path := filepath.Join(dir, recordName)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	var r loopRecord
+	if err == nil {
+		err = json.Unmarshal(b, &r)
+	}
+	if err == nil && !strings.HasPrefix(r.Device, "loop") {
+		err = fmt.Errorf("device %q is not a loop device", r.Device)
+	}
+	if err != nil {
+		return fmt.Errorf("schedcost: %s: %w", path, err)
+	}
+	dev := filepath.Join(hostRoot, "/sys/block", r.Device)
+	if _, err := os.Stat(filepath.Join(dev, "loop")); errors.Is(err, fs.ErrNotExist) {
+		if err := os.WriteFile(filepath.Join(dev, "queue/scheduler"), []byte(r.Scheduler), 0); err != nil &&
+			!errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("schedcost: put back %s's scheduler %s: %w", r.Device, r.Scheduler, err)
+		}
+	}
+	return os.Remove(path)
 }
 
 // Kernel is the running kernel's release (uname -r), "" when uname fails.

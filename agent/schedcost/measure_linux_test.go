@@ -36,7 +36,8 @@ func TestMeasure(t *testing.T) {
 	lo.close()
 	// Three rounds: the last phase is not none's (rounds alternate in
 	// direction), so a scheduler left behind would show.
-	c, err := Measure(context.Background(), "", Options{Rounds: 3})
+	rec := t.TempDir()
+	c, err := Measure(context.Background(), "", Options{Rounds: 3, RecordDir: rec})
 	if errors.Is(err, ErrContended) {
 		// A busy machine: the measurement declines, and leaves nothing.
 		t.Logf("contended: %v", err)
@@ -58,6 +59,9 @@ func TestMeasure(t *testing.T) {
 	}
 	if after := memLoops(t); after != before {
 		t.Errorf("%d loop devices over a memfd before, %d after: the calibration's was not detached", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(rec, recordName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record of the loop device's scheduler is left after it was put back: %v", err)
 	}
 	// The lowest free loop device, as a moment ago, unless another
 	// process took it meanwhile.
@@ -113,5 +117,58 @@ func TestMeasureDeclinesWhenContended(t *testing.T) {
 	_, err := Measure(context.Background(), "", Options{Rounds: 2})
 	if !errors.Is(err, ErrContended) {
 		t.Errorf("measured beside %d busy processes: %v, want ErrContended", n, err)
+	}
+}
+
+// TestMeasureRecoversLeftover: a record left by a Measure that did not
+// finish puts the scheduler back on its loop device while the device is
+// still detached, and is dropped; a bad record is an error naming it.
+func TestMeasureRecoversLeftover(t *testing.T) {
+	loopdev.NeedLoop(t, "changes a free loop device's scheduler")
+	lo, err := attachMemLoop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := lo.name
+	lo.close()
+	schedFile := filepath.Join("/sys/block", name, "queue/scheduler")
+	offered, orig, err := offeredSchedulers(schedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := ""
+	for _, s := range offered {
+		if s != orig {
+			other = s
+			break
+		}
+	}
+	if other == "" {
+		t.Skipf("%s offers only %s", name, orig)
+	}
+	// As a Measure killed during its phases leaves it.
+	dir := t.TempDir()
+	if err := writeRecord(dir, loopRecord{Device: name, Scheduler: orig}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(schedFile, []byte(other), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.WriteFile(schedFile, []byte(orig), 0) })
+	if err := recoverLeftover("", dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, now, _ := offeredSchedulers(schedFile); now != orig {
+		t.Errorf("%s has %s after the recovery, want %s", name, now, orig)
+	}
+	if _, err := os.Stat(filepath.Join(dir, recordName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record is kept after the recovery: %v", err)
+	}
+	path := filepath.Join(dir, recordName)
+	if err := os.WriteFile(path, []byte(`{"device":"sda","scheduler":"none"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := recoverLeftover("", dir); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a record naming sda: %v, want an error naming %s", err, path)
 	}
 }

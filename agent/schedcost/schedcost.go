@@ -13,7 +13,7 @@
 // Measure reads a private loop device over an empty memfd (RAM, no disk:
 // the device's own service time is a copy of the zero page) under each
 // scheduler in turn, in rotated phases, and takes the submitting threads'
-// CPU time per request (getrusage RUSAGE_THREAD). That counts the
+// CPU time per request (/proc/thread-self/schedstat). That counts the
 // submission path, where blk-mq inserts into the elevator and, when it
 // runs the queue synchronously, dispatches from it; it does not count
 // completion-side work done in the loop driver's worker threads, so the
@@ -54,6 +54,10 @@ type Options struct {
 	// Warmup is each phase's unmeasured start (default 20 ms) and Phase
 	// its measured part (default 150 ms).
 	Warmup, Phase time.Duration
+	// RecordDir is where the loop device's scheduler is recorded before
+	// Measure changes it, and found again by the next Measure when a
+	// crash kept it from being put back ("": not recorded).
+	RecordDir string
 }
 
 func (o *Options) defaults() {
