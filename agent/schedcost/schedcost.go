@@ -17,10 +17,10 @@
 // submission path, where blk-mq inserts into the elevator and, when it
 // runs the queue synchronously, dispatches from it; it does not count
 // completion-side work done in the loop driver's worker threads, so the
-// figures are a lower bound. On the test machine they were 3.0 µs
-// (mq-deadline), 2.5 µs (kyber) and 4.4 µs (bfq) per request, against
-// 2.6, 2.1 and 4.3 µs derived from fio's IOPS at queue depth 16 over two
-// saturated CPUs.
+// figures are a lower bound. On the quiet test machine they were
+// 2.4–3.0 µs (mq-deadline), 2.5–3.2 µs (kyber) and 3.6–4.4 µs (bfq) per
+// request over three runs, against 2.6, 2.1 and 4.3 µs derived from fio's
+// IOPS at queue depth 16 over two saturated CPUs.
 package schedcost
 
 import (
