@@ -347,3 +347,18 @@ func TestAgentHostTools(t *testing.T) {
 			len(on.Volumes), len(on.Containers[0].VolumeMounts), len(def.Volumes), len(def.Containers[0].VolumeMounts), len(want))
 	}
 }
+
+// TestTerminationMessageFromLogs: the agent and the operator say why a
+// run ended: with FallbackToLogsOnError, a container that exits with an
+// error gets its last log lines as its termination message, which
+// `kubectl describe pod` and the e2e restart check show after the restart.
+func TestTerminationMessageFromLogs(t *testing.T) {
+	for name, p := range podSpecs(t, renderDefault(t)) {
+		if name == "cleanup" {
+			continue
+		}
+		if got := p.Containers[0].TerminationMessagePolicy; got != corev1.TerminationMessageFallbackToLogsOnError {
+			t.Errorf("%s: terminationMessagePolicy %q, want %s", name, got, corev1.TerminationMessageFallbackToLogsOnError)
+		}
+	}
+}
