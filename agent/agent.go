@@ -214,10 +214,16 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.notes = append(a.notes, "the previous run on this state directory ended without a clean shutdown (killed: out of memory, SIGKILL; or a node crash)")
 		a.opt.Log.Info("the previous run ended without a clean shutdown", "stateDir", a.opt.StateDir)
 	}
-	a.measureDispatch(ctx)
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}
+	configured := len(a.notes) // the notes configure put in the status
+	// Measured once devices are selected (a policy that selects none
+	// fails first) and before any is traced.
+	a.measureDispatch(ctx)
+	a.mu.Lock()
+	a.chargeDispatch(a.devs)
+	a.mu.Unlock()
 	tr, err := tracer.New(tracer.Options{Devices: a.devNumbers(), Kind: a.opt.Tracer})
 	if err != nil {
 		return fmt.Errorf("start tracer: %w", err)
@@ -243,7 +249,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.pcache = &pageCacheWatch{p: pc}
 		a.trackPageCache()
 	}
-	a.st.Notes = append(a.notes, a.st.Notes...)
+	a.st.Notes = append(a.st.Notes, a.notes[configured:]...)
 	if err := a.loop(ctx); err != nil {
 		return err
 	}
