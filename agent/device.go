@@ -221,7 +221,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	w.Best, w.BestGainPercent = r.Decision.Best, v1alpha1.FormatPercent(r.Decision.BestImprovementPct)
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
 	w.DispatchCharges = dispatchCharges(r)
-	st.Candidates = topCandidates(r, v1alpha1.MaxDeviceCandidates)
+	st.Candidates = topCandidates(r, d.ctrl.policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
 	d.showEvidence()
 	if rep.Target != nil {
 		d.target = rep.Target

@@ -491,7 +491,7 @@ func TestTopCandidates(t *testing.T) {
 		outs = append(outs, engine.Outcome{Candidate: engine.Candidate{Scheduler: n}, Result: sim.Result{TotalServiceNs: int64(i+1) * 1000}})
 	}
 	r := &engine.Report{Current: "cur", Outcomes: outs}
-	got := topCandidates(r, 8)
+	got := topCandidates(r, engine.RankService, 8)
 	if len(got) != 8 || got[0].Name != "a" || got[6].Name != "g" || got[7].Name != "cur" {
 		t.Fatalf("top %+v", got)
 	}
@@ -500,9 +500,23 @@ func TestTopCandidates(t *testing.T) {
 	}
 	// Current among the fastest: the first n.
 	r.Current = "b"
-	got = topCandidates(r, 3)
+	got = topCandidates(r, engine.RankService, 3)
 	if len(got) != 3 || got[2].Name != "c" || got[1].PredictedGainPercent != "0.0" || got[2].PredictedGainPercent != "-50.0" {
 		t.Errorf("top with current among them %+v", got)
+	}
+	// Ranked as the decision ranks: by what the application waits for,
+	// with each scheduler's dispatch charge. "a" has the least service
+	// time but the longest wait; "b" is charged twice its wait.
+	outs = []engine.Outcome{
+		{Candidate: engine.Candidate{Scheduler: "a"}, Result: sim.Result{TotalServiceNs: 1000, WaitNs: 9000}},
+		{Candidate: engine.Candidate{Scheduler: "b"}, Result: sim.Result{TotalServiceNs: 2000, WaitNs: 3000}},
+		{Candidate: engine.Candidate{Scheduler: "none"}, Result: sim.Result{TotalServiceNs: 3000, WaitNs: 4000}},
+	}
+	r = &engine.Report{Current: "none", Outcomes: outs, DispatchFactors: map[string]float64{"b": 2}}
+	got = topCandidates(r, engine.RankWait, 3)
+	if got[0].Name != "none" || got[1].Name != "b" || got[2].Name != "a" || got[1].PredictedGainPercent != "-50.0" ||
+		got[2].PredictedGainPercent != "-125.0" || got[2].PredictedServiceTimeMicros != 1 {
+		t.Errorf("ranked by the charged wait %+v", got)
 	}
 }
 

@@ -42,27 +42,36 @@ type Status struct {
 // MarshalStatus encodes a status as indented JSON.
 func MarshalStatus(st Status) ([]byte, error) { return json.MarshalIndent(st, "", "  ") }
 
-// topCandidates returns the n fastest candidates of the report, fastest
-// first (ties by name), the current setting always included; predicted
-// service times in µs, gains in percent of the current setting's.
-func topCandidates(r *engine.Report, n int) []v1alpha1.CandidateResult {
-	outs := slices.Clone(r.Outcomes)
-	slices.SortStableFunc(outs, func(a, b engine.Outcome) int {
-		if c := cmp.Compare(a.Result.TotalServiceNs, b.Result.TotalServiceNs); c != 0 {
+// topCandidates returns the n fastest candidates of the report by the
+// measure the decision ranks them by (rank, with each scheduler's
+// dispatch charge: Report.Predicted), fastest first (ties by name), the
+// current setting always included; predicted service times in µs, gains
+// in percent of the current setting's measure.
+func topCandidates(r *engine.Report, rank engine.Rank, n int) []v1alpha1.CandidateResult {
+	type ranked struct {
+		o    engine.Outcome
+		pred float64
+	}
+	outs := make([]ranked, len(r.Outcomes))
+	for i, o := range r.Outcomes {
+		outs[i] = ranked{o, r.Predicted(rank, o)}
+	}
+	slices.SortStableFunc(outs, func(a, b ranked) int {
+		if c := cmp.Compare(a.pred, b.pred); c != 0 {
 			return c
 		}
-		return cmp.Compare(a.Candidate.Name(), b.Candidate.Name())
+		return cmp.Compare(a.o.Candidate.Name(), b.o.Candidate.Name())
 	})
-	var curNs int64
-	cur := -1
+	var cur float64
+	at := -1
 	for i, o := range outs {
-		if o.Candidate.Name() == r.Current {
-			curNs, cur = o.Result.TotalServiceNs, i
+		if o.o.Candidate.Name() == r.Current {
+			cur, at = o.pred, i
 		}
 	}
 	if len(outs) > n {
-		if cur >= n {
-			outs = append(outs[:n-1], outs[cur])
+		if at >= n {
+			outs = append(outs[:n-1], outs[at])
 		} else {
 			outs = outs[:n]
 		}
@@ -70,11 +79,11 @@ func topCandidates(r *engine.Report, n int) []v1alpha1.CandidateResult {
 	out := make([]v1alpha1.CandidateResult, len(outs))
 	for i, o := range outs {
 		gain := 0.0
-		if curNs > 0 {
-			gain = 100 * float64(curNs-o.Result.TotalServiceNs) / float64(curNs)
+		if cur > 0 {
+			gain = 100 * (cur - o.pred) / cur
 		}
-		out[i] = v1alpha1.CandidateResult{Name: CandidateSpec(o.Candidate),
-			PredictedServiceTimeMicros: max(o.Result.TotalServiceNs/1000, 0), PredictedGainPercent: v1alpha1.FormatPercent(gain)}
+		out[i] = v1alpha1.CandidateResult{Name: CandidateSpec(o.o.Candidate),
+			PredictedServiceTimeMicros: max(o.o.Result.TotalServiceNs/1000, 0), PredictedGainPercent: v1alpha1.FormatPercent(gain)}
 	}
 	return out
 }

@@ -398,8 +398,10 @@ type CandidateResult struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	PredictedServiceTimeMicros int64 `json:"predictedServiceTimeMicros"`
-	// predictedGainPercent is the improvement over the current setting,
-	// percent, decimal string ("4.2", "-56.3").
+	// predictedGainPercent is the improvement over the current setting in
+	// the measure the decision ranks candidates by (what the application
+	// waits for, with the scheduler's dispatch charge), percent, decimal
+	// string ("4.2", "-56.3"). Candidates are listed fastest first by it.
 	// +kubebuilder:validation:MaxLength=16
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
