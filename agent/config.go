@@ -38,6 +38,7 @@ func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
 		// (issue 14 item 2).
 		Rank:       engine.RankWait,
 		MaxSectors: uint32(sd.MaxSectorsKB * 2),
+		Tags:       sd.Tags,
 		ReadAhead:  engine.ReadAheadBounds(int(*spec.ReadAhead.MinKiB), int(*spec.ReadAhead.MaxKiB)),
 		Rotational: &rot,
 	}

@@ -44,10 +44,16 @@ type windowLearner struct {
 	n              int   // requests in the open group
 	groupErrs      []float64
 	order          []int32
+	net            model.NetService // carried from chunk to chunk
+	netNs          []int64
 }
 
-// observe learns the measured requests of reqs on d, in dispatch order.
+// observe learns the measured requests of reqs on d, in dispatch order,
+// with their service times net of the wait inside the device for one of
+// the model's k servers (model.NetServiceTimes): the model learns, and is
+// scored on, what a server takes per request.
 func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
+	l.netNs = l.net.Times(reqs, d.Model().Servers(), l.netNs)
 	l.order = l.order[:0]
 	sorted := true
 	var last int64
@@ -72,7 +78,7 @@ func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
 	}
 	for _, i := range l.order {
 		q := &reqs[i]
-		svc := q.ServiceTime()
+		svc := l.netNs[i]
 		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
 		l.realNs += svc
 		l.predNs += p
@@ -98,7 +104,7 @@ func (l *windowLearner) result() learned {
 		slices.Sort(l.groupErrs)
 		r.errPct = l.groupErrs[len(l.groupErrs)/2]
 	}
-	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0]}
+	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netNs: l.netNs[:0]}
 	return r
 }
 

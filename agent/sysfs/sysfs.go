@@ -86,6 +86,10 @@ type Device struct {
 	// NrRequests is queue/nr_requests: the scheduler's (or with "none" the
 	// hardware tag set's) queue depth. 0 when absent (bio-based devices).
 	NrRequests int
+	// Tags is the device's tag depth, the requests it accepts at once: the
+	// sum of mq/*/nr_tags over its hardware queues (128 for a loop device,
+	// 32 for a SATA disk with NCQ). 0 when absent (bio-based devices).
+	Tags int
 	// Schedulers lists the elevators queue/scheduler offers, in the
 	// kernel's order; Scheduler is the current one (the bracketed name, or
 	// the only name of a bare "none"). Both empty when the device has no
@@ -105,7 +109,7 @@ type Device struct {
 
 	// Partition is set for partitions. A partition has no queue of its
 	// own: its queue fields (Rotational, block sizes, MaxSectorsKB,
-	// NrRequests, Schedulers, Scheduler, ReadAheadKiB, Tunables) are its
+	// NrRequests, Tags, Schedulers, Scheduler, ReadAheadKiB, Tunables) are its
 	// Parent's, and it cannot be tuned on its own.
 	Partition bool
 	// Parent is the whole disk of a partition, "" for a whole disk.
@@ -344,6 +348,9 @@ func readDisk(dir, name string) (Device, error) {
 	d.PhysicalBlockSize = uint32(r.optUint("queue/physical_block_size", 32))
 	d.MaxSectorsKB = int(r.optUint("queue/max_sectors_kb", 31))
 	d.NrRequests = int(r.optUint("queue/nr_requests", 31))
+	for _, q := range r.names("mq") {
+		d.Tags += int(r.optUint(filepath.Join("mq", q, "nr_tags"), 31))
+	}
 	d.ReadAheadKiB = int(r.optUint("queue/read_ahead_kb", 31))
 	if s := r.opt("queue/scheduler"); s != "" {
 		list, cur, err := ParseScheduler(s)
@@ -472,6 +479,7 @@ func readPartition(dir string, disk Device, name string) (Device, error) {
 		PhysicalBlockSize: disk.PhysicalBlockSize,
 		MaxSectorsKB:      disk.MaxSectorsKB,
 		NrRequests:        disk.NrRequests,
+		Tags:              disk.Tags,
 		Schedulers:        slices.Clone(disk.Schedulers),
 		Scheduler:         disk.Scheduler,
 		ReadAheadKiB:      disk.ReadAheadKiB,

@@ -93,6 +93,12 @@ type Options struct {
 	// MaxSectors is the device's largest request (queue/max_sectors_kb × 2);
 	// 0 means 2560 (1280 KiB).
 	MaxSectors uint32
+	// Tags is the device's tag depth, the requests it accepts at once (the
+	// sum of /sys/block/DEV/mq/*/nr_tags; sim.Config.Tags). For a model
+	// that is not an HDD's, requests beyond the model's k servers then
+	// wait in the device, not in the elevator. 0, and any HDD model, keep
+	// the papers' device, which takes one request per server (DESIGN §3).
+	Tags int
 	// Cache configures REDCAP for candidates with Cache set.
 	Cache redcap.Config
 	// ADA configures REDCAP's activation–deactivation algorithm.
@@ -468,7 +474,11 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 	}
 	m := opt.Model
 	k := m.Servers()
-	dev := sched.Device{Rotational: m.Class() == model.HDD, MaxSectors: opt.MaxSectors, QueueDepth: k}
+	tags := k
+	if m.Class() != model.HDD && opt.Tags > k {
+		tags = opt.Tags
+	}
+	dev := sched.Device{Rotational: m.Class() == model.HDD, MaxSectors: opt.MaxSectors, QueueDepth: tags}
 	if opt.Rotational != nil {
 		dev.Rotational = *opt.Rotational
 	}
@@ -488,7 +498,7 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 	errs := make([]error, len(cands))
 	run := func(i int, c Candidate) {
 		cfg := sim.Config{
-			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k,
+			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k, Tags: tags,
 			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: keep(c),
 			ResponseQuantiles: opt.ResponseQuantiles,
 		}

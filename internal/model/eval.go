@@ -153,7 +153,9 @@ var ErrNoServiceTimes = errors.New("trace carries no measured service times (nee
 // position and disk cache), then predicts the rest in order through the
 // same Disk ([Disk.Service]; the cache state evolves by the model's own
 // hit/miss decisions, as in a simulation); in online mode each prediction
-// is followed by [Model.Learn] of the measured time. Requests without a
+// is followed by [Model.Learn] of the measured time. Measured times are
+// net of the wait inside the device ([NetServiceTimes], with k from
+// [EstimateServers] for SSD/NVMe and 1 for HDD), as the model learns them. Requests without a
 // measured time still move the position and the cache but are neither
 // learned nor scored. The same inputs and Seed give the same result, bit
 // for bit.
@@ -198,8 +200,13 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 	d := m.NewDisk(opt.Seed)
 	d.SetPredictMode(opt.Predict)
 
-	observeAll(d, reqs, order[:nTrain])
-	s := predictTest(m, d, reqs, order[nTrain:], opt.Mode)
+	k := 1
+	if class != HDD {
+		k = EstimateServers(reqs)
+	}
+	net := NetServiceTimes(reqs, k, nil)
+	observeAll(d, reqs, order[:nTrain], net)
+	s := predictTest(m, d, reqs, net, order[nTrain:], opt.Mode)
 	if len(s.meas) == 0 {
 		return EvalResult{}, fmt.Errorf("model eval: the test part (%d requests) has no measured service time", res.TestRequests)
 	}
@@ -270,9 +277,10 @@ type evalSample struct {
 }
 
 // predictTest predicts the test requests test (indices into reqs, in
-// dispatch order) through d, scoring those with a measured service time;
-// in online mode m learns each measured time after its prediction.
-func predictTest(m *Model, d *Disk, reqs []trace.Request, test []int, mode EvalMode) evalSample {
+// dispatch order) through d, scoring those with a measured service time
+// by their net service times (net, by index of reqs; NetServiceTimes);
+// in online mode m learns each net time after its prediction.
+func predictTest(m *Model, d *Disk, reqs []trace.Request, net []int64, test []int, mode EvalMode) evalSample {
 	var s evalSample
 	for _, i := range test {
 		q := &reqs[i]
@@ -281,7 +289,7 @@ func predictTest(m *Model, d *Disk, reqs []trace.Request, test []int, mode EvalM
 		if !q.HasService() {
 			continue
 		}
-		svc := q.ServiceTime()
+		svc := net[i]
 		s.meas, s.pred = append(s.meas, svc), append(s.pred, p)
 		if q.Op == trace.Read {
 			s.reads++

@@ -80,12 +80,13 @@ func configure(train []trace.Request, class Class, capacity uint64, hit time.Dur
 }
 
 // observeAll teaches d every request of reqs in the given order: measured
-// ones through Observe, the others only move the position and cache.
-func observeAll(d *Disk, reqs []trace.Request, order []int) {
+// ones through Observe, with their net service times (net, by index of
+// reqs; NetServiceTimes), the others only move the position and cache.
+func observeAll(d *Disk, reqs []trace.Request, order []int, net []int64) {
 	for _, i := range order {
 		q := &reqs[i]
 		if q.HasService() {
-			d.Observe(q.Op, q.Sector, q.Sectors, q.ServiceTime())
+			d.Observe(q.Op, q.Sector, q.Sectors, net[i])
 		} else {
 			d.Service(q.Op, q.Sector, q.Sectors)
 		}
@@ -131,6 +132,6 @@ func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model fit: %w", err)
 	}
-	observeAll(m.NewDisk(0), reqs, order)
+	observeAll(m.NewDisk(0), reqs, order, NetServiceTimes(reqs, s.cfg.Servers, nil))
 	return m, nil
 }

@@ -47,6 +47,17 @@ type Config struct {
 	// Servers is the number of requests the device serves at once (k ≥ 1;
 	// 1 for rotational disks, more for SSD/NVMe). 0 means 1.
 	Servers int
+	// Tags is the number of requests the device accepts at once
+	// (dispatched and not completed: the blk-mq tag depth, the sum of
+	// /sys/block/DEV/mq/*/nr_tags). Requests dispatched beyond Servers wait
+	// in the device, first in first out, and the elevator dispatches
+	// whenever a tag is free, as blk-mq does: on a device that accepts
+	// more than the load keeps outstanding, the elevator holds nothing and
+	// its order does not matter. 0 (or less than Servers) means Servers:
+	// the device takes a request only when a server is free and the
+	// elevator holds every other one, as the papers' one-at-a-time
+	// disks did (KDSim §3, DADS §3).
+	Tags int
 	// Loop selects open or closed-loop replay.
 	Loop Loop
 	// NewDisk returns a fresh device model for one run; seed is Config.Seed.
@@ -273,8 +284,12 @@ type runner struct {
 	disk DeviceModel
 
 	servers  int
-	slots    []*sched.Request // device slots; nil = free
+	slots    []*sched.Request // device servers; nil = free
 	freeSlot []int32
+	tags     int              // Config.Tags, at least servers
+	inflight int              // dispatched and not completed
+	devq     []*sched.Request // dispatched, waiting for a server (FIFO)
+	devqHead int
 
 	sr  []sched.Request // one per window request
 	rel []int64         // simulated release time, ns
@@ -338,6 +353,7 @@ func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
 		w: w, reqs: w.reqs, p: w.plan, el: el,
 		disk:      cfg.NewDisk(cfg.Seed),
 		servers:   k,
+		tags:      max(cfg.Tags, k),
 		slots:     make([]*sched.Request, k),
 		wakeAt:    -1,
 		ev:        make(evHeap, 0, 64),
@@ -434,9 +450,10 @@ func (r *runner) submit(q *sched.Request) {
 	}
 }
 
-// dispatch issues requests while the device has a free slot.
+// dispatch issues requests while the device has a free tag; a request
+// waits in the device for a server when all are busy.
 func (r *runner) dispatch() {
-	for len(r.freeSlot) > 0 {
+	for r.inflight < r.tags {
 		q, wake := r.el.Dispatch(r.now)
 		if q == nil {
 			if wake >= 0 && (r.wakeAt < 0 || wake < r.wakeAt) {
@@ -448,25 +465,46 @@ func (r *runner) dispatch() {
 			}
 			return
 		}
-		slot := r.freeSlot[len(r.freeSlot)-1]
-		r.freeSlot = r.freeSlot[:len(r.freeSlot)-1]
-		r.slots[slot] = q
+		r.inflight++
 		q.Dispatch = r.now
-		svc := r.disk.Service(q.Op, q.Sector, q.Sectors)
-		if svc < 0 {
-			svc = 0
+		if len(r.freeSlot) > 0 {
+			r.serve(q)
+		} else {
+			r.devq = append(r.devq, q)
 		}
-		r.totalService += svc
-		r.devReqs++
-		r.push(r.now+svc, evComplete, slot)
 	}
 }
 
-// complete retires the request in a device slot.
+// serve starts q's service on a free server.
+func (r *runner) serve(q *sched.Request) {
+	slot := r.freeSlot[len(r.freeSlot)-1]
+	r.freeSlot = r.freeSlot[:len(r.freeSlot)-1]
+	r.slots[slot] = q
+	svc := r.disk.Service(q.Op, q.Sector, q.Sectors)
+	if svc < 0 {
+		svc = 0
+	}
+	r.totalService += svc
+	r.devReqs++
+	r.push(r.now+svc, evComplete, slot)
+}
+
+// complete retires the request on a server and starts the next one
+// waiting in the device.
 func (r *runner) complete(slot int32) {
 	q := r.slots[slot]
 	r.slots[slot] = nil
 	r.freeSlot = append(r.freeSlot, slot)
+	r.inflight--
+	if r.devqHead < len(r.devq) {
+		next := r.devq[r.devqHead]
+		r.devq[r.devqHead] = nil
+		r.devqHead++
+		if r.devqHead == len(r.devq) {
+			r.devq, r.devqHead = r.devq[:0], 0
+		}
+		r.serve(next)
+	}
 	q.Complete = r.now
 	r.el.Complete(q, r.now)
 	r.finish(q)

@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -52,6 +53,8 @@ func TestBadInputExitsTwoWithOneLine(t *testing.T) {
 		{"bad tunable", []string{"simulate", "--trace", atlas, "--format", "disksim", "--candidate", "bfq:nosuch=1"}, "nosuch"},
 		{"bad redcap", []string{"simulate", "--trace", atlas, "--format", "disksim", "--redcap", "maybe"}, "--redcap"},
 		{"bad margin", []string{"simulate", "--trace", atlas, "--format", "disksim", "--margin", "80"}, "margin"},
+		{"no costs measured", []string{"simulate", "--trace", atlas, "--format", "disksim", "--dispatch-costs", "/nonexistent"}, "--dispatch-costs: no measured costs in /nonexistent/node/scheduler-costs.json"},
+		{"negative cpus", []string{"simulate", "--trace", atlas, "--format", "disksim", "--dispatch-costs", "prior", "--cpus", "-1"}, "--cpus must be ≥ 0"},
 		{"bad fraction", []string{"model", "eval", "--trace", atlas, "--format", "disksim", "--train-fraction", "1.5"}, "--train-fraction"},
 		{"unknown flag", []string{"simulate", "--nosuch"}, "unknown flag"},
 		{"missing required", []string{"simulate", "--format", "disksim"}, "required flag"},
@@ -134,6 +137,49 @@ func TestSimulateJSONIsStable(t *testing.T) {
 	}
 	if doc["loop"] != "closed" {
 		t.Errorf("loop = %v, want closed for a trace with pids and completions", doc["loop"])
+	}
+}
+
+// TestSimulateDispatchCosts: with --dispatch-costs each candidate's total
+// is charged its scheduler's CPU cost, and VS CURRENT compares the charged
+// totals; none is never charged.
+func TestSimulateDispatchCosts(t *testing.T) {
+	state := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(state, "node"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	costs := `{"kernel":"k","cpus":2,"perRequestNs":{"mq-deadline":2000000,"bfq":4000000},"time":"2026-11-25T09:00:00Z"}`
+	if err := os.WriteFile(filepath.Join(state, "node", "scheduler-costs.json"), []byte(costs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "simulate", "--trace", atlas, "--format", "disksim", "--current", "none",
+		"--candidates", "none,mq-deadline,bfq", "--dispatch-costs", state, "--cpus", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Candidates []struct {
+			Name                                             string
+			TotalServiceTimeUs, VsCurrentPct, DispatchCharge float64
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var none float64
+	for _, c := range doc.Candidates {
+		if c.Name == "none" {
+			none = c.TotalServiceTimeUs
+		}
+	}
+	for _, c := range doc.Candidates {
+		want := 100 * (c.TotalServiceTimeUs*max(c.DispatchCharge, 1) - none) / none
+		if math.Abs(c.VsCurrentPct-want) > 1e-6 || (c.Name == "none") != (c.DispatchCharge == 0) {
+			t.Errorf("%s: vsCurrentPct %.4f, charge %.4f; want %.4f, charged unless none", c.Name, c.VsCurrentPct, c.DispatchCharge, want)
+		}
+	}
+	if len(doc.Candidates) != 3 || doc.Candidates[2].DispatchCharge <= doc.Candidates[1].DispatchCharge {
+		t.Errorf("bfq's 4 ms should be charged more than mq-deadline's 2 ms: %+v", doc.Candidates)
 	}
 }
 

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -32,6 +36,9 @@ type simulateFlags struct {
 	modelPath         string
 	class             string
 	servers           int
+	tags              int
+	dispatchCosts     string
+	cpus              int
 	loop              string
 	predict           string
 	seed              int64
@@ -87,6 +94,9 @@ docs/pictures.md).`,
 	fl.StringVar(&f.modelPath, "model", "", "trained disk model (JSON from 'shadowtune model learn')")
 	fl.StringVar(&f.class, "device-class", "hdd", "device class for the default model and scheduler defaults: hdd, ssd or nvme")
 	fl.IntVar(&f.servers, "servers", 0, "requests the device serves in parallel, k (default: from the model, or learned from the trace)")
+	fl.IntVar(&f.tags, "tags", -1, "requests the device accepts at once, its tag depth; beyond k they wait in the device, not the elevator (ssd and nvme models; default: the most the trace had outstanding; 0: one per server, as the papers' disks)")
+	fl.StringVar(&f.dispatchCosts, "dispatch-costs", "", "charge each scheduler's CPU time per request beyond none's (engine.Options.DispatchCostNs): 'prior' (BFQ's documented figures) or the agent's state directory, whose node/scheduler-costs.json it measured (default: none charged, the papers' criterion)")
+	fl.IntVar(&f.cpus, "cpus", 0, "CPUs that share the dispatch cost (default: this machine's, or the measured costs' own)")
 	fl.StringVar(&f.loop, "loop", "auto", "replay: open (recorded arrivals), closed (dependent requests follow simulated completions), auto")
 	fl.StringVar(&f.predict, "predict", "mean", "model predictions: mean (cell mean) or sample (seeded draw from the cell's last 64 times)")
 	fl.Int64Var(&f.seed, "seed", 1, "seed for every random choice (same input and seed, same output)")
@@ -110,6 +120,43 @@ docs/pictures.md).`,
 	return cmd
 }
 
+// simulateCosts reads --dispatch-costs: no costs, schedcost.Prior, or
+// the costs saved in a state directory; --cpus, when set, replaces their
+// CPU count.
+func simulateCosts(flag string, cpus int) (schedcost.Costs, error) {
+	if cpus < 0 {
+		return schedcost.Costs{}, badInput(fmt.Errorf("--cpus must be ≥ 0, got %d", cpus))
+	}
+	var c schedcost.Costs
+	switch flag {
+	case "":
+		return c, nil
+	case "prior":
+		c = schedcost.Prior(runtime.NumCPU())
+	default:
+		var err error
+		if c, err = schedcost.Load(flag); err != nil {
+			return c, badInput(fmt.Errorf("--dispatch-costs: %w", err))
+		}
+		if len(c.PerRequestNs) == 0 {
+			return c, badInput(fmt.Errorf("--dispatch-costs: no measured costs in %s", filepath.Join(flag, schedcost.FileName)))
+		}
+	}
+	if cpus > 0 {
+		c.CPUs = cpus
+	}
+	return c, nil
+}
+
+// simulateTags is the --tags flag's value, or by default the most
+// requests the trace had outstanding at the device.
+func simulateTags(flag int, reqs []trace.Request) int {
+	if flag >= 0 {
+		return flag
+	}
+	return model.MaxInFlight(reqs)
+}
+
 // simulateReport is the stable JSON output of `shadowtune simulate`.
 type simulateReport struct {
 	Trace          string            `json:"trace"`
@@ -131,18 +178,21 @@ type modelInfo struct {
 }
 
 type candidateReport struct {
-	Name                string  `json:"name"`
-	Scheduler           string  `json:"scheduler"`
-	Tunables            string  `json:"tunables"`
-	Redcap              bool    `json:"redcap"`
-	TotalServiceTimeUs  float64 `json:"totalServiceTimeUs"`
-	MeanResponseTimeUs  float64 `json:"meanResponseTimeUs"`
-	P99ResponseTimeUs   float64 `json:"p99ResponseTimeUs"`
-	SimulatedRequests   int     `json:"simulatedRequests"`
-	DeviceRequests      int     `json:"deviceRequests"`
-	MergedRequests      int     `json:"mergedRequests"`
-	MakespanSeconds     float64 `json:"makespanSeconds"`
-	VsCurrentPct        float64 `json:"vsCurrentPct"`
+	Name               string  `json:"name"`
+	Scheduler          string  `json:"scheduler"`
+	Tunables           string  `json:"tunables"`
+	Redcap             bool    `json:"redcap"`
+	TotalServiceTimeUs float64 `json:"totalServiceTimeUs"`
+	MeanResponseTimeUs float64 `json:"meanResponseTimeUs"`
+	P99ResponseTimeUs  float64 `json:"p99ResponseTimeUs"`
+	SimulatedRequests  int     `json:"simulatedRequests"`
+	DeviceRequests     int     `json:"deviceRequests"`
+	MergedRequests     int     `json:"mergedRequests"`
+	MakespanSeconds    float64 `json:"makespanSeconds"`
+	VsCurrentPct       float64 `json:"vsCurrentPct"`
+	// DispatchCharge is the factor the candidate's scheduler's CPU cost
+	// multiplied its total by (--dispatch-costs); absent when 1.
+	DispatchCharge      float64 `json:"dispatchCharge,omitempty"`
 	CacheHitPct         float64 `json:"cacheHitPct,omitempty"`
 	CacheBypassedReads  uint64  `json:"cacheBypassedReads,omitempty"`
 	CacheFetchedSectors uint64  `json:"cacheFetchedSectors,omitempty"`
@@ -218,14 +268,20 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	if f.plot != "" {
 		quantiles = plot.MaxCDFPoints
 	}
+	costs, err := simulateCosts(f.dispatchCosts, f.cpus)
+	if err != nil {
+		return err
+	}
 	simStart := time.Now()
 	rep, err := engine.Evaluate(w, o.cands, engine.Options{
+		DispatchCostNs: costs.PerRequestNs, CPUs: costs.CPUs,
 		Model: m, Predict: o.predict, Seed: f.seed, Current: o.current,
 		Cache:             cacheConfig(f.cacheMiB),
 		Decide:            o.decide,
 		ReadAhead:         o.readAhead,
 		Parallel:          simulateParallel(f.parallel, len(reqs)),
 		ResponseQuantiles: quantiles,
+		Tags:              simulateTags(f.tags, reqs),
 	})
 	if err != nil {
 		return err
@@ -395,10 +451,10 @@ func buildSimulateReport(f *simulateFlags, reqs []trace.Request, m *model.Model,
 		Loop:        rep.Loop.String(),
 		Model:       modelInfo{Source: source, Class: m.Class().String(), Servers: m.Servers(), Predict: f.predict},
 	}
-	var curNs int64
+	var curNs float64
 	for _, o := range rep.Outcomes {
 		if o.Candidate.Name() == rep.Current {
-			curNs = o.Result.TotalServiceNs
+			curNs = rep.Predicted(engine.RankService, o)
 		}
 	}
 	for _, o := range rep.Outcomes {
@@ -413,8 +469,11 @@ func buildSimulateReport(f *simulateFlags, reqs []trace.Request, m *model.Model,
 			MergedRequests:     r.Merged,
 			MakespanSeconds:    float64(r.MakespanNs) / 1e9,
 		}
+		if f := rep.DispatchFactor(o.Candidate.Scheduler); f != 1 {
+			c.DispatchCharge = f
+		}
 		if curNs > 0 {
-			c.VsCurrentPct = 100 * float64(r.TotalServiceNs-curNs) / float64(curNs)
+			c.VsCurrentPct = 100 * (rep.Predicted(engine.RankService, o) - curNs) / curNs
 		}
 		if st := r.CacheStats; st != nil {
 			if parts := st.HitParts + st.WaitParts + st.MissParts; parts > 0 {
@@ -453,10 +512,19 @@ func printSimulateTable(w io.Writer, r simulateReport) error {
 	fmt.Fprintf(w, "trace %s (%s): %d requests over %.1f s, %s-loop replay; model: %s (%s, k=%d, %s)\n\n",
 		r.Trace, r.Format, r.Requests, r.SpanSeconds, r.Loop, r.Model.Source, r.Model.Class, r.Model.Servers, r.Model.Predict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "CANDIDATE\tTOTAL SERVICE (µs)\tVS CURRENT\tMEAN RESP (µs)\tP99 RESP (µs)\tSIMULATED\tDEVICE REQS\t")
+	charged := slices.ContainsFunc(r.Candidates, func(c candidateReport) bool { return c.DispatchCharge != 0 })
+	head := "CANDIDATE\tTOTAL SERVICE (µs)\tVS CURRENT\tMEAN RESP (µs)\tP99 RESP (µs)\tSIMULATED\tDEVICE REQS\t"
+	if charged {
+		head += "DISPATCH CHARGE\t"
+	}
+	fmt.Fprintln(tw, head)
 	for _, c := range r.Candidates {
-		fmt.Fprintf(tw, "%s\t%.0f\t%+.1f%%\t%.0f\t%.0f\t%d\t%d\t\n", c.Name, c.TotalServiceTimeUs, c.VsCurrentPct,
+		fmt.Fprintf(tw, "%s\t%.0f\t%+.1f%%\t%.0f\t%.0f\t%d\t%d\t", c.Name, c.TotalServiceTimeUs, c.VsCurrentPct,
 			c.MeanResponseTimeUs, c.P99ResponseTimeUs, c.SimulatedRequests, c.DeviceRequests)
+		if charged {
+			fmt.Fprintf(tw, "×%.3f\t", max(c.DispatchCharge, 1))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
