@@ -27,6 +27,9 @@ func (a *Agent) measureDispatch(ctx context.Context) {
 			a.notes = append(a.notes, "scheduler dispatch costs not measured, BFQ's documented figures charged instead "+
 				"(measured again at the next start): "+err.Error())
 			a.dispatch = schedcost.Prior(runtime.NumCPU())
+			if a.opt.Metrics != nil {
+				a.opt.Metrics.SetDispatchCosts(a.dispatch.PerRequestNs, false)
+			}
 			return
 		}
 		if err := schedcost.Save(a.opt.StateDir, c); err != nil {
@@ -34,6 +37,9 @@ func (a *Agent) measureDispatch(ctx context.Context) {
 		}
 	}
 	a.dispatch = c
+	if a.opt.Metrics != nil {
+		a.opt.Metrics.SetDispatchCosts(c.PerRequestNs, true)
+	}
 	a.opt.Log.Info("scheduler dispatch costs", "cpuNsPerRequestOverNone", dispatchSummary(c), "kernel", c.Kernel, "cpus", c.CPUs,
 		"measured", c.Time)
 }

@@ -160,6 +160,7 @@ type Metrics struct {
 	cacheHit       *prometheus.GaugeVec
 	cacheGain      *prometheus.GaugeVec
 	cacheDirty     *prometheus.GaugeVec
+	dispatchCost   *prometheus.GaugeVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
 	mu             sync.Mutex
@@ -247,6 +248,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"The gain the last cache decision rested on, as a ratio of I/O time: simulated while the cache is off (source=predicted), from its counters while on (source=measured).", []string{"device", "cache", "source"}),
 		cacheDirty: gauge("cache_dirty_blocks",
 			"Dirty blocks of the device's dm-cache (0 in writethrough and passthrough).", []string{"device", "cache"}),
+		dispatchCost: gauge("scheduler_dispatch_cost_seconds",
+			"CPU time per request each scheduler costs beyond none's on this node, which the decision charges: measured at start on a private RAM-backed loop device (source=measured), or BFQ's documented figures when it could not be (source=prior).", []string{"scheduler", "source"}),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
@@ -259,6 +262,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
 	}
+	m.all = append(m.all, m.dispatchCost) // the node's, not a device's
 	for i, c := range m.all {
 		if err := reg.Register(c); err != nil {
 			for _, r := range m.all[:i] {
@@ -413,6 +417,26 @@ type CacheState struct {
 	Gain                float64
 	Measured, GainKnown bool
 	Dirty               uint64
+}
+
+// SetDispatchCosts sets each scheduler's CPU time per request beyond
+// none's (ns, as schedcost.Costs.PerRequestNs gives them); measured tells
+// a measurement from the prior. The series of an earlier call are
+// replaced.
+func (m *Metrics) SetDispatchCosts(perRequestNs map[string]float64, measured bool) {
+	src := "prior"
+	if measured {
+		src = "measured"
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dispatchCost.Reset()
+	for sched, ns := range perRequestNs {
+		if sched == "none" {
+			continue
+		}
+		m.dispatchCost.WithLabelValues(labelValue(sched), src).Set(ns / 1e9)
+	}
 }
 
 // SetCache records the dm-cache in front of dev; nil removes its series

@@ -28,6 +28,7 @@ func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
 
 // exercise calls every method once for dev.
 func exercise(m *Metrics, dev string) {
+	m.SetDispatchCosts(map[string]float64{"none": 0, "mq-deadline": 3000, "kyber": 2600}, true)
 	m.ObserveWindow(dev, WindowReport{
 		Requests:    1000,
 		RealService: 2 * time.Second,
@@ -108,6 +109,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_cache_read_hit_ratio":             {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_cache_gain_ratio":                 {dto.MetricType_GAUGE, []string{"cache", "device", "source"}},
 		"shadowtune_agent_cache_dirty_blocks":               {dto.MetricType_GAUGE, []string{"cache", "device"}},
+		"shadowtune_agent_scheduler_dispatch_cost_seconds":  {dto.MetricType_GAUGE, []string{"scheduler", "source"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {
@@ -297,7 +299,11 @@ func TestForgetDevice(t *testing.T) {
 				}
 			}
 		}
-		if got, was := len(mf.GetMetric()), len(before[name].GetMetric()); got != was/2 && name != "shadowtune_agent_trace_events_total" && name != "shadowtune_agent_trace_events_dropped_total" {
+		want := len(before[name].GetMetric()) / 2
+		if name == "shadowtune_agent_scheduler_dispatch_cost_seconds" { // the node's: kept
+			want = len(before[name].GetMetric())
+		}
+		if got, was := len(mf.GetMetric()), len(before[name].GetMetric()); got != want && name != "shadowtune_agent_trace_events_total" && name != "shadowtune_agent_trace_events_dropped_total" {
 			t.Errorf("%s: %d series after forgetting one of two devices, had %d", name, got, was)
 		}
 	}
@@ -407,6 +413,26 @@ func TestEvaluation(t *testing.T) {
 	}
 	if !slices.IsSorted(EvaluationBuckets) {
 		t.Error("EvaluationBuckets not sorted")
+	}
+}
+
+// TestDispatchCosts: the node's costs in seconds, none left out, and a
+// second call (the prior replaced by a measurement) leaves no stale series;
+// forgetting a device keeps them.
+func TestDispatchCosts(t *testing.T) {
+	m, reg := newTest(t)
+	m.SetDispatchCosts(map[string]float64{"none": 0, "mq-deadline": 700, "bfq": 1900}, false)
+	m.SetDispatchCosts(map[string]float64{"none": 0, "mq-deadline": 3000, "kyber": 2600}, true)
+	exercise(m, "sda")
+	m.ForgetDevice("sda")
+	want := `
+# HELP shadowtune_agent_scheduler_dispatch_cost_seconds CPU time per request each scheduler costs beyond none's on this node, which the decision charges: measured at start on a private RAM-backed loop device (source=measured), or BFQ's documented figures when it could not be (source=prior).
+# TYPE shadowtune_agent_scheduler_dispatch_cost_seconds gauge
+shadowtune_agent_scheduler_dispatch_cost_seconds{scheduler="kyber",source="measured"} 2.6e-06
+shadowtune_agent_scheduler_dispatch_cost_seconds{scheduler="mq-deadline",source="measured"} 3e-06
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "shadowtune_agent_scheduler_dispatch_cost_seconds"); err != nil {
+		t.Error(err)
 	}
 }
 
