@@ -176,6 +176,7 @@ func (d *device) cacheBefore(e *windowEnv) {
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
 		d.cache = &governedCache{hitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
+		d.ctrl.cacheWarm = nil
 		// REDCAP's segment model stands for dm-cache's smq policy, which is
 		// not modelled yet.
 		d.ctrl.policy.Engine.Cache = engine.CacheForBlocks(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
@@ -184,6 +185,9 @@ func (d *device) cacheBefore(e *windowEnv) {
 	}
 	d.cache.info = info
 	d.ctrl.cacheActive = info.Mode == decide.CacheOn
+	if d.ctrl.cacheActive {
+		d.ctrl.cacheWarm = nil // the next time it is off, the simulation starts afresh
+	}
 }
 
 // cacheAfter decides on the cache after the window (rep) and, in Apply

@@ -260,6 +260,10 @@ type deviceController struct {
 	// times below and at the cache's block size, ns (readServiceNs).
 	cacheActive         bool
 	readNs, blockReadNs float64
+	// cacheWarm is what the simulated cache held at the end of the last
+	// evaluated window (engine.Options.CacheWarm), while the real one is
+	// off; cacheBefore empties it when the cache is on or another one.
+	cacheWarm []uint64
 
 	current    Setting
 	guard      decide.State
@@ -590,6 +594,9 @@ func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trac
 		}
 	}
 	er, err := c.evaluateOver(reqs, m)
+	if err == nil && er.CacheContents != nil {
+		c.cacheWarm = er.CacheContents // the next window starts from it
+	}
 	return er, reqs, false, err
 }
 
@@ -605,6 +612,7 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 		opt.Parallel = 1
 	}
 	opt.Model = m
+	opt.CacheWarm = c.cacheWarm
 	opt.Corrections = c.corrections
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide

@@ -101,6 +101,14 @@ type Options struct {
 	Tags int
 	// Cache configures REDCAP for candidates with Cache set.
 	Cache redcap.Config
+	// CacheWarm is what the cache candidates hold at the window's start:
+	// the segments of the current setting's cache candidate at the end of
+	// the window before (Report.CacheContents), least recently used first.
+	// A cache judged from empty in every window misses what a real one
+	// keeps from window to window: in the VM lab a 64 MiB dm-cache under
+	// zipf reads hit 84 % of them, while a 5 s window simulated from empty
+	// predicted half the gain.
+	CacheWarm []uint64
 	// ADA configures REDCAP's activation–deactivation algorithm.
 	ADA redcap.ADAConfig
 	// Current is the setting in effect; it is simulated even when not
@@ -201,6 +209,10 @@ type Report struct {
 	// CacheGainPct is the predicted reduction of total I/O time with REDCAP
 	// under the recommended scheduler (negative: slower), when simulated.
 	CacheGainPct *float64
+	// CacheContents is what the current setting's cache candidate held at
+	// the window's end (sim.Result.CacheContents), for the next window's
+	// Options.CacheWarm; nil when it was not simulated.
+	CacheContents []uint64
 	// ReadAhead is the recommended read_ahead_kb.
 	ReadAhead ReadAheadAdvice
 	// Concurrency is the mean number of requests in the block layer in the
@@ -310,6 +322,12 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Current: opt.Current.Name(), Requests: w.Len(), Outcomes: outs, Loop: outs[0].Result.Loop}
+	for i := range outs {
+		if c := outs[i].Candidate; c.Cache && c.Scheduler == opt.Current.Scheduler && c.Tunables.String() == opt.Current.Tunables.String() {
+			rep.CacheContents = outs[i].Result.CacheContents
+		}
+		outs[i].Result.CacheContents = nil
+	}
 
 	if len(opt.DispatchCostNs) > 0 {
 		rep.BusyRate = busyRate(w.Requests())
@@ -504,7 +522,8 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 		}
 		if c.Cache {
 			cc := opt.Cache
-			cfg.Cache = &cc
+			cfg.Cache, cfg.CacheWarm = &cc, opt.CacheWarm
+			cfg.KeepCacheContents = keep(c)
 		}
 		res, err := sim.Run(w, cfg)
 		outs[i], errs[i] = Outcome{Candidate: c, Result: res}, err

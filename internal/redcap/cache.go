@@ -18,6 +18,7 @@ package redcap
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -596,6 +597,46 @@ func (c *Cache) pushTail(s int32) {
 	}
 	c.tail = s
 	c.onLRU++
+}
+
+// Contents returns the disk segment numbers of the valid segments, least
+// recently used first, at most max of them (the most recently used; max ≤
+// 0: none): what Preload puts back.
+func (c *Cache) Contents(max int) []uint64 {
+	var out []uint64
+	for s := c.head; s != none && len(out) < max; s = c.next[s] {
+		if c.state[s] == slotValid {
+			out = append(out, c.seg[s])
+		}
+	}
+	slices.Reverse(out)
+	return out
+}
+
+// Preload makes the disk segments segs valid, in order, each becoming the
+// most recently used, as if filled before the run: a cache warmed with
+// what it held at the end of the previous window (Contents). A segment
+// already held is made most recently used; when no slot is free the least
+// recently used is dropped. The statistics do not count it, and the miss
+// counts of PromoteAfter start empty.
+func (c *Cache) Preload(segs []uint64) {
+	st := c.stats
+	for _, k := range segs {
+		if s, ok := c.index[k]; ok {
+			if c.state[s] == slotValid {
+				c.unlink(s)
+				c.pushHead(s)
+			}
+			continue
+		}
+		if c.onLRU == 0 {
+			break
+		}
+		v := c.claim(k)
+		c.state[v] = slotValid
+		c.pushHead(v)
+	}
+	c.stats = st
 }
 
 // lruOrder returns the disk segment numbers of valid slots from most to

@@ -65,6 +65,14 @@ type Config struct {
 	// Cache, when non-nil, puts a REDCAP segment cache in front of the
 	// device (KDSim §4).
 	Cache *CacheConfig
+	// CacheWarm lists disk segments (numbers of Cache.SegmentSectors-sized
+	// segments) the cache holds at the start, least recently used first:
+	// the cache as an earlier window left it (Result.CacheContents). Empty:
+	// the cache starts empty.
+	CacheWarm []uint64
+	// KeepCacheContents returns the cache's contents at the end of the run
+	// in Result.CacheContents.
+	KeepCacheContents bool
 	// Seed seeds every random choice of the run (model sampling).
 	Seed int64
 	// KeepPerRequest keeps each request's response and I/O time in the
@@ -121,7 +129,16 @@ type Result struct {
 	ResponseQuantilesNs []int64
 	// CacheStats is set when a cache was simulated.
 	CacheStats *CacheStats
+	// CacheContents, with Config.KeepCacheContents, lists the segments the
+	// cache held at the end, least recently used first: at most
+	// MaxWarmSegments, the most recently used.
+	CacheContents []uint64
 }
+
+// MaxWarmSegments bounds Result.CacheContents: the simulator's per-fill
+// state grows with the slots in use, and a warm cache of the largest
+// budget (524,288 segments) would cost 12 MB per candidate.
+const MaxWarmSegments = 1 << 16
 
 // WaitsFor reports whether an application waits for q's completion: a
 // read (read-ahead included) or a synchronous write (trace.Sync: REQ_SYNC,
@@ -259,9 +276,13 @@ func Run(w *Window, cfg Config) (Result, error) {
 		if err := r.enableCache(*cfg.Cache); err != nil {
 			return Result{}, err
 		}
+		r.cache.c.Preload(cfg.CacheWarm)
 	}
 	r.run()
 	res := r.result()
+	if r.cache != nil && cfg.KeepCacheContents {
+		res.CacheContents = r.cache.c.Contents(MaxWarmSegments)
+	}
 	r.releaseBuffers()
 	res.Scheduler, res.Tunables, res.Cache = cfg.Scheduler, tun, cfg.Cache != nil
 	if w.plan.closed {
