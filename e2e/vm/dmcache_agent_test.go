@@ -152,7 +152,8 @@ type cacheCase struct {
 // over a throttled cloud-like disk, turns the cache on under zipf random
 // reads, which then run at least twice as fast as in passthrough, and
 // turns it off (or keeps it off) under uniform random reads over a working
-// set 16 times the cache, losing no more than 5 % against passthrough; at
+// set 16 times the cache, losing no more than 5 % against passthrough; the
+// zipf rate is within 25 % of the rate the agent predicted; at
 // exit it restores the cache's original mode (passthrough); the origin's
 // data is unchanged. The cases go into the summary with the measured and
 // predicted gains (percent less time per request).
@@ -180,6 +181,12 @@ func TestAgentDMCache(t *testing.T) {
 		t.Errorf("zipf: the agent left the cache %s, want writethrough", zipf.Decision)
 	} else if zipf.FinalIOPS < 2*zipf.PassthroughIOPS {
 		t.Errorf("zipf: %.0f IOPS with the cache on, %.0f in passthrough: want at least 2x", zipf.FinalIOPS, zipf.PassthroughIOPS)
+	} else if pred := zipf.PassthroughIOPS / (1 - zipf.PredictedGainPct/100); zipf.PredictedGainPct >= 100 ||
+		math.Abs(zipf.FinalIOPS-pred) > 0.25*pred {
+		// Issue 15: the measured rate within 25 % of the predicted one (the
+		// predicted gain is in time per request: passthrough ÷ (1 − gain)).
+		t.Errorf("zipf: %.0f IOPS with the cache on; predicted %.1f %% less time per request, %.0f IOPS: want within 25 %%",
+			zipf.FinalIOPS, zipf.PredictedGainPct, pred)
 	}
 	// The uniform cases against passthrough measured right after the
 	// agent's exit (it restored passthrough): the same reads under the
