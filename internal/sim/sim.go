@@ -523,6 +523,12 @@ func (r *runner) complete(slot int32) {
 		r.devqHead++
 		if r.devqHead == len(r.devq) {
 			r.devq, r.devqHead = r.devq[:0], 0
+		} else if r.devqHead >= 1024 && 2*r.devqHead >= len(r.devq) {
+			// A queue that never drains: keep its storage to what waits
+			// (at most Tags − Servers), not to all it ever held.
+			n := copy(r.devq, r.devq[r.devqHead:])
+			clear(r.devq[n:])
+			r.devq, r.devqHead = r.devq[:n], 0
 		}
 		r.serve(next)
 	}

@@ -79,3 +79,21 @@ func TestTagsBelowServers(t *testing.T) {
 		t.Errorf("Tags 1 on 2 servers: makespan %d, mean %.0f; Tags 0: %d, %.0f; want the same", b.MakespanNs, b.MeanResponseNs, a.MakespanNs, a.MeanResponseNs)
 	}
 }
+
+// TestTagsLongDeviceQueue: 5,000 requests dispatched at once into a
+// device of one server stay first in first out while the device's queue
+// is compacted under them.
+func TestTagsLongDeviceQueue(t *testing.T) {
+	var reqs []trace.Request
+	for i := range 5000 {
+		reqs = append(reqs, openReq(0, uint64(i)*64, 8, trace.Read))
+	}
+	w := mustWindow(t, reqs, LoopOpen)
+	dev := sched.Device{MaxSectors: 2560, QueueDepth: 5000}
+	res := mustRun(t, w, Config{Scheduler: "none", Device: dev, Servers: 1, Tags: 5000, NewDisk: constModel(ms, 0), KeepPerRequest: true})
+	for i, got := range res.ResponseNs {
+		if want := int64(i+1) * ms; got != want {
+			t.Fatalf("request %d: response %d ns, want %d", i, got, want)
+		}
+	}
+}
