@@ -76,33 +76,3 @@ func (s *NetService) Times(reqs []trace.Request, k int, out []int64) []int64 {
 	s.sort = order
 	return out
 }
-
-// MaxInFlight returns the most requests of reqs that were outstanding at
-// the device at once (dispatched and not completed), counting only
-// requests with a measured service time; 0 when there is none. It is a
-// lower bound of the device's tag depth: what the recording shows the
-// device accepted.
-func MaxInFlight(reqs []trace.Request) int {
-	type event struct {
-		t     int64
-		delta int
-	}
-	ev := make([]event, 0, 2*len(reqs))
-	for i := range reqs {
-		if q := &reqs[i]; q.HasService() {
-			ev = append(ev, event{q.Dispatch, 1}, event{q.Complete, -1})
-		}
-	}
-	slices.SortFunc(ev, func(a, b event) int {
-		if c := cmp.Compare(a.t, b.t); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.delta, b.delta) // completions first
-	})
-	n, most := 0, 0
-	for _, e := range ev {
-		n += e.delta
-		most = max(most, n)
-	}
-	return most
-}

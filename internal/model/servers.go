@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -33,30 +34,10 @@ import (
 // Fewer than 50 usable requests give 1. Throughput is counted in requests,
 // so a window whose request sizes change with the depth biases the result.
 func EstimateServers(reqs []trace.Request) int {
-	type event struct {
-		t     int64
-		delta int8 // −1 completion, +1 dispatch; completions sort first
-	}
-	ev := make([]event, 0, 2*len(reqs))
-	for i := range reqs {
-		q := &reqs[i]
-		if !q.HasService() || q.Complete == q.Dispatch {
-			continue
-		}
-		ev = append(ev, event{q.Dispatch, +1}, event{q.Complete, -1})
-	}
+	ev := inFlightEvents(reqs)
 	if len(ev) < 100 {
 		return 1
 	}
-	slices.SortFunc(ev, func(a, b event) int {
-		if a.t != b.t {
-			if a.t < b.t {
-				return -1
-			}
-			return 1
-		}
-		return int(a.delta) - int(b.delta)
-	})
 	var busy []float64 // T(n), ns
 	var done []float64 // C(n)
 	n := 0
@@ -120,4 +101,45 @@ func EstimateServers(reqs []trace.Request) int {
 		}
 	}
 	return bestK
+}
+
+// inFlightEvent is a dispatch (+1) or a completion (−1) at the device.
+type inFlightEvent struct {
+	t     int64 // ns
+	delta int8
+}
+
+// inFlightEvents returns the dispatches and completions of the requests of
+// reqs with a measured, non-zero service time, in time order, completions
+// before dispatches at the same time.
+func inFlightEvents(reqs []trace.Request) []inFlightEvent {
+	ev := make([]inFlightEvent, 0, 2*len(reqs))
+	for i := range reqs {
+		q := &reqs[i]
+		if !q.HasService() || q.Complete == q.Dispatch {
+			continue
+		}
+		ev = append(ev, inFlightEvent{q.Dispatch, +1}, inFlightEvent{q.Complete, -1})
+	}
+	slices.SortFunc(ev, func(a, b inFlightEvent) int {
+		if c := cmp.Compare(a.t, b.t); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.delta, b.delta)
+	})
+	return ev
+}
+
+// MaxInFlight returns the most requests of reqs that were outstanding at
+// the device at once (dispatched and not completed), counting only
+// requests with a measured, non-zero service time; 0 when there is none.
+// It is a lower bound of the device's tag depth: what the recording shows
+// the device accepted.
+func MaxInFlight(reqs []trace.Request) int {
+	n, most := 0, 0
+	for _, e := range inFlightEvents(reqs) {
+		n += int(e.delta)
+		most = max(most, n)
+	}
+	return most
 }
