@@ -136,6 +136,13 @@ func Evaluate(reqs []trace.Request, m *model.Model, p Policy, cfg Config) (Resul
 	case p < AdmitAll || p > Profit:
 		return Result{}, fmt.Errorf("%w: unknown policy %d", ErrConfig, int(p))
 	}
+	res, _ := replay(reqs, m, p, cfg)
+	return res, nil
+}
+
+// replay is Evaluate on a valid configuration; it also returns the cache
+// as the trace left it.
+func replay(reqs []trace.Request, m *model.Model, p Policy, cfg Config) (Result, *cache) {
 	c := newCache(p, cfg)
 	disk := m.NewDisk(0)
 	res := Result{Policy: p.String()}
@@ -145,38 +152,28 @@ func Evaluate(reqs []trace.Request, m *model.Model, p Policy, cfg Config) (Resul
 			continue
 		}
 		first, last := q.Sector/uint64(cfg.BlockSectors), (q.End()-1)/uint64(cfg.BlockSectors)
-		n := int(last - first + 1)
 		if q.Op == trace.Write {
-			updated := c.write(first, last, n)
+			updated := c.write(first, last)
 			res.FlashBlocksWritten += updated
 			res.IOTimeNs += int64(updated)*cfg.FlashWriteNs + disk.Service(q.Op, q.Sector, q.Sectors)
 			res.DiskRequests++
 			continue
 		}
-		res.Reads++
-		res.ReadBlocks += n
-		if c.hit(first, last, n) {
-			res.ReadHits++
-			res.FlashBlocksRead += n
-			res.IOTimeNs += int64(n) * cfg.FlashReadNs
-			continue
-		}
-		res.readMiss(c, disk, q, first, last)
+		res.read(c, disk, q, first, last)
 	}
-	return res, nil
+	return res, c
 }
 
-// readMiss serves a read that is not wholly cached: its cached blocks
-// from the flash, each run of uncached blocks by one disk request (what
-// dm-cache does with a bio that spans both), and admits the uncached
-// blocks the policy takes.
-func (r *Result) readMiss(c *cache, disk *model.Disk, q *trace.Request, first, last uint64) {
+// read serves a read: its cached blocks from the flash, each run of
+// uncached blocks by one disk request (what dm-cache does with a bio that
+// spans both), and admits the uncached blocks the policy takes.
+func (r *Result) read(c *cache, disk *model.Disk, q *trace.Request, first, last uint64) {
 	bs := uint64(c.cfg.BlockSectors)
 	n := int(last - first + 1)
-	cached := make([]bool, n)
-	for i := range cached {
-		cached[i] = c.in[first+uint64(i)] != nil
-	}
+	r.Reads++
+	r.ReadBlocks += n
+	cached := c.cached(first, n)
+	whole := true
 	for i := 0; i < n; {
 		if cached[i] {
 			r.FlashBlocksRead++
@@ -191,9 +188,13 @@ func (r *Result) readMiss(c *cache, disk *model.Disk, q *trace.Request, first, l
 		lo, hi := max(q.Sector, (first+uint64(i))*bs), min(q.End(), (first+uint64(j))*bs)
 		r.IOTimeNs += disk.Service(trace.Read, lo, uint32(hi-lo))
 		r.DiskRequests++
+		whole = false
 		i = j
 	}
-	admitted := c.miss(first, last, n, q.Sectors)
+	if whole {
+		r.ReadHits++
+	}
+	admitted := c.read(first, last, q.Sectors)
 	r.FlashBlocksWritten += admitted
 	r.IOTimeNs += int64(admitted) * c.cfg.FlashWriteNs
 }
@@ -218,6 +219,7 @@ type cache struct {
 	seen   map[uint64]*block // not cached: access counts (bounded)
 	seenQ  *list.List        // seen, most recent first
 	base   float64           // Profit: BaseProfit, the last evicted block's
+	flags  []bool            // scratch of cached
 }
 
 func newCache(p Policy, cfg Config) *cache {
@@ -230,58 +232,50 @@ func (c *cache) profitOf(b *block) float64 {
 	return a*float64(b.reads+1)/float64(b.writes*b.seqLen+1) + (1-a)*c.base
 }
 
-// hit reports whether blocks first..last are all cached, and if so
-// counts the read on each.
-func (c *cache) hit(first, last uint64, n int) bool {
-	for k := first; k <= last; k++ {
-		if c.in[k] == nil {
-			return false
-		}
+// cached reports, for the n blocks from first, whether each is cached.
+// The slice is valid until the next call.
+func (c *cache) cached(first uint64, n int) []bool {
+	c.flags = c.flags[:0]
+	for k := first; k < first+uint64(n); k++ {
+		c.flags = append(c.flags, c.in[k] != nil)
 	}
-	for k := first; k <= last; k++ {
-		b := c.in[k]
-		b.reads++
-		b.seqLen = n
-		c.touch(b)
-	}
-	return true
+	return c.flags
 }
 
 // write counts a write on blocks first..last and returns how many of them
 // are cached (their flash copies are rewritten: writethrough).
-func (c *cache) write(first, last uint64, n int) int {
+func (c *cache) write(first, last uint64) int {
 	updated := 0
 	for k := first; k <= last; k++ {
-		b := c.in[k]
+		b, in := c.in[k], true
 		if b == nil {
-			b = c.candidate(k)
-		} else {
-			updated++
+			b, in = c.candidate(k), false
 		}
 		b.writes++
-		b.seqLen = n
-		if c.in[k] != nil {
+		b.seqLen = int(last - first + 1)
+		if in {
+			updated++
 			c.touch(b)
 		}
 	}
 	return updated
 }
 
-// miss counts a read miss on blocks first..last and admits those the
-// policy takes; it returns how many it admitted.
-func (c *cache) miss(first, last uint64, n int, sectors uint32) int {
+// read counts a read of sectors on blocks first..last and admits the
+// uncached ones the policy takes; it returns how many it admitted.
+func (c *cache) read(first, last uint64, sectors uint32) int {
 	admitted := 0
 	for k := first; k <= last; k++ {
-		if b := c.in[k]; b != nil {
-			b.reads++
-			b.seqLen = n
-			c.touch(b)
-			continue
+		b, in := c.in[k], true
+		if b == nil {
+			b, in = c.candidate(k), false
 		}
-		b := c.candidate(k)
 		b.reads++
-		b.seqLen = n
-		if c.admits(b, sectors) {
+		b.seqLen = int(last - first + 1)
+		switch {
+		case in:
+			c.touch(b)
+		case c.admits(b, sectors):
 			c.admit(b)
 			admitted++
 		}

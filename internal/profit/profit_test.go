@@ -96,17 +96,7 @@ func TestProfitPrefersReadBlocksOverWritten(t *testing.T) {
 	cfg := ssd
 	cfg.Blocks = 600
 	var onA, total int
-	r := eval(t, reqs, Profit, cfg)
-	c := newCache(Profit, cfg) // the cache's end state, replayed the same way
-	for i := range reqs {
-		q := &reqs[i]
-		first, last := q.Sector/8, (q.End()-1)/8
-		if q.Op == trace.Write {
-			c.write(first, last, int(last-first+1))
-		} else if !c.hit(first, last, int(last-first+1)) {
-			c.miss(first, last, int(last-first+1), q.Sectors)
-		}
-	}
+	r, c := replay(reqs, model.Default(model.HDD, 100*gib), Profit, cfg)
 	for k := range c.in {
 		total++
 		if k < 60*gib/8 {

@@ -38,12 +38,12 @@ func TestShippedTraces(t *testing.T) {
 			capacity = max(capacity, reqs[i].End())
 		}
 		m := model.Default(model.HDD, capacity)
-		none := noCache(reqs, m)
+		none, touched := noCache(reqs, m), distinctBlocks(reqs, 8)
 		// Flash caches of 1 % and 10 % of the space the trace touches, in
 		// 4 KiB blocks (at least 256).
 		for _, pct := range []uint64{1, 10} {
 			cfg := ssd
-			cfg.Blocks = max(int(distinctBlocks(reqs, 8)*pct/100), 256)
+			cfg.Blocks = max(int(touched*pct/100), 256)
 			evalPolicies(t, tr.path, reqs, m, cfg, none)
 		}
 	}
@@ -52,16 +52,14 @@ func TestShippedTraces(t *testing.T) {
 // evalPolicies logs a row for each policy on reqs with cfg.
 func evalPolicies(t *testing.T, path string, reqs []trace.Request, m *model.Model, cfg Config, none int64) {
 	t.Helper()
-	{
-		for _, p := range []Policy{AdmitAll, SecondMiss, RAF, Profit} {
-			r, err := Evaluate(reqs, m, p, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := strings.TrimSuffix(filepath.Base(path), ".gz")
-			t.Logf("| %s | %d | %d MiB | %s | %.1f | %.1f | %d | %.1f | %+.1f %% |", name, len(reqs), cfg.Blocks*4/1024, r.Policy, r.HitPct(),
-				r.BlockHitPct(), r.FlashBlocksWritten, float64(r.IOTimeNs)/1e9, 100*float64(r.IOTimeNs-none)/float64(none))
+	name := strings.TrimSuffix(filepath.Base(path), ".gz")
+	for _, p := range []Policy{AdmitAll, SecondMiss, RAF, Profit} {
+		r, err := Evaluate(reqs, m, p, cfg)
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Logf("| %s | %d | %d MiB | %s | %.1f | %.1f | %d | %.1f | %+.1f %% |", name, len(reqs), cfg.Blocks*4/1024, r.Policy, r.HitPct(),
+			r.BlockHitPct(), r.FlashBlocksWritten, float64(r.IOTimeNs)/1e9, 100*float64(r.IOTimeNs-none)/float64(none))
 	}
 }
 
