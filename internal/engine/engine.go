@@ -322,11 +322,10 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 		return Report{}, err
 	}
 	rep := Report{Current: opt.Current.Name(), Requests: w.Len(), Outcomes: outs, Loop: outs[0].Result.Loop}
-	for i := range outs {
-		if c := outs[i].Candidate; c.Cache && c.Scheduler == opt.Current.Scheduler && c.Tunables.String() == opt.Current.Tunables.String() {
-			rep.CacheContents = outs[i].Result.CacheContents
+	for i := range outs { // only the current setting's cache candidate keeps them (simulateAll)
+		if cc := outs[i].Result.CacheContents; cc != nil {
+			rep.CacheContents, outs[i].Result.CacheContents = cc, nil
 		}
-		outs[i].Result.CacheContents = nil
 	}
 
 	if len(opt.DispatchCostNs) > 0 {

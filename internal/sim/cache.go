@@ -38,11 +38,14 @@ type cacheState struct {
 	hitNs int64
 }
 
-func (r *runner) enableCache(cfg CacheConfig) error {
+// enableCache puts a cache of cfg in front of the device, holding the
+// segments warm (Config.CacheWarm).
+func (r *runner) enableCache(cfg CacheConfig, warm []uint64) error {
 	c, err := redcap.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: redcap: %w", err)
 	}
+	c.Preload(warm)
 	n := len(r.reqs)
 	r.cache = &cacheState{
 		c:       c,

@@ -273,10 +273,9 @@ func Run(w *Window, cfg Config) (Result, error) {
 	}
 	r := newRunner(w, cfg, el)
 	if cfg.Cache != nil {
-		if err := r.enableCache(*cfg.Cache); err != nil {
+		if err := r.enableCache(*cfg.Cache, cfg.CacheWarm); err != nil {
 			return Result{}, err
 		}
-		r.cache.c.Preload(cfg.CacheWarm)
 	}
 	r.run()
 	res := r.result()
