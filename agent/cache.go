@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -176,17 +177,15 @@ func (d *device) cacheBefore(e *windowEnv) {
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
 		d.cache = &governedCache{hitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
-		d.ctrl.cacheWarm = nil
-		// REDCAP's segment model stands for dm-cache's smq policy, which is
-		// not modelled yet.
-		d.ctrl.policy.Engine.Cache = engine.CacheForBlocks(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
+		d.ctrl.cacheWarm = engine.CacheWarm{}
+		d.setDMCacheModel(info, dm, e)
 	} else {
 		d.cache.prev, d.cache.havePrev = d.cache.info, true
 	}
 	d.cache.info = info
 	d.ctrl.cacheActive = info.Mode == decide.CacheOn
 	if d.ctrl.cacheActive {
-		d.ctrl.cacheWarm = nil // the next time it is off, the simulation starts afresh
+		d.ctrl.cacheWarm = engine.CacheWarm{} // the next time it is off, the simulation starts afresh
 	}
 }
 
@@ -378,4 +377,26 @@ func readServiceNs(reqs []trace.Request, blockSectors uint64) (readNs, blockNs f
 		blockNs = readNs
 	}
 	return readNs, blockNs
+}
+
+// setDMCacheModel sets the simulated cache that stands for the dm-cache
+// info (kernel name dm) in front of the device (engine.CacheForBlocks),
+// each hit charged the cache device's measured read time (probeCacheRead)
+// on one of the engine's CPUs. When the probe fails the failure is logged
+// and the hits keep the default RAM copy cost.
+func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
+	cfg := &d.ctrl.policy.Engine.Cache
+	*cfg = engine.CacheForBlocks(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
+	dev, ns, err := probeCacheRead(e.hostRoot, dm, info.Origin)
+	if err != nil {
+		e.log.Info("cache read time not measured", "device", d.sys.Name, "cache", info.Name, "error", err.Error())
+		return
+	}
+	cfg.HitOverheadNs = max(ns, 1)
+	cfg.HitServers = d.ctrl.policy.Engine.CPUs
+	if cfg.HitServers <= 0 {
+		cfg.HitServers = runtime.NumCPU()
+	}
+	e.log.Info("cache read time measured", "device", d.sys.Name, "cache", info.Name, "cacheDevice", dev,
+		"readMicroseconds", float64(ns)/1e3, "hitServers", cfg.HitServers)
 }

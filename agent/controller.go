@@ -263,7 +263,7 @@ type deviceController struct {
 	// cacheWarm is what the simulated cache held at the end of the last
 	// evaluated window (engine.Options.CacheWarm), while the real one is
 	// off; cacheBefore empties it when the cache is on or another one.
-	cacheWarm []uint64
+	cacheWarm engine.CacheWarm
 
 	current    Setting
 	guard      decide.State
@@ -595,7 +595,7 @@ func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trac
 	}
 	er, err := c.evaluateOver(reqs, m)
 	if err == nil && er.CacheContents != nil {
-		c.cacheWarm = er.CacheContents // the next window starts from it
+		c.cacheWarm = *er.CacheContents // the next window starts from it
 	}
 	return er, reqs, false, err
 }

@@ -440,18 +440,26 @@ func md5File(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
+// recordingFn defines the shell function "recording PID LOG": it waits
+// (up to 60 s) until the `shadowtune trace record` of PID has written its
+// "recording" line to LOG, and exits 2 with the log if it ends first.
+const recordingFn = `recording() {
+	i=0
+	until grep -q '^recording' "$2"; do
+		i=$((i+1))
+		if [ $i -gt 600 ] || ! kill -0 "$1" 2>/dev/null; then cat "$2"; echo "the recorder did not start"; exit 2; fi
+		sleep 0.1
+	done
+}`
+
 // traceScript records /dev/vdb with shadowtune trace record while fio
 // runs on it for 3 s, with the kernel's counters read once the tracer is
 // attached (its "recording" line) and after fio.
 const traceScript = `set -e
+` + recordingFn + `
 shadowtune trace record --device /dev/vdb --duration 8s --out-file /tmp/x.st 2>/tmp/rec.log &
 pid=$!
-i=0
-until grep -q '^recording' /tmp/rec.log; do
-	i=$((i+1))
-	if [ $i -gt 600 ] || ! kill -0 $pid 2>/dev/null; then cat /tmp/rec.log; echo "the recorder did not start"; exit 2; fi
-	sleep 0.1
-done
+recording $pid /tmp/rec.log
 echo "stat-before $(cat /sys/block/vdb/stat)"
 fio --name=tr --filename=/dev/vdb --direct=1 --ioengine=libaio --iodepth=16 --rw=randrw --bs=4k \
 	--time_based --runtime=3 --output-format=terse --terse-version=3 >/tmp/fio.out

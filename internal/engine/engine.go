@@ -107,8 +107,9 @@ type Options struct {
 	// A cache judged from empty in every window misses what a real one
 	// keeps from window to window: in the VM lab a 64 MiB dm-cache under
 	// zipf reads hit 84 % of them, while a 5 s window simulated from empty
-	// predicted half the gain.
-	CacheWarm []uint64
+	// predicted half the gain. Its hotspots that had become hot copy their
+	// misses at once, as smq's hotspot levels persist.
+	CacheWarm CacheWarm
 	// ADA configures REDCAP's activation–deactivation algorithm.
 	ADA redcap.ADAConfig
 	// Current is the setting in effect; it is simulated even when not
@@ -212,7 +213,7 @@ type Report struct {
 	// CacheContents is what the current setting's cache candidate held at
 	// the window's end (sim.Result.CacheContents), for the next window's
 	// Options.CacheWarm; nil when it was not simulated.
-	CacheContents []uint64
+	CacheContents *CacheWarm
 	// ReadAhead is the recommended read_ahead_kb.
 	ReadAhead ReadAheadAdvice
 	// Concurrency is the mean number of requests in the block layer in the

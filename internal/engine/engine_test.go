@@ -302,3 +302,22 @@ func TestPerRequestKeptOnlyForADA(t *testing.T) {
 		}
 	}
 }
+
+// HotspotSegments follows calc_hotspot_params (dm-cache-policy-smq.c).
+func TestHotspotSegments(t *testing.T) {
+	for _, tc := range []struct {
+		blocks   uint64
+		block    uint32
+		capacity uint64
+		want     int
+	}{
+		{1024, 128, 1 << 21, 16},  // 1 GiB origin: 1024 hotspots of 1 MiB fit
+		{1024, 128, 1 << 20, 8},   // 512 MiB (the VM lab's): halved once
+		{1024, 128, 1 << 16, 1},   // 32 MiB: down to one block
+		{1 << 16, 64, 1 << 23, 8}, // 16384 hotspots of 16 × 32 KiB would cover 8 GiB of 4: halved once
+	} {
+		if got := HotspotSegments(tc.blocks, tc.block, tc.capacity); got != tc.want {
+			t.Errorf("HotspotSegments(%d, %d, %d) = %d, want %d", tc.blocks, tc.block, tc.capacity, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/decide"
@@ -23,13 +24,17 @@ func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 		}
 		return secs
 	}
-	eval := func(secs []uint64, warm []uint64) Report {
+	eval := func(secs []uint64, warm *CacheWarm) Report {
 		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := Evaluate(w, both("none"), Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
-			Decide: decide.DefaultConfig("none"), Cache: CacheForBlocks(512, 128, 200*gib), CacheWarm: warm})
+		opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
+			Decide: decide.DefaultConfig("none"), Cache: CacheForBlocks(512, 128, 200*gib)}
+		if warm != nil {
+			opt.CacheWarm = *warm
+		}
+		rep, err := Evaluate(w, both("none"), opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +42,7 @@ func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 	}
 	w1, w2 := window(), window()
 	cold := eval(w1, nil)
-	if len(cold.CacheContents) == 0 {
+	if cold.CacheContents == nil || len(cold.CacheContents.Segments) == 0 {
 		t.Fatal("no cache contents reported")
 	}
 	for _, o := range cold.Outcomes {
@@ -46,11 +51,12 @@ func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 		}
 	}
 	coldNext, warm := eval(w2, nil), eval(w2, cold.CacheContents)
-	t.Logf("second window: %.1f %% from empty, %.1f %% warmed (%d segments)", *coldNext.CacheGainPct, *warm.CacheGainPct, len(cold.CacheContents))
+	t.Logf("second window: %.1f %% from empty, %.1f %% warmed (%d segments, %d hot hotspots)", *coldNext.CacheGainPct, *warm.CacheGainPct,
+		len(cold.CacheContents.Segments), len(cold.CacheContents.HotSpots))
 	if *warm.CacheGainPct < *coldNext.CacheGainPct+10 {
 		t.Errorf("warmed: %.1f %%, from empty %.1f %%; want at least 10 points more", *warm.CacheGainPct, *coldNext.CacheGainPct)
 	}
-	if again := eval(w2, cold.CacheContents); len(again.CacheContents) != len(warm.CacheContents) || *again.CacheGainPct != *warm.CacheGainPct {
+	if again := eval(w2, cold.CacheContents); !reflect.DeepEqual(again.CacheContents, warm.CacheContents) || *again.CacheGainPct != *warm.CacheGainPct {
 		t.Error("the same window and warm start gave another result")
 	}
 }

@@ -64,21 +64,51 @@ type Config struct {
 	CopyBytesPerSec float64
 	// HitOverheadNs is a fixed cost in ns per request that the cache
 	// serves (default [DefaultHitOverheadNs]; set a negative value for 0).
+	// For a dm-cache it is the cache device's measured read time.
 	HitOverheadNs int64
+	// HitServers bounds the reads the cache serves at once (the
+	// simulator queues the rest FIFO): a RAM disk's read is CPU work, so
+	// a dm-cache on brd or zram serves at most one read per CPU at a
+	// time. 0: no bound (each read takes its copy time, in parallel).
+	HitServers int
 	// PromoteAfter selects how misses are handled. 0 (REDCAP, 2007 §3):
 	// a miss fetches its whole segment and the read is served from it.
 	// n ≥ 1 stands for dm-cache's smq policy (drivers/md/dm-cache-policy-
 	// smq.c), which promotes only blocks it has seen hot: a read that
 	// misses goes to the disk as requested (Plan.Bypass), and a segment is
 	// copied in by a background read of the whole segment (Plan.Fetches,
-	// waited on by no read) at its n-th miss while not cached. Misses of a
-	// segment count only when at least PromoteGapReads reads came between
-	// them: a segment read through once (sequentially or in strides) is
-	// not hot, a segment read again later is (smq's hotspot levels count
-	// hits over time, not within a pass). Miss counts are kept for at most
+	// waited on by no read) at its n-th counted miss while not cached. A
+	// miss counts only when at least PromoteGapReads reads came since the
+	// segment's (or hotspot's) last counted miss: a segment read through
+	// once (sequentially or in strides) is not hot, a segment read again
+	// later is (smq raises a hotspot's level at most once a second, so it
+	// counts hits over time, not within a pass). Miss counts are kept for at most
 	// max(4 × Segments, 4096) segments at a time, then forgotten all at
 	// once (as smq's levels age). At most 255.
 	PromoteAfter int
+	// PromoteGapReads is the reads that must come between two counted
+	// misses under PromoteAfter (default [DefaultPromoteGapReads]).
+	PromoteGapReads int
+	// PromoteGapQuiet measures PromoteGapReads from the segment's last
+	// miss, counted or not, rather than from its last counted one: a
+	// segment counts again only after that many reads without a miss, so
+	// one missed more often never reaches PromoteAfter.
+	PromoteGapQuiet bool
+	// HotspotSegments, with PromoteAfter, counts misses per hotspot of
+	// this many adjacent segments rather than per segment, as smq tracks
+	// hotness in hotspot blocks of up to 16 cache blocks
+	// (calc_hotspot_params in dm-cache-policy-smq.c): once a hotspot has
+	// missed PromoteAfter times, a miss of any of its segments copies that
+	// segment in. 0 and 1 count per segment.
+	HotspotSegments int
+	// FillOnly, with PromoteAfter, copies a segment in only into a slot
+	// that holds nothing: a full cache replaces nothing. smq demotes only
+	// entries in the lower half of its clean queue, whose levels it
+	// redistributes once a minute (CACHE_UPDATE_PERIOD); in the VM lab a
+	// full 64 MiB smq cache demoted nothing for 45 s after its hot set
+	// moved, then half its blocks at once (docs/agent.md). The caller
+	// frees slots at that pace (Preload of fewer segments).
+	FillOnly bool
 }
 
 // withDefaults returns c with zero fields replaced by defaults.
@@ -91,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CopyBytesPerSec == 0 {
 		c.CopyBytesPerSec = DefaultCopyBytesPerSec
+	}
+	if c.PromoteGapReads == 0 {
+		c.PromoteGapReads = DefaultPromoteGapReads
 	}
 	if c.HitOverheadNs == 0 {
 		c.HitOverheadNs = DefaultHitOverheadNs
@@ -115,6 +148,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redcap: CopyBytesPerSec must be a positive finite number, got %v", c.CopyBytesPerSec)
 	case c.PromoteAfter < 0 || c.PromoteAfter > 255:
 		return fmt.Errorf("redcap: PromoteAfter must be between 0 and 255, got %d", c.PromoteAfter)
+	case c.HitServers < 0:
+		return fmt.Errorf("redcap: HitServers must be ≥ 0, got %d", c.HitServers)
+	case c.PromoteGapReads < 0:
+		return fmt.Errorf("redcap: PromoteGapReads must be ≥ 0, got %d", c.PromoteGapReads)
+	case c.HotspotSegments < 0:
+		return fmt.Errorf("redcap: HotspotSegments must be ≥ 0, got %d", c.HotspotSegments)
 	}
 	return nil
 }
@@ -225,12 +264,13 @@ type Cache struct {
 	head  int32 // most recently used
 	tail  int32 // least recently used
 	onLRU int   // slots on the LRU list (free + valid) = evictable slots
+	free  int   // slots that hold nothing (slotFree)
 
 	parts []int32 // scratch: slot per part, none for a miss
 	plan  Plan
 	stats Stats
 
-	hot map[uint64]hotness // PromoteAfter > 0: misses per uncached segment
+	hot map[uint64]hotness // PromoteAfter > 0: misses per uncached segment (or hotspot)
 }
 
 // hotness is an uncached segment's counted misses and the read count
@@ -240,9 +280,8 @@ type hotness struct {
 	last uint64
 }
 
-// PromoteGapReads is how many reads must come between two misses of a
-// segment for both to count towards PromoteAfter.
-const PromoteGapReads = 64
+// DefaultPromoteGapReads is Config.PromoteGapReads's default.
+const DefaultPromoteGapReads = 64
 
 // minHotSegments is the fewest uncached segments whose misses are counted
 // at a time (Config.PromoteAfter).
@@ -294,7 +333,7 @@ func (c *Cache) Reset() {
 	}
 	c.prev[n-1] = none
 	c.head, c.tail = n-1, 0
-	c.onLRU = int(n)
+	c.onLRU, c.free = int(n), int(n)
 	c.stats = Stats{}
 }
 
@@ -441,21 +480,28 @@ func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
 		clear(c.hot)
 	}
 	free := c.onLRU - hitsOnLRU
+	if c.cfg.FillOnly {
+		free = c.free
+	}
+	group := uint64(max(c.cfg.HotspotSegments, 1))
 	for i, s := range c.parts {
 		if s != none {
 			continue
 		}
 		k := first + uint64(i)
-		h, seen := c.hot[k]
-		if !seen || c.stats.Reads-h.last >= PromoteGapReads {
-			h.n++
+		h, seen := c.hot[k/group]
+		if !seen || c.stats.Reads-h.last >= uint64(c.cfg.PromoteGapReads) {
+			h.n, h.last = min(h.n+1, 255), c.stats.Reads
+		} else if c.cfg.PromoteGapQuiet {
+			h.last = c.stats.Reads
 		}
-		h.last = c.stats.Reads
-		c.hot[k] = h
+		c.hot[k/group] = h
 		if int(h.n) < c.cfg.PromoteAfter || free == 0 {
 			continue
 		}
-		delete(c.hot, k)
+		if group == 1 {
+			delete(c.hot, k) // cached now; a hotspot stays hot for its other segments
+		}
 		free--
 		v := c.claim(k)
 		start, n := k*c.segSz, c.segSz
@@ -476,6 +522,9 @@ func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
 func (c *Cache) claim(k uint64) int32 {
 	v := c.tail
 	c.unlink(v)
+	if c.state[v] == slotFree {
+		c.free--
+	}
 	if c.state[v] == slotValid {
 		delete(c.index, c.seg[v])
 		c.stats.Evictions++
@@ -505,6 +554,7 @@ func (c *Cache) FillDone(id FillID) {
 	if c.stale[s] {
 		c.stale[s] = false
 		c.state[s] = slotFree
+		c.free++
 		c.pushTail(s)
 		return
 	}
@@ -549,6 +599,7 @@ func (c *Cache) Write(sector uint64, sectors uint32) (invalidated int) {
 			continue
 		}
 		c.state[s] = slotFree
+		c.free++
 		c.unlink(s)
 		c.pushTail(s)
 		c.stats.Invalidations++
@@ -597,6 +648,44 @@ func (c *Cache) pushTail(s int32) {
 	}
 	c.tail = s
 	c.onLRU++
+}
+
+// Warm is what a cache carries from one window to the next, as a real
+// cache keeps its blocks and smq its hotspot levels: its valid segments,
+// least recently used first (Contents), and, under PromoteAfter, the
+// hotspots (or segments) whose counted misses reached PromoteAfter, so
+// that their misses copy at once (HotSpots).
+type Warm struct {
+	Segments []uint64
+	HotSpots []uint64
+}
+
+// Warm returns the cache's Warm: at most max segments (the most recently
+// used) and max hotspots.
+func (c *Cache) Warm(max int) Warm {
+	w := Warm{Segments: c.Contents(max)}
+	for k, h := range c.hot {
+		if len(w.HotSpots) >= max {
+			break
+		}
+		if int(h.n) >= c.cfg.PromoteAfter {
+			w.HotSpots = append(w.HotSpots, k)
+		}
+	}
+	slices.Sort(w.HotSpots) // map order is random: the same run gives the same Warm
+	return w
+}
+
+// Load puts w into an empty cache: Preload of its segments, and its
+// hotspots as having reached PromoteAfter.
+func (c *Cache) Load(w Warm) {
+	c.Preload(w.Segments)
+	if c.hot == nil {
+		return
+	}
+	for _, k := range w.HotSpots {
+		c.hot[k] = hotness{n: uint8(c.cfg.PromoteAfter)}
+	}
 }
 
 // Contents returns the disk segment numbers of the valid segments, least

@@ -577,12 +577,12 @@ func TestPromoteAfter(t *testing.T) {
 			t.Fatalf("miss at %d within a pass: %+v, want a bypass without a fetch", sec, *p)
 		}
 	}
-	for i := range PromoteGapReads {
+	for i := range DefaultPromoteGapReads {
 		c.Read(uint64(1000+i)*128, 8) // other segments, once each
 	}
 	p := c.Read(16, 8)
 	if !p.Bypass || len(p.Fetches) != 1 || p.Fetches[0].Sector != 0 || p.Fetches[0].Sectors != 128 {
-		t.Fatalf("a miss after %d other reads: %+v, want a bypass and a fetch of segment 0", PromoteGapReads, *p)
+		t.Fatalf("a miss after %d other reads: %+v, want a bypass and a fetch of segment 0", DefaultPromoteGapReads, *p)
 	}
 	id := p.Fetches[0].ID
 	if p = c.Read(24, 8); p.Bypass || len(p.Waits) != 1 {
@@ -594,5 +594,93 @@ func TestPromoteAfter(t *testing.T) {
 	}
 	if _, err := New(Config{PromoteAfter: 256}); err == nil {
 		t.Error("PromoteAfter 256 accepted")
+	}
+}
+
+// HotspotSegments: misses count per hotspot, so a segment of a hotspot
+// that missed before is copied in at its own first miss; a pass through
+// the hotspot counts once.
+func TestHotspotSegments(t *testing.T) {
+	c, err := New(Config{Segments: 16, SegmentSectors: 128, PromoteAfter: 2, HotspotSegments: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := range uint64(4) { // one pass through hotspot 0
+		if p := c.Read(k*128, 8); len(p.Fetches) != 0 {
+			t.Fatalf("pass through hotspot 0, segment %d: %+v, want no fetch", k, *p)
+		}
+	}
+	for i := range DefaultPromoteGapReads {
+		c.Read(uint64(1000+i)*512, 8) // other hotspots, once each
+	}
+	p := c.Read(2*128, 8)
+	if len(p.Fetches) != 1 || p.Fetches[0].Sector != 2*128 {
+		t.Fatalf("segment 2 after its hotspot missed %d reads before: %+v, want a fetch of segment 2", DefaultPromoteGapReads, *p)
+	}
+	if p = c.Read(3*128, 8); len(p.Fetches) != 1 || p.Fetches[0].Sector != 3*128 {
+		t.Fatalf("segment 3 of the hot hotspot: %+v, want a fetch at once", *p)
+	}
+	if _, err := New(Config{HotspotSegments: -1}); err == nil {
+		t.Error("HotspotSegments -1 accepted")
+	}
+}
+
+// FillOnly: a full cache copies nothing in; a slot freed by a write is
+// filled again. Without FillOnly the least recently used segment goes.
+func TestFillOnly(t *testing.T) {
+	for _, fillOnly := range []bool{true, false} {
+		c, err := New(Config{Segments: 2, SegmentSectors: 128, PromoteAfter: 1, FillOnly: fillOnly})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sec := range []uint64{0, 128} {
+			p := c.Read(sec, 8)
+			if len(p.Fetches) != 1 {
+				t.Fatalf("FillOnly %v: first miss at %d with free slots: %+v, want a fetch", fillOnly, sec, *p)
+			}
+			c.FillDone(p.Fetches[0].ID)
+		}
+		p := c.Read(256, 8)
+		if got := len(p.Fetches); fillOnly && got != 0 || !fillOnly && got != 1 {
+			t.Fatalf("FillOnly %v: a miss in a full cache fetched %d segments", fillOnly, got)
+		}
+		if !fillOnly {
+			continue
+		}
+		c.Write(0, 8) // frees segment 0's slot
+		if p = c.Read(512, 8); len(p.Fetches) != 1 {
+			t.Fatalf("a miss after a write freed a slot: %+v, want a fetch", *p)
+		}
+		if p = c.Read(128, 8); p.HitParts != 1 {
+			t.Fatalf("segment 1 after the refill: %+v, want a hit (it was never replaced)", *p)
+		}
+	}
+}
+
+// PromoteGapQuiet: a segment missed every 10 reads never counts twice
+// when the gap runs from its last miss; from its last counted miss it
+// does, after PromoteGapReads reads.
+func TestPromoteGapQuiet(t *testing.T) {
+	for _, quiet := range []bool{true, false} {
+		c, err := New(Config{Segments: 4, SegmentSectors: 128, PromoteAfter: 2, PromoteGapReads: 64, PromoteGapQuiet: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fetched := -1
+		for i := 0; i < 200 && fetched < 0; i++ {
+			if i%10 == 0 {
+				if p := c.Read(0, 8); len(p.Fetches) > 0 {
+					fetched = i
+				}
+				continue
+			}
+			c.Read(uint64(1000+i)*128, 8)
+		}
+		if quiet && fetched >= 0 {
+			t.Errorf("quiet gap: segment 0, missed every 10 reads, was copied at read %d", fetched)
+		}
+		if !quiet && (fetched < 64 || fetched > 80) {
+			t.Errorf("counted gap: segment 0 copied at read %d, want at the first miss 64 reads after the first (70)", fetched)
+		}
 	}
 }

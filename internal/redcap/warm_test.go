@@ -34,3 +34,36 @@ func TestContentsPreload(t *testing.T) {
 		t.Errorf("preloading a held segment: Contents = %v, want it most recent [5 6 7]", got)
 	}
 }
+
+// Warm carries the hotspots that became hot: loaded into a new cache,
+// their misses copy at once, as smq's hotspot levels persist.
+func TestWarmCarriesHotSpots(t *testing.T) {
+	cfg := Config{Segments: 8, SegmentSectors: 128, PromoteAfter: 2, HotspotSegments: 4, PromoteGapReads: 2}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Read(0, 8)        // hotspot 0: one counted miss
+	c.Read(100*512, 8)  // elsewhere
+	c.Read(200*512, 8)  // elsewhere
+	p := c.Read(128, 8) // segment 1 of hotspot 0: the second counted miss copies it
+	if len(p.Fetches) != 1 {
+		t.Fatalf("the hotspot's second counted miss: %+v, want a fetch", *p)
+	}
+	w := c.Warm(10)
+	if !slices.Equal(w.HotSpots, []uint64{0}) {
+		t.Fatalf("Warm().HotSpots = %v, want [0]", w.HotSpots)
+	}
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := n.Read(2*128, 8); len(p.Fetches) != 0 {
+		t.Fatalf("a first miss in an empty cache: %+v, want no fetch", *p)
+	}
+	n.Reset()
+	n.Load(w)
+	if p := n.Read(2*128, 8); len(p.Fetches) != 1 || p.Fetches[0].Sector != 2*128 {
+		t.Fatalf("a first miss in hotspot 0 after Load: %+v, want a fetch of segment 2", *p)
+	}
+}

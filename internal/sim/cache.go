@@ -28,6 +28,7 @@ type cacheState struct {
 
 	pending []int32 // per window request: fills it still waits for
 	copyNs  []int64 // per window request: RAM copy time once its fills are done
+	hitFree []int64 // per hit server (redcap.Config.HitServers): when it is free, ns
 
 	waiters [][]int32 // per FillID: window requests waiting for it
 
@@ -40,18 +41,19 @@ type cacheState struct {
 
 // enableCache puts a cache of cfg in front of the device, holding the
 // segments warm (Config.CacheWarm).
-func (r *runner) enableCache(cfg CacheConfig, warm []uint64) error {
+func (r *runner) enableCache(cfg CacheConfig, warm redcap.Warm) error {
 	c, err := redcap.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: redcap: %w", err)
 	}
-	c.Preload(warm)
+	c.Load(warm)
 	n := len(r.reqs)
 	r.cache = &cacheState{
 		c:       c,
 		n:       int32(n),
 		pending: make([]int32, n),
 		copyNs:  make([]int64, n),
+		hitFree: make([]int64, min(cfg.HitServers, 1024)),
 	}
 	return nil
 }
@@ -103,9 +105,28 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 		r.submit(cs.newFetch(f, q))
 	}
 	if cs.pending[i] == 0 {
-		r.push(r.now+p.CopyNs, evHit, i)
+		r.push(cs.served(r.now, p.CopyNs), evHit, i)
 	}
 	return true
+}
+
+// served returns when a read that the cache can serve at now, taking
+// copyNs, completes: at once plus copyNs, or, with
+// redcap.Config.HitServers k > 0, when the first of k servers is free
+// (FIFO), which it then holds for copyNs.
+func (cs *cacheState) served(now, copyNs int64) int64 {
+	if len(cs.hitFree) == 0 {
+		return now + copyNs
+	}
+	j := 0
+	for k, t := range cs.hitFree {
+		if t < cs.hitFree[j] {
+			j = k
+		}
+	}
+	done := max(now, cs.hitFree[j]) + copyNs
+	cs.hitFree[j] = done
+	return done
 }
 
 // newFetch returns a pooled elevator request for a whole-segment fill,
@@ -143,7 +164,7 @@ func (cs *cacheState) fillDone(r *runner, q *sched.Request) {
 	for _, i := range w {
 		cs.pending[i]--
 		if cs.pending[i] == 0 {
-			r.push(r.now+cs.copyNs[i], evHit, i)
+			r.push(cs.served(r.now, cs.copyNs[i]), evHit, i)
 		}
 	}
 }

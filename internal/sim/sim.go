@@ -22,6 +22,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -65,11 +66,12 @@ type Config struct {
 	// Cache, when non-nil, puts a REDCAP segment cache in front of the
 	// device (KDSim §4).
 	Cache *CacheConfig
-	// CacheWarm lists disk segments (numbers of Cache.SegmentSectors-sized
-	// segments) the cache holds at the start, least recently used first:
-	// the cache as an earlier window left it (Result.CacheContents). Empty:
-	// the cache starts empty.
-	CacheWarm []uint64
+	// CacheWarm is the cache as an earlier window left it
+	// (Result.CacheContents): the disk segments (numbers of
+	// Cache.SegmentSectors-sized segments) it holds at the start, least
+	// recently used first, and its hot hotspots (redcap.Warm). Empty: the
+	// cache starts empty.
+	CacheWarm redcap.Warm
 	// KeepCacheContents returns the cache's contents at the end of the run
 	// in Result.CacheContents.
 	KeepCacheContents bool
@@ -129,10 +131,10 @@ type Result struct {
 	ResponseQuantilesNs []int64
 	// CacheStats is set when a cache was simulated.
 	CacheStats *CacheStats
-	// CacheContents, with Config.KeepCacheContents, lists the segments the
-	// cache held at the end, least recently used first: at most
-	// MaxWarmSegments, the most recently used.
-	CacheContents []uint64
+	// CacheContents, with Config.KeepCacheContents, is the cache at the
+	// end (redcap.Cache.Warm): at most MaxWarmSegments segments, the most
+	// recently used, and as many hotspots.
+	CacheContents *redcap.Warm
 }
 
 // MaxWarmSegments bounds Result.CacheContents: the simulator's per-fill
@@ -280,7 +282,8 @@ func Run(w *Window, cfg Config) (Result, error) {
 	r.run()
 	res := r.result()
 	if r.cache != nil && cfg.KeepCacheContents {
-		res.CacheContents = r.cache.c.Contents(MaxWarmSegments)
+		w := r.cache.c.Warm(MaxWarmSegments)
+		res.CacheContents = &w
 	}
 	r.releaseBuffers()
 	res.Scheduler, res.Tunables, res.Cache = cfg.Scheduler, tun, cfg.Cache != nil

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -353,6 +354,35 @@ func TestResponseQuantiles(t *testing.T) {
 		r.ResponseQuantilesNs = nil
 		if !reflect.DeepEqual(r, full) {
 			t.Fatalf("m=%d: keeping quantiles changed the result", m)
+		}
+	}
+}
+
+// HitServers: reads the cache serves queue FIFO for k servers, each held
+// for the hit's cost; without a bound each takes its cost in parallel.
+func TestCacheHitServers(t *testing.T) {
+	var reqs []trace.Request
+	for i := range uint64(8) {
+		reqs = append(reqs, openReq(0, i*8, 8, trace.Read))
+	}
+	w := mustWindow(t, reqs, LoopOpen)
+	for _, tc := range []struct {
+		servers int
+		want    []int64 // response times, µs, sorted
+	}{
+		{0, []int64{100, 100, 100, 100, 100, 100, 100, 100}},
+		{2, []int64{100, 100, 200, 200, 300, 300, 400, 400}},
+	} {
+		cfg := CacheConfig{Segments: 16, SegmentSectors: 8, HitOverheadNs: 100e3, CopyBytesPerSec: 1e18, HitServers: tc.servers}
+		res := mustRun(t, w, Config{Scheduler: "none", NewDisk: constModel(10*ms, 0), KeepPerRequest: true,
+			Cache: &cfg, CacheWarm: redcap.Warm{Segments: []uint64{0, 1, 2, 3, 4, 5, 6, 7}}})
+		got := slices.Clone(res.ResponseNs)
+		slices.Sort(got)
+		for i := range got {
+			got[i] /= 1000
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("HitServers %d: responses %v µs, want %v", tc.servers, got, tc.want)
 		}
 	}
 }

@@ -1,0 +1,198 @@
+// Package smqcal compares the agent's simulated dm-cache with a real
+// dm-cache's smq policy: it predicts, from a trace recorded on the
+// cache's origin while the cache was off, the read-hit ratio and the gain
+// of turning an empty cache on, with the agent's stand-in
+// (engine.CacheForBlocks) and with engine.SMQCalibrated, for the VM lab's
+// calibration (e2e/vm, TestSMQCalibration) and for sweeps over its saved
+// traces (TestSavedRun).
+package smqcal
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/redcap"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Setup is the real cache's geometry and what a hit costs.
+type Setup struct {
+	CacheBlocks  uint64 // the cache's size in blocks
+	BlockSectors uint32 // the block size in 512-byte sectors
+	// HitNs and HitServers are the cost of a read the cache serves, ns,
+	// and how many it serves at once (redcap.Config.HitOverheadNs,
+	// HitServers: the cache device's read time on each CPU, as the agent
+	// sets them); zero: a RAM copy, unbounded.
+	HitNs      int64
+	HitServers int
+	// Tune, when set, changes the calibrated configuration before the
+	// simulation (a sweep's variant).
+	Tune func(*redcap.Config)
+}
+
+// Prediction is one stand-in's prediction for a workload.
+type Prediction struct {
+	// HitPct is the share of the trace's reads served whole from the
+	// cache, %; GainPct the cut of the window's I/O time with the cache
+	// on (engine.Report.CacheGainPct), %.
+	HitPct  float64 `json:"hitPct"`
+	GainPct float64 `json:"gainPct"`
+}
+
+// Row is one workload: what the stand-ins predicted from the trace and
+// what the real cache measured over the same reads.
+type Row struct {
+	Name       string     `json:"name"`
+	Reads      int        `json:"reads"` // reads in the trace
+	Calibrated Prediction `json:"calibrated"`
+	Agent      Prediction `json:"agent"`
+	// MeasuredHitPct is smq's read hits ÷ (hits + misses) over the same
+	// reads, %; MeasuredGainPct the cut of their wall time through the
+	// cache against the disk alone (1 − CachedS ÷ PassthroughS), %.
+	MeasuredHitPct  float64 `json:"measuredHitPct"`
+	MeasuredGainPct float64 `json:"measuredGainPct"`
+	PassthroughS    float64 `json:"passthroughSeconds"`
+	CachedS         float64 `json:"cachedSeconds"`
+}
+
+// Predict reads the native trace at path and simulates it as the agent
+// judges a window with an empty cache of s's geometry, with each stand-in:
+// an SSD model fitted on the trace (net service times, k servers
+// estimated), the device's tags at the most requests the trace had
+// outstanding, none with and without the cache. The row's measured fields
+// are left zero. It returns the trace's read error, model.Fit's, or the
+// engine's.
+func Predict(path string, s Setup) (Row, error) {
+	reqs, err := trace.ReadFile("native", path)
+	if err != nil {
+		return Row{}, err
+	}
+	var capacity uint64
+	row := Row{}
+	for i := range reqs {
+		capacity = max(capacity, reqs[i].End())
+		if reqs[i].Op == trace.Read {
+			row.Reads++
+		}
+	}
+	m, err := model.Fit(reqs, model.FitOptions{Class: model.SSD})
+	if err != nil {
+		return Row{}, fmt.Errorf("%s: %w", path, err)
+	}
+	cal := engine.SMQCalibrated(s.CacheBlocks, s.BlockSectors, capacity)
+	if s.Tune != nil {
+		s.Tune(&cal)
+	}
+	for _, p := range []struct {
+		cfg redcap.Config
+		out *Prediction
+	}{{cal, &row.Calibrated}, {engine.CacheForBlocks(s.CacheBlocks, s.BlockSectors, capacity), &row.Agent}} {
+		p.cfg.HitOverheadNs, p.cfg.HitServers = s.HitNs, s.HitServers
+		if *p.out, err = predict(reqs, m, p.cfg); err != nil {
+			return Row{}, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	return row, nil
+}
+
+// predict simulates reqs with model m under none, with and without the
+// cache cfg.
+func predict(reqs []trace.Request, m *model.Model, cfg redcap.Config) (Prediction, error) {
+	none := engine.Candidate{Scheduler: "none"}
+	on := none
+	on.Cache = true
+	rep, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{none, on}, engine.Options{
+		Model: m, Seed: 1, Tags: model.MaxInFlight(reqs), Cache: cfg, Current: none,
+		Rank: engine.RankWait, Parallel: 1, Decide: decide.DefaultConfig(none.Name())})
+	if err != nil {
+		return Prediction{}, err
+	}
+	var p Prediction
+	for _, o := range rep.Outcomes {
+		if st := o.Result.CacheStats; o.Candidate.Cache && st != nil && st.Reads > 0 {
+			p.HitPct = 100 * float64(st.FullHits) / float64(st.Reads)
+		}
+	}
+	if rep.CacheGainPct != nil {
+		p.GainPct = *rep.CacheGainPct
+	}
+	return p, nil
+}
+
+// Table formats rows as a Markdown table.
+func Table(rows []Row) string {
+	var b strings.Builder
+	b.WriteString("| workload | reads | smq's read hits | calibrated | agent's | gain measured (passthrough → cache) | calibrated | agent's |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "| %s | %d | %.1f %% | %.1f %% | %.1f %% | %.1f %% (%.2f → %.2f s) | %.1f %% | %.1f %% |\n", r.Name, r.Reads,
+			r.MeasuredHitPct, r.Calibrated.HitPct, r.Agent.HitPct, r.MeasuredGainPct, r.PassthroughS, r.CachedS,
+			r.Calibrated.GainPct, r.Agent.GainPct)
+	}
+	return b.String()
+}
+
+// runLineRE matches one workload's line of the VM lab's calibration run:
+// "smq NAME T0 T1 T2 T3 | STATUS BEFORE | STATUS AFTER", the guest's
+// uptimes around the run on the disk alone (T0, T1) and through the
+// cache (T2, T3) and the cache's `dmsetup status` lines.
+var runLineRE = regexp.MustCompile(`(?m)^smq (\w+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) \| (.*) \| (.*)$`)
+
+// ParseRun reads the workloads of a calibration run's output, predicts
+// each from its trace dir/NAME.st with s, and fills in what was measured.
+// It returns an error naming the workload for a trace or a status line
+// that cannot be used.
+func ParseRun(output, dir string, s Setup) ([]Row, error) {
+	var rows []Row
+	for _, m := range runLineRE.FindAllStringSubmatch(output, -1) {
+		row, err := Predict(filepath.Join(dir, m[1]+".st"), s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", m[1], err)
+		}
+		row.Name = m[1]
+		if err := measure(&row, m); err != nil {
+			return nil, fmt.Errorf("%s: %w", m[1], err)
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// measure fills row's measured fields from a runLineRE match: the read
+// hits and misses are fields 8 and 9 of a cache target's status
+// (Documentation/admin-guide/device-mapper/cache.rst).
+func measure(row *Row, m []string) error {
+	var c [2][2]float64 // before, after × hits, misses
+	for i, st := range []string{m[6], m[7]} {
+		f := strings.Fields(st)
+		if len(f) < 9 || f[2] != "cache" {
+			return fmt.Errorf("not a cache status: %q", st)
+		}
+		for j := range 2 {
+			v, err := strconv.ParseFloat(f[7+j], 64)
+			if err != nil {
+				return fmt.Errorf("cache status %q: %w", st, err)
+			}
+			c[i][j] = v
+		}
+	}
+	hits, misses := c[1][0]-c[0][0], c[1][1]-c[0][1]
+	if hits+misses <= 0 {
+		return errors.New("no reads counted by the cache")
+	}
+	row.MeasuredHitPct = 100 * hits / (hits + misses)
+	var t [4]float64
+	for i := range t {
+		t[i], _ = strconv.ParseFloat(m[2+i], 64) // the pattern's digits
+	}
+	row.PassthroughS, row.CachedS = t[1]-t[0], t[3]-t[2]
+	row.MeasuredGainPct = 100 * (1 - row.CachedS/row.PassthroughS)
+	return nil
+}
