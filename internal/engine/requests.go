@@ -90,8 +90,8 @@ func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) 
 
 // SMQCalibrated is the simulated dm-cache calibrated against smq in the VM
 // lab (docs/agent.md, TestSMQCalibration), where it predicted smq's read
-// hits from an empty cache within 3.0 points on seven workloads, against
-// up to 30 for CacheForBlocks: a block is copied in at a miss once its
+// hits from an empty cache within 3.0 and 5.0 points on seven workloads in
+// two runs, against up to 30 for CacheForBlocks: a block is copied in at a miss once its
 // hotspot (HotspotSegments adjacent blocks) has missed twice at least
 // SMQPromoteGapReads reads apart, and only into a free block
 // (redcap.Config.FillOnly: smq replaces blocks about once a minute, not
