@@ -247,12 +247,8 @@ func (c *cache) cached(first uint64, n int) []bool {
 func (c *cache) write(first, last uint64) int {
 	updated := 0
 	for k := first; k <= last; k++ {
-		b, in := c.in[k], true
-		if b == nil {
-			b, in = c.candidate(k), false
-		}
+		b, in := c.touched(k, first, last)
 		b.writes++
-		b.seqLen = int(last - first + 1)
 		if in {
 			updated++
 			c.touch(b)
@@ -266,12 +262,8 @@ func (c *cache) write(first, last uint64) int {
 func (c *cache) read(first, last uint64, sectors uint32) int {
 	admitted := 0
 	for k := first; k <= last; k++ {
-		b, in := c.in[k], true
-		if b == nil {
-			b, in = c.candidate(k), false
-		}
+		b, in := c.touched(k, first, last)
 		b.reads++
-		b.seqLen = int(last - first + 1)
 		switch {
 		case in:
 			c.touch(b)
@@ -281,6 +273,17 @@ func (c *cache) read(first, last uint64, sectors uint32) int {
 		}
 	}
 	return admitted
+}
+
+// touched returns block k, cached or a candidate, and whether it is
+// cached, recording that a request on blocks first..last touched it.
+func (c *cache) touched(k, first, last uint64) (*block, bool) {
+	b, in := c.in[k], true
+	if b == nil {
+		b, in = c.candidate(k), false
+	}
+	b.seqLen = int(last - first + 1)
+	return b, in
 }
 
 // candidate returns the access counts of uncached block k, keeping those

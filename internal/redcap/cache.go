@@ -82,9 +82,9 @@ type Config struct {
 	// segment's (or hotspot's) last counted miss: a segment read through
 	// once (sequentially or in strides) is not hot, a segment read again
 	// later is (smq raises a hotspot's level at most once a second, so it
-	// counts hits over time, not within a pass). Miss counts are kept for at most
-	// max(4 × Segments, 4096) segments at a time, then forgotten all at
-	// once (as smq's levels age). At most 255.
+	// counts hits over time, not within a pass). Miss counts are kept for
+	// at most max(4 × Segments, 4096) segments at a time, then forgotten
+	// all at once (as smq's levels age). At most 255.
 	PromoteAfter int
 	// PromoteGapReads is the reads that must come between two counted
 	// misses under PromoteAfter (default [DefaultPromoteGapReads]).
@@ -106,8 +106,9 @@ type Config struct {
 	// entries in the lower half of its clean queue, whose levels it
 	// redistributes once a minute (CACHE_UPDATE_PERIOD); in the VM lab a
 	// full 64 MiB smq cache demoted nothing for 45 s after its hot set
-	// moved, then half its blocks at once (docs/agent.md). The caller
-	// frees slots at that pace (Preload of fewer segments).
+	// moved, then half its blocks at once (docs/agent.md). Nothing here
+	// frees slots over time; a caller that carries the cache from window
+	// to window (Warm, Load) must, at that pace.
 	FillOnly bool
 }
 
@@ -660,19 +661,18 @@ type Warm struct {
 	HotSpots []uint64
 }
 
-// Warm returns the cache's Warm: at most max segments (the most recently
-// used) and max hotspots.
-func (c *Cache) Warm(max int) Warm {
-	w := Warm{Segments: c.Contents(max)}
+// Warm returns the cache's Warm: at most limit segments (the most
+// recently used) and limit hotspots (the lowest numbered, so that the same
+// run gives the same Warm whatever the map's order).
+func (c *Cache) Warm(limit int) Warm {
+	w := Warm{Segments: c.Contents(limit)}
 	for k, h := range c.hot {
-		if len(w.HotSpots) >= max {
-			break
-		}
 		if int(h.n) >= c.cfg.PromoteAfter {
 			w.HotSpots = append(w.HotSpots, k)
 		}
 	}
-	slices.Sort(w.HotSpots) // map order is random: the same run gives the same Warm
+	slices.Sort(w.HotSpots)
+	w.HotSpots = w.HotSpots[:min(len(w.HotSpots), max(limit, 0))]
 	return w
 }
 

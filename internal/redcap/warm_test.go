@@ -54,6 +54,9 @@ func TestWarmCarriesHotSpots(t *testing.T) {
 	if !slices.Equal(w.HotSpots, []uint64{0}) {
 		t.Fatalf("Warm().HotSpots = %v, want [0]", w.HotSpots)
 	}
+	if w0 := c.Warm(0); len(w0.HotSpots) != 0 || len(w0.Segments) != 0 {
+		t.Fatalf("Warm(0) = %+v, want nothing", w0)
+	}
 	n, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
