@@ -371,6 +371,11 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 		}
 		c.learner.observe(c.disk, reqs)
 	}
+	if c.calibrated && c.checkThrottle(reqs) {
+		// A new throttled model: it learns the window afresh.
+		c.learner.result()
+		c.learner.observe(c.disk, reqs)
+	}
 	l := c.learner.result()
 	l.requests = c.win.total
 	return c.evaluate(reqs, l, in)

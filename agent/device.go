@@ -7,6 +7,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -199,6 +200,10 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 		st.ModelErrorPercent = v1alpha1.FormatPercent(rep.ModelErrorPct)
 	}
 	st.Class, w.Note = v1alpha1.DeviceClass(d.ctrl.model.Class().String()), d.ctrl.note
+	st.Throttle = nil
+	if th := d.ctrl.model.Throttle(); th.Enabled() {
+		st.Throttle = &v1alpha1.DeviceThrottle{IOPS: int64(math.Round(th.IOPS)), BytesPerSecond: int64(math.Round(th.BytesPerSec))}
+	}
 	if rep.Unlearned > 0 {
 		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + fmt.Sprintf("%d requests arrived while the agent was evaluating and were not learned (memory bound)", rep.Unlearned)
 	}

@@ -45,6 +45,7 @@ type windowLearner struct {
 	groupErrs      []float64
 	order          []int32
 	net            model.NetService // carried from chunk to chunk
+	netThrottle    model.Throttle   // the bucket net holds
 	netNs          []int64
 }
 
@@ -53,6 +54,11 @@ type windowLearner struct {
 // the model's k servers (model.NetServiceTimes): the model learns, and is
 // scored on, what a server takes per request.
 func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
+	if th := d.Model().Throttle(); th != l.netThrottle {
+		// A throttled model learns times net of the bucket's wait too.
+		l.net.SetThrottle(th)
+		l.netThrottle = th
+	}
 	l.netNs = l.net.Times(reqs, d.Model().Servers(), l.netNs)
 	l.order = l.order[:0]
 	sorted := true
@@ -104,7 +110,7 @@ func (l *windowLearner) result() learned {
 		slices.Sort(l.groupErrs)
 		r.errPct = l.groupErrs[len(l.groupErrs)/2]
 	}
-	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netNs: l.netNs[:0]}
+	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netThrottle: l.netThrottle, netNs: l.netNs[:0]}
 	return r
 }
 
@@ -174,7 +180,10 @@ func (c *deviceController) calibrate(reqs []trace.Request) {
 	if c.model.Class() == model.HDD {
 		c.compareClasses(reqs)
 	}
-	if c.model.Class() != model.HDD {
+	switch c.model.Class() {
+	case model.Throttled:
+		c.model.SetServers(model.EstimateServers(c.model.Throttle().Admitted(reqs)))
+	case model.SSD, model.NVMe:
 		c.model.SetServers(model.EstimateServers(reqs))
 	}
 }
@@ -246,4 +255,52 @@ func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast i
 		}
 	}
 	return misses, fast
+}
+
+// throttleChange is how far (relative) a newly measured cap must differ
+// from the model's before checkThrottle replaces it.
+const throttleChange = 0.1
+
+// checkThrottle looks for a token bucket in front of a non-rotational
+// device in the window's requests (model.EstimateThrottle) and reports
+// whether it replaced the model. A device modelled as an SSD or NVMe is
+// re-modelled as throttled, with the window's k; a throttled one takes
+// caps that moved by more than throttleChange and keeps its tables. A
+// window without the evidence changes nothing: a cap that did not bind is
+// not shown to be gone.
+func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
+	if c.model.Class() == model.HDD {
+		return false
+	}
+	t, ev, ok := model.EstimateThrottle(reqs)
+	if !ok {
+		return false
+	}
+	if c.model.Class() == model.Throttled {
+		if old := c.model.Throttle(); !capMoved(old.IOPS, t.IOPS) && !capMoved(old.BytesPerSec, t.BytesPerSec) {
+			return false
+		}
+		if err := c.model.SetThrottle(t); err != nil {
+			return false // EstimateThrottle returns valid caps; keep the old ones
+		}
+		c.note = fmt.Sprintf("modelled as throttled: caps now %s (%s)", t, ev)
+		return false
+	}
+	m, err := model.NewThrottled(c.model.Config().CapacitySectors, t)
+	if err != nil {
+		return false
+	}
+	m.SetServers(model.EstimateServers(t.Admitted(reqs)))
+	c.model, c.disk = m, m.NewDisk(0)
+	c.note = fmt.Sprintf("modelled as throttled: %s (%s)", t, ev)
+	return true
+}
+
+// capMoved reports whether a cap appeared, went, or moved by more than
+// throttleChange.
+func capMoved(old, now float64) bool {
+	if old == 0 || now == 0 {
+		return old != now
+	}
+	return math.Abs(now-old) > throttleChange*old
 }

@@ -144,17 +144,35 @@ type AgentOOMKill struct {
 	Time metav1.Time `json:"time"`
 }
 
-// DeviceClass is the kind of a device, from queue/rotational and the
-// transport.
-// +kubebuilder:validation:Enum=hdd;ssd;nvme
+// DeviceClass is the kind of a device's disk model: from queue/rotational
+// and the transport at first, then by measurement.
+// +kubebuilder:validation:Enum=hdd;ssd;nvme;throttled
 type DeviceClass string
 
-// Device classes; they choose the default disk model (internal/model).
+// Device classes; they choose the disk model (internal/model).
 const (
 	DeviceClassHDD  DeviceClass = "hdd"
 	DeviceClassSSD  DeviceClass = "ssd"
 	DeviceClassNVMe DeviceClass = "nvme"
+	// DeviceClassThrottled is a device behind a token bucket (a cloud
+	// volume's IOPS and bandwidth caps), found by measurement; its caps
+	// are in DeviceState.Throttle.
+	DeviceClassThrottled DeviceClass = "throttled"
 )
+
+// DeviceThrottle is the token bucket the agent measured in front of a
+// device.
+type DeviceThrottle struct {
+	// iops is the request cap, reads and writes together, requests per
+	// second; 0 when no request cap was seen.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	IOPS int64 `json:"iops,omitempty"`
+	// bytesPerSecond is the bandwidth cap; 0 when none was seen.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+}
 
 // TracerKind is how the agent records a device's block I/O.
 // +kubebuilder:validation:Enum=ebpf;tracefs;none
@@ -197,9 +215,14 @@ type DeviceState struct {
 	// rotational is queue/rotational.
 	// +optional
 	Rotational bool `json:"rotational,omitempty"`
-	// class is hdd, ssd or nvme.
+	// class is the disk model's class: hdd, ssd, nvme, or throttled for
+	// a device measured behind a token bucket.
 	// +optional
 	Class DeviceClass `json:"class,omitempty"`
+	// throttle is the token bucket measured in front of a throttled
+	// device.
+	// +optional
+	Throttle *DeviceThrottle `json:"throttle,omitempty"`
 
 	// current is the setting the device has now.
 	// +optional

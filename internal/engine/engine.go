@@ -508,6 +508,10 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 		d.SetPredictMode(opt.Predict)
 		return d
 	}
+	var newGate func() sim.Gate
+	if th := m.Throttle(); th.Enabled() {
+		newGate = func() sim.Gate { return th.NewBucket() }
+	}
 	par := opt.Parallel
 	if par <= 0 {
 		par = runtime.GOMAXPROCS(0)
@@ -517,7 +521,7 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 	run := func(i int, c Candidate) {
 		cfg := sim.Config{
 			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k, Tags: tags,
-			NewDisk: newDisk, Seed: opt.Seed, KeepPerRequest: keep(c),
+			NewDisk: newDisk, NewGate: newGate, Seed: opt.Seed, KeepPerRequest: keep(c),
 			ResponseQuantiles: opt.ResponseQuantiles,
 		}
 		if c.Cache {

@@ -25,6 +25,9 @@ type FitOptions struct {
 	// Servers fixes k; 0 learns it for SSD/NVMe ([EstimateServers]) and
 	// uses 1 for HDD (DESIGN §3).
 	Servers int
+	// Throttle fixes the caps of a Throttled device; when not enabled
+	// they are estimated ([EstimateThrottle]). Ignored for other classes.
+	Throttle Throttle
 }
 
 // fitSetup is what configuring a model from a training trace decided.
@@ -98,7 +101,9 @@ func observeAll(d *Disk, reqs []trace.Request, order []int, net []int64) {
 // calibration for HDDs, k for SSD/NVMe), then learns each request in
 // dispatch order through a Disk (KDSim §3.1: the table is filled by the
 // observed service times). It returns ErrNoServiceTimes (wrapped) if the
-// trace has no measured time and trace.ErrEmpty for an empty trace.
+// trace has no measured time and trace.ErrEmpty for an empty trace. A
+// Throttled model learns the service times net of the bucket's wait; it
+// returns an error when the caps are not given and the trace shows none.
 func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("model fit: %w", trace.ErrEmpty)
@@ -122,9 +127,21 @@ func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 		ordered[k] = reqs[i]
 	}
 	s := configure(ordered, class, capacity, opt.HitThreshold, opt.Cache)
+	if class == Throttled {
+		s.cfg.Throttle = opt.Throttle
+		if !s.cfg.Throttle.Enabled() {
+			t, ev, ok := EstimateThrottle(reqs)
+			if !ok {
+				return nil, fmt.Errorf("model fit: class throttled, but the trace shows no cap (%s)", ev)
+			}
+			s.cfg.Throttle = t
+		}
+	}
 	switch {
 	case opt.Servers > 0:
 		s.cfg.Servers = opt.Servers
+	case class == Throttled:
+		s.cfg.Servers = EstimateServers(s.cfg.Throttle.Admitted(reqs))
 	case class != HDD:
 		s.cfg.Servers = EstimateServers(reqs)
 	}
@@ -132,6 +149,8 @@ func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model fit: %w", err)
 	}
-	observeAll(m.NewDisk(0), reqs, order, NetServiceTimes(reqs, s.cfg.Servers, nil))
+	var net NetService
+	net.SetThrottle(s.cfg.Throttle)
+	observeAll(m.NewDisk(0), reqs, order, net.Times(reqs, s.cfg.Servers, nil))
 	return m, nil
 }

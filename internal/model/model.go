@@ -31,8 +31,8 @@ import (
 )
 
 // Class is a device class. It selects the tables that are used (HDD: all
-// three; SSD and NVMe: read-miss and write) and the parametric defaults of
-// [Default].
+// three; SSD, NVMe and Throttled: read-miss and write) and the parametric
+// defaults of [Default].
 type Class uint8
 
 // Device classes. The zero Class is invalid ("unset").
@@ -40,6 +40,12 @@ const (
 	HDD  Class = iota + 1 // rotational disk: seeks, rotation, a read cache (DADS §3.2)
 	SSD                   // SATA/SAS flash: no disk-cache model (DADS §3.2, last paragraph)
 	NVMe                  // NVMe flash: as SSD, lower latency, usually k > 1 servers
+	// Throttled is a device behind a token bucket (a cloud volume's IOPS
+	// and bandwidth caps, QEMU's throttling): its tables hold the service
+	// times of the device behind the bucket, as an SSD's, and
+	// Config.Throttle holds the caps, which the simulator applies before
+	// service ([Throttle], [EstimateThrottle]).
+	Throttled
 )
 
 // String returns the class name: "hdd", "ssd" or "nvme".
@@ -51,14 +57,16 @@ func (c Class) String() string {
 		return "ssd"
 	case NVMe:
 		return "nvme"
+	case Throttled:
+		return "throttled"
 	}
 	return fmt.Sprintf("Class(%d)", uint8(c))
 }
 
-// Valid reports whether c is one of HDD, SSD, NVMe.
-func (c Class) Valid() bool { return c >= HDD && c <= NVMe }
+// Valid reports whether c is one of HDD, SSD, NVMe, Throttled.
+func (c Class) Valid() bool { return c >= HDD && c <= Throttled }
 
-// ParseClass parses "hdd", "ssd" or "nvme".
+// ParseClass parses "hdd", "ssd", "nvme" or "throttled".
 func ParseClass(s string) (Class, error) {
 	switch s {
 	case "hdd":
@@ -67,8 +75,10 @@ func ParseClass(s string) (Class, error) {
 		return SSD, nil
 	case "nvme":
 		return NVMe, nil
+	case "throttled":
+		return Throttled, nil
 	}
-	return 0, fmt.Errorf("unknown device class %q (want hdd, ssd or nvme)", s)
+	return 0, fmt.Errorf("unknown device class %q (want hdd, ssd, nvme or throttled)", s)
 }
 
 // MarshalText implements encoding.TextMarshaler (JSON uses the name).
@@ -292,6 +302,9 @@ type Config struct {
 	// Cache configures the HDD disk-cache model (DADS §3.2). Ignored for
 	// SSD and NVMe.
 	Cache CacheConfig
+	// Throttle is the token bucket of a Throttled device (required for
+	// it, and only for it).
+	Throttle Throttle
 }
 
 // DefaultConfig returns the documented defaults for a class: DADS's 1000 µs
@@ -332,6 +345,12 @@ func (c Config) validate() error {
 	if c.Servers < 1 || c.Servers > 1<<16 {
 		return fmt.Errorf("field \"servers\": must be in 1…65536, got %d", c.Servers)
 	}
+	if err := c.Throttle.validate(); err != nil {
+		return err
+	}
+	if (c.Class == Throttled) != c.Throttle.Enabled() {
+		return fmt.Errorf("field \"throttle\": a cap is required for class throttled and only for it (class %s, throttle %s)", c.Class, c.Throttle)
+	}
 	return c.Cache.validate()
 }
 
@@ -360,8 +379,9 @@ func New(cfg Config) (*Model, error) {
 
 // Default returns an empty model with [DefaultConfig]; its lookups return
 // the class's parametric default service times (see [Prior]) until real
-// service times are learned. It panics if class is invalid or capacity is
-// 0 (programming errors).
+// service times are learned. It panics if class is invalid or Throttled
+// (which needs its caps: [NewThrottled]), or capacity is 0 (programming
+// errors).
 func Default(class Class, capacitySectors uint64) *Model {
 	m, err := New(DefaultConfig(class, capacitySectors))
 	if err != nil {
@@ -382,6 +402,33 @@ func (m *Model) Servers() int { return m.cfg.Servers }
 
 // SetServers sets k (clamped to ≥ 1), e.g. from [EstimateServers].
 func (m *Model) SetServers(k int) { m.cfg.Servers = max(k, 1) }
+
+// Throttle returns a Throttled device's caps (zero for other classes).
+func (m *Model) Throttle() Throttle { return m.cfg.Throttle }
+
+// SetThrottle replaces a Throttled model's caps, e.g. from a newer
+// [EstimateThrottle]. It returns an error for another class or for caps
+// that are not valid or cap nothing.
+func (m *Model) SetThrottle(t Throttle) error {
+	cfg := m.cfg
+	cfg.Throttle = t
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("model: %w", err)
+	}
+	m.cfg = cfg
+	return nil
+}
+
+// NewThrottled returns an empty Throttled model of a device of
+// capacitySectors behind the token bucket t: [DefaultConfig]'s
+// parameters, one server until [EstimateServers] measures k, and the SSD
+// prior behind the bucket. It returns an error when t caps nothing or is
+// not valid.
+func NewThrottled(capacitySectors uint64, t Throttle) (*Model, error) {
+	cfg := DefaultConfig(Throttled, capacitySectors)
+	cfg.Throttle = t
+	return New(cfg)
+}
 
 // SetHitClassifier sets the HDD read hit/miss classifier, e.g. from
 // [DeriveHitClassifier]. Already learned cells are not reclassified.

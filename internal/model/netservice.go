@@ -37,9 +37,23 @@ func NetServiceTimes(reqs []trace.Request, k int, out []int64) []int64 {
 // learns a window in tracer batches): it carries the last k completions
 // from one chunk to the next. The zero value is ready to use.
 type NetService struct {
-	done []int64 // the last k completions, a ring indexed by n mod k
-	n    int
-	sort []int32
+	done   []int64 // the last k completions, a ring indexed by n mod k
+	n      int
+	sort   []int32
+	bucket *Bucket // a Throttled device's token bucket, or nil
+	admit  []int64 // per request of the chunk: when the bucket let it start, ns
+}
+
+// SetThrottle puts the token bucket t (when it caps anything) before the
+// servers: a request then starts service no earlier than the bucket, fed
+// the requests in dispatch order, admits it ([Bucket.Admit]), so it is
+// learned net of its wait for the bucket as well. The bucket starts full
+// (a burst available) and is carried from chunk to chunk.
+func (s *NetService) SetThrottle(t Throttle) {
+	s.bucket = nil
+	if t.Enabled() {
+		s.bucket = t.NewBucket()
+	}
 }
 
 // Times is NetServiceTimes of one chunk, which follows the chunks given
@@ -60,10 +74,14 @@ func (s *NetService) Times(reqs []trace.Request, k int, out []int64) []int64 {
 			order = append(order, int32(i))
 		}
 	}
+	s.admitted(reqs, order)
 	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(reqs[a].Complete, reqs[b].Complete) })
 	for _, i := range order {
 		q := &reqs[i]
 		start := q.Dispatch
+		if s.bucket != nil {
+			start = min(max(start, s.admit[i]), q.Complete)
+		}
 		// A server freed after this completion (a chunk's edge) is no
 		// evidence: the request keeps its whole time.
 		if free := s.done[s.n%k]; s.n >= k && free > start && free <= q.Complete {
@@ -75,4 +93,21 @@ func (s *NetService) Times(reqs []trace.Request, k int, out []int64) []int64 {
 	}
 	s.sort = order
 	return out
+}
+
+// admitted fills s.admit for the measured requests of reqs (order: their
+// indices) by feeding them to the bucket in dispatch order.
+func (s *NetService) admitted(reqs []trace.Request, order []int32) {
+	if s.bucket == nil {
+		return
+	}
+	if cap(s.admit) < len(reqs) {
+		s.admit = make([]int64, len(reqs))
+	}
+	s.admit = s.admit[:len(reqs)]
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(reqs[a].Dispatch, reqs[b].Dispatch) })
+	for _, i := range order {
+		q := &reqs[i]
+		s.admit[i] = s.bucket.Admit(q.Dispatch, q.Sectors)
+	}
 }

@@ -64,13 +64,14 @@ const (
 //     cache is full and writes run at media speed (DADS §3.1); short write
 //     bursts are faster and are learned.
 //   - HDD read-hit: overhead + length / interface rate.
-//   - SSD: 100 µs + length / 500 MB/s; NVMe: 20 µs + length / 2 GB/s; the
+//   - SSD (and the device behind a Throttled one's bucket): 100 µs +
+//     length / 500 MB/s; NVMe: 20 µs + length / 2 GB/s; the
 //     same for reads and writes, independent of distance.
 func Prior(class Class, t Table, sectors, distanceSectors, capacitySectors uint64) int64 {
 	bytes := float64(sectors) * trace.SectorSize
 	var ns float64
 	switch class {
-	case SSD:
+	case SSD, Throttled:
 		ns = SSDLatencyNs + bytes/SSDBytesPerSec*1e9
 	case NVMe:
 		ns = NVMeLatencyNs + bytes/NVMeBytesPerSec*1e9

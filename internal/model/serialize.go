@@ -40,6 +40,7 @@ type fileModel struct {
 	Servers         *int           `json:"servers"`
 	Hit             *HitClassifier `json:"hit"`
 	Cache           *CacheConfig   `json:"cache"`
+	Throttle        *Throttle      `json:"throttle,omitempty"`
 	Layout          *fileLayout    `json:"layout"`
 	Cells           []fileCell     `json:"cells"`
 }
@@ -67,6 +68,10 @@ func (m *Model) Save(w io.Writer) error {
 		Hit: &hit, Cache: &cache,
 		Layout: &fileLayout{Rows: NumRows, Columns: m.lay.columns(), GiBPerColumn: m.lay.gibPerCol},
 		Cells:  []fileCell{},
+	}
+	if m.cfg.Throttle.Enabled() {
+		th := m.cfg.Throttle
+		f.Throttle = &th
 	}
 	for t := range m.tables {
 		tb := &m.tables[t]
@@ -184,6 +189,9 @@ func loadConfig(f *fileModel) (Config, error) {
 	cfg := Config{
 		Class: class, CapacitySectors: *f.CapacitySectors, Servers: *f.Servers,
 		Hit: *f.Hit, Cache: *f.Cache,
+	}
+	if f.Throttle != nil {
+		cfg.Throttle = *f.Throttle
 	}
 	if err := cfg.validate(); err != nil {
 		return Config{}, fmt.Errorf("model: load: %w", err)

@@ -36,6 +36,14 @@ type DeviceModel interface {
 	Service(op trace.Op, sector uint64, sectors uint32) int64
 }
 
+// Gate delays the start of service of requests the device has accepted:
+// a token bucket in front of it (model.Bucket). Admit is called once per
+// request, in dispatch order, and returns when the request may start
+// service, ns, not before now; sectors is its length (0 for a flush).
+type Gate interface {
+	Admit(now int64, sectors uint32) int64
+}
+
 // Config describes one simulated setting of one device.
 type Config struct {
 	// Scheduler is the elevator name (see sched.Names) and Tunables its
@@ -63,6 +71,11 @@ type Config struct {
 	Loop Loop
 	// NewDisk returns a fresh device model for one run; seed is Config.Seed.
 	NewDisk func(seed int64) DeviceModel
+	// NewGate, when not nil, returns a fresh Gate for one run: a request
+	// the device accepts (a tag) waits for it, first in first out, before
+	// it waits for a server. Cache fills and write-through copies pass it
+	// too; cache hits do not.
+	NewGate func() Gate
 	// Cache, when non-nil, puts a REDCAP segment cache in front of the
 	// device (KDSim §4).
 	Cache *CacheConfig
@@ -159,6 +172,7 @@ const (
 	evComplete              // device slot finished request (slot idx)
 	evWake                  // elevator timer
 	evHit                   // cache hit part of request idx done
+	evAdmit                 // the gate admits the head of r.gateq
 )
 
 type event struct {
@@ -313,6 +327,9 @@ type runner struct {
 	inflight int              // dispatched and not completed
 	devq     []*sched.Request // dispatched, waiting for a server (FIFO)
 	devqHead int
+	gate     Gate
+	gateq    []*sched.Request // dispatched, waiting for the gate (FIFO)
+	gateHead int
 
 	sr  []sched.Request // one per window request
 	rel []int64         // simulated release time, ns
@@ -375,6 +392,7 @@ func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
 	r := &runner{
 		w: w, reqs: w.reqs, p: w.plan, el: el,
 		disk:      cfg.NewDisk(cfg.Seed),
+		gate:      newGate(cfg),
 		servers:   k,
 		tags:      max(cfg.Tags, k),
 		slots:     make([]*sched.Request, k),
@@ -445,6 +463,19 @@ func (r *runner) run() {
 			}
 		case evHit:
 			r.partDone(e.idx)
+		case evAdmit:
+			q := r.gateq[r.gateHead]
+			r.gateq[r.gateHead] = nil
+			r.gateHead++
+			if r.gateHead == len(r.gateq) { // drained: reuse the storage
+				r.gateq, r.gateHead = r.gateq[:0], 0
+			} else if r.gateHead >= 1024 && 2*r.gateHead >= len(r.gateq) {
+				// Never drained: keep only what waits (at most Tags).
+				n := copy(r.gateq, r.gateq[r.gateHead:])
+				clear(r.gateq[n:])
+				r.gateq, r.gateHead = r.gateq[:n], 0
+			}
+			r.admitted(q)
 		}
 		r.dispatch()
 	}
@@ -490,11 +521,30 @@ func (r *runner) dispatch() {
 		}
 		r.inflight++
 		q.Dispatch = r.now
-		if len(r.freeSlot) > 0 {
-			r.serve(q)
-		} else {
-			r.devq = append(r.devq, q)
+		if r.gate != nil {
+			if t := r.gate.Admit(r.now, q.Sectors); t > r.now {
+				r.gateq = append(r.gateq, q)
+				r.push(t, evAdmit, -1)
+				continue
+			}
 		}
+		r.admitted(q)
+	}
+}
+
+func newGate(cfg Config) Gate {
+	if cfg.NewGate == nil {
+		return nil
+	}
+	return cfg.NewGate()
+}
+
+// admitted starts q's service, or queues it for a server.
+func (r *runner) admitted(q *sched.Request) {
+	if len(r.freeSlot) > 0 {
+		r.serve(q)
+	} else {
+		r.devq = append(r.devq, q)
 	}
 }
 

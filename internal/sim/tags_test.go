@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -95,5 +96,36 @@ func TestTagsLongDeviceQueue(t *testing.T) {
 		if want := int64(i+1) * ms; got != want {
 			t.Fatalf("request %d: response %d ns, want %d", i, got, want)
 		}
+	}
+}
+
+// TestGateDelaysService checks Config.NewGate: 200 reads released at once
+// on 8 servers of 100 µs behind a bucket of 1,000 IOPS (burst 1). The
+// bucket, not the servers, sets the pace: request i starts at
+// max(0, i−1) ms, first in first out, including those that waited in the
+// elevator for one of the 64 tags.
+func TestGateDelaysService(t *testing.T) {
+	var reqs []trace.Request
+	for i := range 200 {
+		reqs = append(reqs, openReq(0, uint64(i)<<20, 8, trace.Read))
+	}
+	w := mustWindow(t, reqs, LoopOpen)
+	const svc = ms / 10
+	dev := sched.Device{MaxSectors: 2560, QueueDepth: 64}
+	cfg := Config{Scheduler: "none", Device: dev, Servers: 8, Tags: 64, NewDisk: constModel(svc, 0), KeepPerRequest: true}
+	free := mustRun(t, w, cfg)
+	if want := int64(200/8) * svc; free.MakespanNs != want {
+		t.Errorf("no gate: makespan %d ns, want %d", free.MakespanNs, want)
+	}
+	cfg.NewGate = func() Gate { return model.Throttle{IOPS: 1000, BurstIOs: 1}.NewBucket() }
+	res := mustRun(t, w, cfg)
+	for i, got := range res.ResponseNs {
+		if want := int64(max(0, i-1))*ms + svc; got < want-1 || got > want+1 {
+			t.Fatalf("request %d: response %d ns, want %d", i, got, want)
+		}
+	}
+	again := mustRun(t, w, cfg)
+	if again.MakespanNs != res.MakespanNs || again.TotalServiceNs != res.TotalServiceNs {
+		t.Errorf("a second run differs: makespan %d against %d", again.MakespanNs, res.MakespanNs)
 	}
 }
