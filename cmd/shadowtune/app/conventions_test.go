@@ -76,7 +76,7 @@ func TestEnumFlagsComplete(t *testing.T) {
 		"simulate --redcap":          {"on", "off", "both"},
 		"simulate --loop":            {"auto", "open", "closed"},
 		"simulate --predict":         {"mean", "sample"},
-		"simulate --device-class":    {"hdd", "ssd", "nvme"},
+		"simulate --device-class":    {"hdd", "ssd", "nvme", "throttled"},
 		"simulate --output":          {"table", "json"},
 		"simulate --candidates":      {"none", "mq-deadline", "bfq", "kyber"},
 		"run --output":               {"table", "json"},

@@ -53,7 +53,11 @@ func addOutFileFlag(cmd *cobra.Command, p *string, def, usage string, required b
 // Values of the enum flags, for shell completion.
 var (
 	outputFormats = []string{"table", "json"}
-	deviceClasses = []string{"hdd", "ssd", "nvme"}
+	// deviceClasses are the classes of a model learned from a trace;
+	// throttled needs one that shows the caps (model.EstimateThrottle),
+	// so model train, which runs at depth 1, offers only trainClasses.
+	deviceClasses = []string{"hdd", "ssd", "nvme", "throttled"}
+	trainClasses  = []string{"auto", "hdd", "ssd", "nvme"}
 	tracerKinds   = []string{tracer.KindAuto, tracer.KindEBPF, tracer.KindTracefs}
 )
 

@@ -92,7 +92,7 @@ docs/pictures.md).`,
 	fl.StringVar(&f.redcap, "redcap", "off", "simulate the REDCAP RAM cache: on, off or both")
 	fl.IntVar(&f.cacheMiB, "redcap-mib", 64, "REDCAP cache size in MiB (segments of 128 KiB)")
 	fl.StringVar(&f.modelPath, "model", "", "trained disk model (JSON from 'shadowtune model learn')")
-	fl.StringVar(&f.class, "device-class", "hdd", "device class for the default model and scheduler defaults: hdd, ssd or nvme")
+	fl.StringVar(&f.class, "device-class", "hdd", "device class for the default model and scheduler defaults: hdd, ssd, nvme, or throttled (caps estimated from the trace's service times)")
 	fl.IntVar(&f.servers, "servers", 0, "requests the device serves in parallel, k (default: from the model, or learned from the trace)")
 	fl.IntVar(&f.tags, "tags", -1, "requests the device accepts at once, its tag depth; beyond k they wait in the device, not the elevator (ssd and nvme models; default: the most the trace had outstanding; 0: one per server, as the papers' disks)")
 	fl.StringVar(&f.dispatchCosts, "dispatch-costs", "", "charge each scheduler's CPU time per request beyond none's (engine.Options.DispatchCostNs): 'prior' (BFQ's documented figures) or the agent's state directory, whose node/scheduler-costs.json it measured (default: none charged, the papers' criterion)")
@@ -440,6 +440,9 @@ func chooseModel(path string, reqs []trace.Request, class model.Class) (*model.M
 			return nil, "", badInput(err)
 		}
 		return m, "trace", nil
+	}
+	if class == model.Throttled {
+		return nil, "", badInputf("--device-class throttled: the trace has no measured service times to estimate the caps from; give --model")
 	}
 	return model.Default(class, capacity), "default", nil
 }

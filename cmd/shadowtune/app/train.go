@@ -79,7 +79,7 @@ learned.`,
 	_ = cmd.MarkFlagRequired("device")
 	_ = cmd.MarkFlagRequired("duration")
 	_ = cmd.MarkFlagDirname("state-dir")
-	completeEnum(cmd, "device-class", append([]string{"auto"}, deviceClasses...)...)
+	completeEnum(cmd, "device-class", trainClasses...)
 	completeEnum(cmd, "tracer", tracerKinds...)
 	return cmd
 }
@@ -91,8 +91,8 @@ func runTrain(parent context.Context, stdout, stderr io.Writer, f *trainFlags) e
 	var class model.Class
 	if f.class != "auto" {
 		c, err := model.ParseClass(f.class)
-		if err != nil {
-			return badInputf("--device-class: %w (or auto)", err)
+		if err != nil || c == model.Throttled {
+			return badInputf("--device-class: want auto, hdd, ssd or nvme, got %q (a throttled device's caps show only at depth: the agent finds them)", f.class)
 		}
 		class = c
 	}
