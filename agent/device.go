@@ -261,6 +261,8 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Ti
 func (d *device) observeEvidence(m *metrics.Metrics) {
 	c := d.ctrl
 	m.SetEvidence(d.sys.Name, c.ra.wastePct/100, c.ra.wasteOK, c.corrections)
+	th := c.model.Throttle()
+	m.SetThrottle(d.sys.Name, th.IOPS, th.BytesPerSec)
 }
 
 // act writes the action's setting to the device (the actuator records the

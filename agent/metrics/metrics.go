@@ -155,6 +155,8 @@ type Metrics struct {
 	screened       *prometheus.CounterVec
 	otherWriter    *prometheus.CounterVec
 	raWaste        *prometheus.GaugeVec
+	throttleIOPS   *prometheus.GaugeVec
+	throttleBytes  *prometheus.GaugeVec
 	correction     *prometheus.GaugeVec
 	cacheMode      *prometheus.GaugeVec
 	cacheHit       *prometheus.GaugeVec
@@ -238,6 +240,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Changes to a setting the agent governs on the device that the agent did not make (another writer).", dev),
 		raWaste: gauge("read_ahead_waste_ratio",
 			"Share of the pages read into the page cache from the device's files in the last window that were evicted without being read or mapped (the page-cache probe); absent when not measured.", dev),
+		throttleIOPS: gauge("throttle_requests_per_second",
+			"The request cap of the token bucket measured in front of the device (a cloud volume's IOPS cap); absent when none was measured.", dev),
+		throttleBytes: gauge("throttle_bytes_per_second",
+			"The bandwidth cap of the token bucket measured in front of the device; absent when none was measured.", dev),
 		correction: gauge("correction_ratio",
 			"Learned correction of a candidate on the device: the factor its predicted wait is multiplied by, from verified changes (above 1: measured slower than predicted).", devCand),
 		cacheMode: gauge("cache_mode_info",
@@ -257,7 +263,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.raWaste, m.correction, m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty,
+		m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -401,6 +407,25 @@ func (m *Metrics) SetEvidence(dev string, waste float64, measured bool, correcti
 	m.correction.DeletePartialMatch(prometheus.Labels{"device": dev})
 	for c, f := range corrections {
 		m.correction.WithLabelValues(dev, labelValue(c)).Set(f)
+	}
+}
+
+// SetThrottle records the caps of the token bucket measured in front of
+// dev, requests and bytes per second; a cap of 0 removes its series.
+func (m *Metrics) SetThrottle(dev string, requestsPerSec, bytesPerSec float64) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	for _, g := range []struct {
+		v   *prometheus.GaugeVec
+		cap float64
+	}{{m.throttleIOPS, requestsPerSec}, {m.throttleBytes, bytesPerSec}} {
+		if g.cap > 0 {
+			g.v.WithLabelValues(dev).Set(g.cap)
+		} else {
+			g.v.DeleteLabelValues(dev)
+		}
 	}
 }
 

@@ -46,6 +46,7 @@ func exercise(m *Metrics, dev string) {
 	m.IncRevert(dev, RevertRegression)
 	m.SetThrashGuard(dev, 2, 0, false)
 	m.SetEvidence(dev, 0.97, true, map[string]float64{"mq-deadline": 1.3})
+	m.SetThrottle(dev, 3000, 131072000)
 	m.SetCache(dev, &CacheState{Name: "c", Mode: "writethrough", HitRatio: 0.5, HitMeasured: true, Gain: 0.2, GainKnown: true})
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
@@ -104,6 +105,8 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_windows_screened_total":           {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_other_writer_changes_total":       {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_read_ahead_waste_ratio":           {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_throttle_requests_per_second":     {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_throttle_bytes_per_second":        {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_correction_ratio":                 {dto.MetricType_GAUGE, []string{"candidate", "device"}},
 		"shadowtune_agent_cache_mode_info":                  {dto.MetricType_GAUGE, []string{"cache", "device", "mode"}},
 		"shadowtune_agent_cache_read_hit_ratio":             {dto.MetricType_GAUGE, []string{"cache", "device"}},
