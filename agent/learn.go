@@ -266,15 +266,16 @@ const throttleChange = 0.1
 // whether it replaced the model. A device modelled as an SSD or NVMe is
 // re-modelled as throttled, with the window's k; a throttled one takes
 // caps that moved by more than throttleChange and keeps its tables. A
-// window without the evidence changes nothing: a cap that did not bind is
-// not shown to be gone.
+// window without that evidence changes nothing, unless it ran well above
+// the caps (refuteThrottle): a cap that did not bind is not shown to be
+// gone.
 func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	if c.model.Class() == model.HDD {
 		return false
 	}
 	t, ev, ok := model.EstimateThrottle(reqs)
 	if !ok {
-		return false
+		return c.refuteThrottle(reqs)
 	}
 	if c.model.Class() == model.Throttled {
 		if old := c.model.Throttle(); !capMoved(old.IOPS, t.IOPS) && !capMoved(old.BytesPerSec, t.BytesPerSec) {
@@ -293,6 +294,21 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	m.SetServers(model.EstimateServers(t.Admitted(reqs)))
 	c.model, c.disk = m, m.NewDisk(0)
 	c.note = fmt.Sprintf("modelled as throttled: %s (%s)", t, ev)
+	return true
+}
+
+// refuteThrottle re-models a throttled device as an SSD when the window
+// ran well above its caps (model.ExceedsThrottle), and reports whether it
+// did.
+func (c *deviceController) refuteThrottle(reqs []trace.Request) bool {
+	old := c.model.Throttle()
+	if c.model.Class() != model.Throttled || !model.ExceedsThrottle(reqs, old) {
+		return false
+	}
+	m := model.Default(model.SSD, c.model.Config().CapacitySectors)
+	m.SetServers(model.EstimateServers(reqs))
+	c.model, c.disk = m, m.NewDisk(0)
+	c.note = fmt.Sprintf("modelled as ssd: the window ran above the caps of %s", old)
 	return true
 }
 

@@ -17,7 +17,8 @@ import (
 // depth 4). The device reports rotational=1. Its first window re-models
 // it as an SSD (calibrate) and then as throttled, with both caps within
 // 10 % and the window learned on the new model; a later window at one
-// depth, which cannot show a cap, keeps them.
+// depth, which cannot show a cap, keeps them; a window that runs well
+// above caps set too low re-models it as an SSD.
 func TestThrottledClassFromWindow(t *testing.T) {
 	reqs := readTrace(t, "native", "testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
@@ -65,5 +66,30 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	}
 	if c.model.Class() != model.Throttled || c.model.Throttle() != th {
 		t.Errorf("after a window at one depth: class %v, caps %v; want throttled, %v", c.model.Class(), c.model.Throttle(), th)
+	}
+
+	// Caps a third of the real ones: the depth-32 phase runs well above
+	// them, and the device is an SSD again.
+	if err := c.model.SetThrottle(model.Throttle{IOPS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	var deep []trace.Request
+	for _, q := range reqs {
+		if q.Sectors == 8 {
+			deep = append(deep, q)
+		}
+	}
+	deep = deep[6000:9000]
+	shift = one[len(one)-1].Complete + 1e9 - deep[0].Arrival
+	for i := range deep {
+		deep[i].Arrival += shift
+		deep[i].Dispatch += shift
+		deep[i].Complete += shift
+	}
+	if _, err := step(c, deep, now.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if c.model.Class() != model.SSD || !strings.Contains(c.note, "above the caps") {
+		t.Errorf("after a window above the caps: class %v (%s); want ssd", c.model.Class(), c.note)
 	}
 }

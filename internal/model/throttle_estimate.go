@@ -105,6 +105,22 @@ func EstimateThrottle(reqs []trace.Request) (t Throttle, ev ThrottleEvidence, ok
 	return t.bindingCaps(slices.Min(sizes), slices.Max(sizes)), ev, true
 }
 
+// ExceedsThrottle reports whether the window reqs refutes the caps t: at
+// least half of its backlogged windows of 64 completions, and at least 8,
+// completed more than 20 % faster than t allows for their request size (a
+// bucket's burst lasts a few windows at most). A volume whose caps were
+// raised, or a device that was never capped, shows it this way.
+func ExceedsThrottle(reqs []trace.Request, t Throttle) bool {
+	wins := backloggedWindows(reqs)
+	over := 0
+	for _, w := range wins {
+		if w.iops > 1.2*t.predictIOPS(w.size) {
+			over++
+		}
+	}
+	return over >= throttleMinWindows && 2*over >= len(wins)
+}
+
 // predictIOPS is the request rate the caps allow for requests of size
 // bytes.
 func (t Throttle) predictIOPS(size float64) float64 {

@@ -270,3 +270,27 @@ func TestFitThrottled(t *testing.T) {
 		t.Errorf("Fit of an unthrottled trace as throttled: %v; want an error", err)
 	}
 }
+
+// TestExceedsThrottle: a window refutes caps it ran well above, and not
+// the caps it ran at.
+func TestExceedsThrottle(t *testing.T) {
+	under := func(s uint32) int64 { return 100_000 + int64(s)*512*4 }
+	capped, _ := closedLoop(nil, 3000, 16, 8, Throttle{IOPS: 3000}.NewBucket(), 0, under, 0)
+	free, _ := closedLoop(nil, 3000, 16, 8, nil, 4, under, 0) // 4 servers: ~36,000 IOPS
+	for _, tc := range []struct {
+		name string
+		reqs []trace.Request
+		t    Throttle
+		want bool
+	}{
+		{"at its caps", capped, Throttle{IOPS: 3000}, false},
+		{"above lower caps", capped, Throttle{IOPS: 1000}, true},
+		{"an uncapped device", free, Throttle{IOPS: 3000, BytesPerSec: 125e6}, true},
+		{"under a bandwidth cap it never reached", capped, Throttle{BytesPerSec: 125e6}, false},
+		{"too few windows", capped[:500], Throttle{IOPS: 1000}, false},
+	} {
+		if got := ExceedsThrottle(tc.reqs, tc.t); got != tc.want {
+			t.Errorf("%s: ExceedsThrottle = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
