@@ -137,6 +137,9 @@ type EvalResult struct {
 	// whether it was calibrated on the training part.
 	Cache           *CacheConfig `json:"cache,omitempty"`
 	CacheCalibrated bool         `json:"cacheCalibrated"`
+	// Throttle is a Throttled device's caps, estimated on the training
+	// part.
+	Throttle *Throttle `json:"throttle,omitempty"`
 	// Sorted holds the sorted samples behind DemeritMs when
 	// EvalOptions.KeepSorted is set (not part of the JSON report).
 	Sorted *SortedTimes `json:"-"`
@@ -155,7 +158,9 @@ var ErrNoServiceTimes = errors.New("trace carries no measured service times (nee
 // hit/miss decisions, as in a simulation); in online mode each prediction
 // is followed by [Model.Learn] of the measured time. Measured times are
 // net of the wait inside the device ([NetServiceTimes], with k from
-// [EstimateServers] for SSD/NVMe and 1 for HDD), as the model learns them. Requests without a
+// [EstimateServers] for SSD/NVMe and 1 for HDD), and for a Throttled
+// device of the wait for its bucket, whose caps are estimated on the
+// training part ([EstimateThrottle]), as the model learns them. Requests without a
 // measured time still move the position and the cache but are neither
 // learned nor scored. The same inputs and Seed give the same result, bit
 // for bit.
@@ -193,6 +198,13 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 		c := cfg.Cache
 		res.Cache = &c
 	}
+	if class == Throttled {
+		t, ev, ok := EstimateThrottle(train)
+		if !ok {
+			return EvalResult{}, fmt.Errorf("model eval: class throttled, but the training part shows no cap (%s)", ev)
+		}
+		cfg.Throttle, res.Throttle = t, &t
+	}
 	m, err := New(cfg)
 	if err != nil {
 		return EvalResult{}, fmt.Errorf("model eval: %w", err)
@@ -201,10 +213,15 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 	d.SetPredictMode(opt.Predict)
 
 	k := 1
-	if class != HDD {
+	switch class {
+	case Throttled:
+		k = EstimateServers(cfg.Throttle.Admitted(reqs))
+	case SSD, NVMe:
 		k = EstimateServers(reqs)
 	}
-	net := NetServiceTimes(reqs, k, nil)
+	var ns NetService
+	ns.SetThrottle(cfg.Throttle)
+	net := ns.Times(reqs, k, nil)
 	observeAll(d, reqs, order[:nTrain], net)
 	s := predictTest(m, d, reqs, net, order[nTrain:], opt.Mode)
 	if len(s.meas) == 0 {

@@ -294,3 +294,26 @@ func TestExceedsThrottle(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateThrottled: model eval as throttled estimates the caps on the
+// training part, and fails with a one-line error when it shows none.
+func TestEvaluateThrottled(t *testing.T) {
+	under := func(s uint32) int64 { return 100_000 + int64(s)*512*4 }
+	var reqs []trace.Request
+	now := int64(0)
+	gate := Throttle{IOPS: 3000}.NewBucket()
+	for _, depth := range []int{2, 8, 32, 4, 16} {
+		reqs, now = closedLoop(reqs, 3000, depth, 8, gate, 0, under, now)
+	}
+	r, err := Evaluate(reqs, EvalOptions{Class: Throttled, TrainFraction: 0.6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Throttle == nil || math.Abs(r.Throttle.IOPS-3000) > 90 || r.Class != "throttled" {
+		t.Errorf("class %s, caps %v; want throttled at 3000 IOPS", r.Class, r.Throttle)
+	}
+	if _, err := Evaluate(reqs[:6000], EvalOptions{Class: Throttled, TrainFraction: 0.2}); err == nil ||
+		!strings.Contains(err.Error(), "shows no cap") {
+		t.Errorf("a training part at one depth: %v; want an error", err)
+	}
+}

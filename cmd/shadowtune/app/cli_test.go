@@ -312,3 +312,38 @@ func TestTraceConvertKeepsExistingOutputOnEmptyOrBadInput(t *testing.T) {
 		t.Fatalf("left behind: %v", entries)
 	}
 }
+
+// TestSimulateThrottled: --device-class throttled learns the caps from a
+// recording of the VM lab's throttled disk (3,000 IOPS, 131,072,000 B/s)
+// and reports them; a trace that shows none, and a trace without service
+// times, are refused with one line.
+func TestSimulateThrottled(t *testing.T) {
+	phases := "../../../agent/testdata/virtio-throttled-phases.st.gz"
+	out, errOut, code := run(t, "simulate", "--trace", phases, "--format", "native", "--device-class", "throttled",
+		"--candidates", "none,mq-deadline", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var doc struct {
+		Model struct {
+			Class    string
+			Throttle *struct{ IOPS, BytesPerSec float64 }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if th := doc.Model.Throttle; doc.Model.Class != "throttled" || th == nil ||
+		math.Abs(th.IOPS-3000) > 300 || math.Abs(th.BytesPerSec-131072000) > 13107200 {
+		t.Errorf("model %+v; want throttled at 3000 IOPS and 131.1 MB/s (±10 %%)", doc.Model)
+	}
+	for _, tc := range []struct{ name, trace, format, want string }{
+		{"no cap shown", "../../../agent/testdata/virtio-throttled-3000iops.st.gz", "native", "shows no cap"},
+		{"no service times", webserver, "blkreplay", "no measured service times"},
+	} {
+		_, errOut, code := run(t, "simulate", "--trace", tc.trace, "--format", tc.format, "--device-class", "throttled")
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%s: exit %d, stderr %q; want 2 and one line with %q", tc.name, code, errOut, tc.want)
+		}
+	}
+}

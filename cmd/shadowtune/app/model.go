@@ -83,6 +83,9 @@ func printEval(w io.Writer, path string, r model.EvalResult) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "trace\t%s\n", path)
 	fmt.Fprintf(tw, "model\t%s, %s, predict %s\n", r.Class, r.Mode, r.Predict)
+	if r.Throttle != nil {
+		fmt.Fprintf(tw, "caps\t%s (estimated on the training part)\n", r.Throttle)
+	}
 	fmt.Fprintf(tw, "requests\t%d train, %d test (%d windows of 1000)\n", r.TrainRequests, r.TestRequests, r.Windows)
 	fmt.Fprintf(tw, "window error\tmean %.2f %%, median %.2f %%, max %.2f %%\n", r.WindowErrorPct.Mean, r.WindowErrorPct.Median, r.WindowErrorPct.Max)
 	fmt.Fprintf(tw, "total error\t%+.2f %%\n", r.TotalErrorPct)

@@ -175,6 +175,8 @@ type modelInfo struct {
 	Class   string `json:"class"`
 	Servers int    `json:"servers"`
 	Predict string `json:"predict"`
+	// Throttle is a throttled model's caps (model.Throttle).
+	Throttle *model.Throttle `json:"throttle,omitempty"`
 }
 
 type candidateReport struct {
@@ -452,7 +454,7 @@ func buildSimulateReport(f *simulateFlags, reqs []trace.Request, m *model.Model,
 		Trace: f.tracePath, Format: f.format, Requests: rep.Requests,
 		SpanSeconds: float64(reqs[len(reqs)-1].Arrival-reqs[0].Arrival) / 1e9,
 		Loop:        rep.Loop.String(),
-		Model:       modelInfo{Source: source, Class: m.Class().String(), Servers: m.Servers(), Predict: f.predict},
+		Model:       modelInfo{Source: source, Class: m.Class().String(), Servers: m.Servers(), Predict: f.predict, Throttle: throttleOf(m)},
 	}
 	var curNs float64
 	for _, o := range rep.Outcomes {
@@ -511,9 +513,21 @@ func buildSimulateReport(f *simulateFlags, reqs []trace.Request, m *model.Model,
 	return out
 }
 
+// throttleOf returns m's caps, nil when it has none.
+func throttleOf(m *model.Model) *model.Throttle {
+	if t := m.Throttle(); t.Enabled() {
+		return &t
+	}
+	return nil
+}
+
 func printSimulateTable(w io.Writer, r simulateReport) error {
+	class := r.Model.Class
+	if t := r.Model.Throttle; t != nil {
+		class += " at " + t.String()
+	}
 	fmt.Fprintf(w, "trace %s (%s): %d requests over %.1f s, %s-loop replay; model: %s (%s, k=%d, %s)\n\n",
-		r.Trace, r.Format, r.Requests, r.SpanSeconds, r.Loop, r.Model.Source, r.Model.Class, r.Model.Servers, r.Model.Predict)
+		r.Trace, r.Format, r.Requests, r.SpanSeconds, r.Loop, r.Model.Source, class, r.Model.Servers, r.Model.Predict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	charged := slices.ContainsFunc(r.Candidates, func(c candidateReport) bool { return c.DispatchCharge != 0 })
 	head := "CANDIDATE\tTOTAL SERVICE (µs)\tVS CURRENT\tMEAN RESP (µs)\tP99 RESP (µs)\tSIMULATED\tDEVICE REQS\t"
