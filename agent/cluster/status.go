@@ -144,7 +144,7 @@ func diskEntry(d *v1alpha1.DeviceState) v1alpha1.DeviceState {
 		Current:    settings(d.Current),
 	}
 	switch c := d.Class; c {
-	case v1alpha1.DeviceClassHDD, v1alpha1.DeviceClassSSD, v1alpha1.DeviceClassNVMe:
+	case v1alpha1.DeviceClassHDD, v1alpha1.DeviceClassSSD, v1alpha1.DeviceClassNVMe, v1alpha1.DeviceClassThrottled:
 		ds.Class = c
 	}
 	if d.Original != nil {

@@ -371,3 +371,24 @@ func TestSameStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestBuildStatusThrottled: a device the agent models as throttled keeps
+// its class and caps in the NodeStorageState; a class outside the enum is
+// left out.
+func TestBuildStatusThrottled(t *testing.T) {
+	th := &v1alpha1.DeviceThrottle{IOPS: 3000, BytesPerSecond: 131072000}
+	d := dev("vdb", "fleet", v1alpha1.ModeObserve, func(d *v1alpha1.DeviceState) {
+		d.Class, d.Throttle = v1alpha1.DeviceClassThrottled, th
+	})
+	bad := dev("vdc", "fleet", v1alpha1.ModeObserve, func(d *v1alpha1.DeviceState) { d.Class = "tape" })
+	st := BuildStatus(StatusInput{Now: now, Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{d, bad}}})
+	if len(st.Devices) != 2 {
+		t.Fatalf("devices %+v", st.Devices)
+	}
+	if got := st.Devices[0]; got.Class != v1alpha1.DeviceClassThrottled || got.Throttle == nil || *got.Throttle != *th {
+		t.Errorf("vdb: class %q, throttle %+v; want throttled, %+v", got.Class, got.Throttle, *th)
+	}
+	if got := st.Devices[1]; got.Class != "" {
+		t.Errorf("vdc: class %q, want none (not in the enum)", got.Class)
+	}
+}
