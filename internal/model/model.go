@@ -48,7 +48,7 @@ const (
 	Throttled
 )
 
-// String returns the class name: "hdd", "ssd" or "nvme".
+// String returns the class name: "hdd", "ssd", "nvme" or "throttled".
 func (c Class) String() string {
 	switch c {
 	case HDD:
