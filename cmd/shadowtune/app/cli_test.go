@@ -347,3 +347,60 @@ func TestSimulateThrottled(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulateCacheModel: --cache-model smq simulates dm-cache's smq as
+// calibrated in the VM lab (engine.SMQCalibrated) in place of REDCAP, with
+// its block size and hit time in the report; bad cache flags are refused
+// with one line naming the flag.
+func TestSimulateCacheModel(t *testing.T) {
+	cached := func(model string, extra ...string) (total, hitPct float64, cache map[string]any) {
+		t.Helper()
+		args := append([]string{"simulate", "--trace", webserver, "--format", "blkreplay", "--candidates", "none",
+			"--current", "none", "--redcap", "both", "--cache-model", model, "-o", "json"}, extra...)
+		out, errOut, code := run(t, args...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var doc struct {
+			Cache      map[string]any
+			Candidates []struct {
+				Name               string
+				TotalServiceTimeUs float64
+				CacheHitPct        float64
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &doc); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range doc.Candidates {
+			if c.Name == "none+redcap" {
+				return c.TotalServiceTimeUs, c.CacheHitPct, doc.Cache
+			}
+		}
+		t.Fatalf("no cached candidate in %s", out)
+		return 0, 0, nil
+	}
+	rt, rh, rc := cached("redcap")
+	st, sh, sc := cached("smq", "--cache-block-kib", "32", "--cache-hit-us", "12")
+	if rc["model"] != "redcap" || rc["blockKiB"] != 128.0 || sc["model"] != "smq" || sc["blockKiB"] != 32.0 || sc["hitUs"] != 12.0 {
+		t.Errorf("cache reports: redcap %v, smq %v", rc, sc)
+	}
+	if rt == st || rh == sh || sh <= 0 {
+		t.Errorf("redcap: %.0f µs, %.1f %% hits; smq: %.0f µs, %.1f %% hits; want two different simulations, smq hitting", rt, rh, st, sh)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cache-model", "lru"}, "--cache-model"},
+		{[]string{"--cache-model", "smq", "--cache-block-kib", "48"}, "--cache-block-kib"},
+		{[]string{"--cache-model", "smq", "--redcap-mib", "1", "--cache-block-kib", "2048"}, "holds no block"},
+		{[]string{"--cache-hit-us", "-1"}, "--cache-hit-us"},
+	} {
+		args := append([]string{"simulate", "--trace", webserver, "--format", "blkreplay", "--redcap", "both"}, tc.args...)
+		_, errOut, code := run(t, args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and one line naming %s", tc.args, code, errOut, tc.want)
+		}
+	}
+}

@@ -74,6 +74,7 @@ func TestEnumFlagsComplete(t *testing.T) {
 	want := map[string][]string{
 		"simulate --format":          traceFormatNames(),
 		"simulate --redcap":          {"on", "off", "both"},
+		"simulate --cache-model":     {"redcap", "smq"},
 		"simulate --loop":            {"auto", "open", "closed"},
 		"simulate --predict":         {"mean", "sample"},
 		"simulate --device-class":    {"hdd", "ssd", "nvme", "throttled"},

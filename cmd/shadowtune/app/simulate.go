@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +23,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/plot"
 	"github.com/shadowtune/shadowtune/internal/readahead"
+	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/sim"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -46,6 +48,9 @@ type simulateFlags struct {
 	output            string
 	raMin, raMax      int
 	cacheMiB          int
+	cacheModel        string
+	cacheBlockKiB     int
+	cacheHitUs        float64
 	parallel          int
 	maxRequests       int
 	plot              string
@@ -90,7 +95,10 @@ docs/pictures.md).`,
 	fl.StringArrayVar(&f.extra, "candidate", nil, "an extra candidate with tunables, e.g. 'bfq:slice_idle=0' or 'mq-deadline:fifo_batch=8,read_expire=100' (repeatable)")
 	fl.StringVar(&f.current, "current", "", "the setting in effect (default: mq-deadline, or none for nvme, as Linux picks)")
 	fl.StringVar(&f.redcap, "redcap", "off", "simulate the REDCAP RAM cache: on, off or both")
-	fl.IntVar(&f.cacheMiB, "redcap-mib", 64, "REDCAP cache size in MiB (segments of 128 KiB)")
+	fl.IntVar(&f.cacheMiB, "redcap-mib", 64, "cache size in MiB (REDCAP: segments of 128 KiB; smq: blocks of --cache-block-kib)")
+	fl.StringVar(&f.cacheModel, "cache-model", "redcap", "the cache --redcap simulates: redcap (KDSim's RAM cache of segments) or smq (dm-cache's smq policy, as calibrated in the VM lab)")
+	fl.IntVar(&f.cacheBlockKiB, "cache-block-kib", 64, "smq: dm-cache's block size in KiB (a multiple of 32, up to 1 GiB)")
+	fl.Float64Var(&f.cacheHitUs, "cache-hit-us", 0, "time to serve a read from the cache, µs: the cache device's read time (default: 1, a RAM copy)")
 	fl.StringVar(&f.modelPath, "model", "", "trained disk model (JSON from 'shadowtune model learn')")
 	fl.StringVar(&f.class, "device-class", "hdd", "device class for the default model and scheduler defaults: hdd, ssd, nvme, or throttled (caps estimated from the trace's service times)")
 	fl.IntVar(&f.servers, "servers", 0, "requests the device serves in parallel, k (default: from the model, or learned from the trace)")
@@ -113,6 +121,7 @@ docs/pictures.md).`,
 	completeEnum(cmd, "format", traceFormatNames()...)
 	completeEnum(cmd, "candidates", sched.Names()...)
 	completeEnum(cmd, "redcap", "on", "off", "both")
+	completeEnum(cmd, "cache-model", "redcap", "smq")
 	completeEnum(cmd, "device-class", deviceClasses...)
 	completeEnum(cmd, "loop", "auto", "open", "closed")
 	completeEnum(cmd, "predict", "mean", "sample")
@@ -159,12 +168,15 @@ func simulateTags(flag int, reqs []trace.Request) int {
 
 // simulateReport is the stable JSON output of `shadowtune simulate`.
 type simulateReport struct {
-	Trace          string            `json:"trace"`
-	Format         string            `json:"format"`
-	Requests       int               `json:"requests"`
-	SpanSeconds    float64           `json:"spanSeconds"`
-	Loop           string            `json:"loop"`
-	Model          modelInfo         `json:"model"`
+	Trace       string    `json:"trace"`
+	Format      string    `json:"format"`
+	Requests    int       `json:"requests"`
+	SpanSeconds float64   `json:"spanSeconds"`
+	Loop        string    `json:"loop"`
+	Model       modelInfo `json:"model"`
+	// Cache is the simulated cache, when --redcap simulates one; the
+	// candidates with "redcap": true (named NAME+redcap) carry it.
+	Cache          *cacheInfo        `json:"cache,omitempty"`
 	Candidates     []candidateReport `json:"candidates"`
 	Recommendation recommendation    `json:"recommendation"`
 	Run            runStats          `json:"run"`
@@ -274,11 +286,12 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	if err != nil {
 		return err
 	}
+	cc := cacheConfig(f, traceCapacity(reqs))
 	simStart := time.Now()
 	rep, err := engine.Evaluate(w, o.cands, engine.Options{
 		DispatchCostNs: costs.PerRequestNs, CPUs: costs.CPUs,
 		Model: m, Predict: o.predict, Seed: f.seed, Current: o.current,
-		Cache:             cacheConfig(f.cacheMiB),
+		Cache:             cc,
 		Decide:            o.decide,
 		ReadAhead:         o.readAhead,
 		Parallel:          simulateParallel(f.parallel, len(reqs)),
@@ -291,6 +304,9 @@ func runSimulate(stdout io.Writer, f *simulateFlags) error {
 	simSecs := time.Since(simStart).Seconds()
 
 	out := buildSimulateReport(f, reqs, m, source, rep)
+	if f.redcap != "off" {
+		out.Cache = newCacheInfo(f, cc)
+	}
 	out.Run.SimulateSeconds = simSecs
 	for _, c := range out.Candidates {
 		out.Run.SimulatedRequests += c.SimulatedRequests
@@ -357,8 +373,8 @@ func parseSimulateOptions(f *simulateFlags) (simulateOptions, error) {
 	if f.redcap == "on" {
 		o.current.Cache = true
 	}
-	if f.cacheMiB < 1 {
-		return simulateOptions{}, badInputf("--redcap-mib: must be ≥ 1, got %d", f.cacheMiB)
+	if err := checkCacheFlags(f); err != nil {
+		return simulateOptions{}, err
 	}
 	o.readAhead = readahead.Bounds{MinKiB: f.raMin, MaxKiB: f.raMax}
 	if err := o.readAhead.Validate(); err != nil {
@@ -372,9 +388,56 @@ func parseSimulateOptions(f *simulateFlags) (simulateOptions, error) {
 	return o, nil
 }
 
-func cacheConfig(mib int) sim.CacheConfig {
-	const seg = 256 // 128 KiB segments, KDSim §7
-	return sim.CacheConfig{Segments: mib * 2048 / seg, SegmentSectors: seg}
+// checkCacheFlags refuses bad cache flags with one line.
+func checkCacheFlags(f *simulateFlags) error {
+	switch {
+	case f.cacheMiB < 1:
+		return badInputf("--redcap-mib: must be ≥ 1, got %d", f.cacheMiB)
+	case f.cacheModel != "redcap" && f.cacheModel != "smq":
+		return badInputf("--cache-model: want redcap or smq, got %q", f.cacheModel)
+	case f.cacheBlockKiB < 32 || f.cacheBlockKiB > 1<<20 || f.cacheBlockKiB%32 != 0:
+		// dm-cache's rule (Documentation/admin-guide/device-mapper/cache.rst).
+		return badInputf("--cache-block-kib: must be a multiple of 32 from 32 to 1048576, got %d", f.cacheBlockKiB)
+	case f.cacheModel == "smq" && f.cacheMiB*1024 < f.cacheBlockKiB:
+		return badInputf("--redcap-mib: %d MiB holds no block of %d KiB", f.cacheMiB, f.cacheBlockKiB)
+	case f.cacheHitUs < 0 || math.IsNaN(f.cacheHitUs) || math.IsInf(f.cacheHitUs, 0):
+		return badInputf("--cache-hit-us: must be a finite number ≥ 0, got %v", f.cacheHitUs)
+	}
+	return nil
+}
+
+// cacheConfig is the simulated cache of the flags for a device of
+// capacitySectors: REDCAP's segments of 128 KiB (KDSim §7), or dm-cache's
+// smq as calibrated in the VM lab (engine.SMQCalibrated).
+func cacheConfig(f *simulateFlags, capacitySectors uint64) sim.CacheConfig {
+	var c sim.CacheConfig
+	if f.cacheModel == "smq" {
+		blocks := uint64(f.cacheMiB) * 1024 / uint64(f.cacheBlockKiB)
+		c = engine.SMQCalibrated(blocks, uint32(f.cacheBlockKiB*2), capacitySectors)
+	} else {
+		const seg = 256
+		c = sim.CacheConfig{Segments: f.cacheMiB * 2048 / seg, SegmentSectors: seg}
+	}
+	if f.cacheHitUs > 0 {
+		c.HitOverheadNs = int64(math.Round(f.cacheHitUs * 1e3))
+	}
+	return c
+}
+
+// cacheInfo describes the simulated cache in the report.
+type cacheInfo struct {
+	Model    string  `json:"model"` // redcap or smq
+	MiB      int     `json:"mib"`
+	BlockKiB int     `json:"blockKiB"` // REDCAP's segment or smq's block
+	HitUs    float64 `json:"hitUs"`
+}
+
+func newCacheInfo(f *simulateFlags, c sim.CacheConfig) *cacheInfo {
+	hit := c.HitOverheadNs
+	if hit == 0 {
+		hit = redcap.DefaultHitOverheadNs
+	}
+	return &cacheInfo{Model: f.cacheModel, MiB: f.cacheMiB, BlockKiB: int(c.SegmentSectors) / 2, HitUs: float64(hit) / 1e3}
 }
 
 func parseCandidates(names, extra []string, redcap string) ([]engine.Candidate, error) {
@@ -413,6 +476,16 @@ func parseCandidates(names, extra []string, redcap string) ([]engine.Candidate, 
 	return out, nil
 }
 
+// traceCapacity is the device size a trace shows: its largest end sector
+// (at least 1).
+func traceCapacity(reqs []trace.Request) uint64 {
+	capacity := uint64(1)
+	for i := range reqs {
+		capacity = max(capacity, reqs[i].End())
+	}
+	return capacity
+}
+
 // chooseModel loads --model, learns a model from the trace's measured
 // service times, or falls back to the class default.
 func chooseModel(path string, reqs []trace.Request, class model.Class) (*model.Model, string, error) {
@@ -428,10 +501,9 @@ func chooseModel(path string, reqs []trace.Request, class model.Class) (*model.M
 		}
 		return m, "file", nil
 	}
-	capacity := uint64(1)
+	capacity := traceCapacity(reqs)
 	measured := 0
 	for i := range reqs {
-		capacity = max(capacity, reqs[i].End())
 		if reqs[i].HasService() {
 			measured++
 		}
@@ -557,8 +629,12 @@ func printSimulateTable(w io.Writer, r simulateReport) error {
 		if rc.On {
 			state = "on"
 		}
-		fmt.Fprintf(w, "redcap: %s (ADA: %.0f vs %.0f ns per 4 KiB block with/without; total I/O time %+.1f%% with the cache)\n",
-			state, rc.RedcapNsPerBlock, rc.NormalNsPerBlock, -rc.GainPct)
+		label := "redcap"
+		if c := r.Cache; c != nil && c.Model == "smq" {
+			label = fmt.Sprintf("dm-cache (smq, %d MiB in %d KiB blocks)", c.MiB, c.BlockKiB)
+		}
+		fmt.Fprintf(w, "%s: %s (ADA: %.0f vs %.0f ns per 4 KiB block with/without; total I/O time %+.1f%% with the cache)\n",
+			label, state, rc.RedcapNsPerBlock, rc.NormalNsPerBlock, -rc.GainPct)
 	}
 	fmt.Fprintf(w, "read-ahead: %d KiB (switch cost %.0f µs × transfer %.0f MB/s, concurrency %.1f)\n",
 		rec.ReadAheadKiB, rec.ReadAhead.SwitchCostUs, rec.ReadAhead.TransferMBPerSecond, rec.ReadAhead.Concurrency)
