@@ -292,9 +292,16 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 		return false
 	}
 	m.SetServers(model.EstimateServers(t.Admitted(reqs)))
-	c.model, c.disk = m, m.NewDisk(0)
-	c.note = fmt.Sprintf("modelled as throttled: %s (%s)", t, ev)
+	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s (%s)", t, ev))
 	return true
+}
+
+// replaceModel puts m in place of the device's model after the first
+// window and records why in the note. The bias between real and simulated
+// times was the old model's, so it is learned anew from the next window.
+func (c *deviceController) replaceModel(m *model.Model, note string) {
+	c.model, c.disk, c.note = m, m.NewDisk(0), note
+	c.bias, c.biasKnown = 1, false
 }
 
 // refuteThrottle re-models a throttled device as an SSD when the window
@@ -307,8 +314,7 @@ func (c *deviceController) refuteThrottle(reqs []trace.Request) bool {
 	}
 	m := model.Default(model.SSD, c.model.Config().CapacitySectors)
 	m.SetServers(model.EstimateServers(reqs))
-	c.model, c.disk = m, m.NewDisk(0)
-	c.note = fmt.Sprintf("modelled as ssd: the window ran above the caps of %s", old)
+	c.replaceModel(m, fmt.Sprintf("modelled as ssd: the window ran above the caps of %s", old))
 	return true
 }
 

@@ -93,3 +93,19 @@ func TestThrottledClassFromWindow(t *testing.T) {
 		t.Errorf("after a window above the caps: class %v (%s); want ssd", c.model.Class(), c.note)
 	}
 }
+
+// TestReplaceModelForgetsBias: a model replaced after the first window
+// starts a new real ÷ simulated bias; the old model's would scale the
+// next verifications by its error.
+func TestReplaceModelForgetsBias(t *testing.T) {
+	c := newTestController(t, false)
+	c.bias, c.biasKnown = 11.5, true
+	m, err := model.NewThrottled(1<<20, model.Throttle{IOPS: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.replaceModel(m, "modelled as throttled: test")
+	if c.model != m || c.disk.Model() != m || c.biasKnown || c.bias != 1 || c.note != "modelled as throttled: test" {
+		t.Errorf("after replaceModel: model %v, bias %.2f known %v, note %q", c.model.Class(), c.bias, c.biasKnown, c.note)
+	}
+}
