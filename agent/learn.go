@@ -268,9 +268,11 @@ const throttleChange = 0.1
 // caps that moved by more than throttleChange and keeps its tables. A
 // window without that evidence changes nothing, unless it ran well above
 // the caps (refuteThrottle): a cap that did not bind is not shown to be
-// gone.
+// gone. Nothing changes while a change is being verified: the
+// verification's baseline is the current model's simulation scaled by
+// its bias, and another model would break that comparison.
 func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
-	if c.model.Class() == model.HDD {
+	if c.model.Class() == model.HDD || c.verify != nil {
 		return false
 	}
 	t, ev, ok := model.EstimateThrottle(reqs)

@@ -23,6 +23,16 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	reqs := readTrace(t, "native", "testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
 	c.policy.MaxSimulated = len(reqs)
+	c.calibrate(reqs)
+	if c.model.Class() != model.SSD {
+		t.Fatalf("calibrated as %v (%s), want ssd", c.model.Class(), c.note)
+	}
+	// While a change is verified the model stays.
+	c.verify = &verification{left: 2}
+	if c.checkThrottle(reqs) || c.model.Class() != model.SSD {
+		t.Fatalf("during a verification the model became %v", c.model.Class())
+	}
+	c.verify = nil
 	now := time.Unix(1000, 0)
 	rep, err := step(c, reqs, now)
 	if err != nil {
