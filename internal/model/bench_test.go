@@ -154,3 +154,19 @@ func TestConcurrentDisks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEstimateThrottle: the agent's per-window throttle check on the
+// VM lab's recording of five phases (11,512 requests), per request.
+func BenchmarkEstimateThrottle(b *testing.B) {
+	reqs, err := trace.ReadFile("native", "../../agent/testdata/virtio-throttled-phases.st.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, ok := EstimateThrottle(reqs); !ok {
+			b.Fatal("no caps found")
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
+}
