@@ -82,7 +82,8 @@ spec:
 // points closer than the SSD model, and no phase worse than the SSD model
 // by more than 2 points. Then the agent, observing the disk while fio
 // alternates depths and sizes, must model it as throttled with both caps
-// within 10 % in its status.
+// within 10 % in its status, and recommend keeping none (mq-deadline is
+// its other candidate).
 func TestThrottleClass(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.img")
 	if err := os.WriteFile(out, nil, 0o644); err != nil {
@@ -163,6 +164,11 @@ func checkAgentThrottle(t *testing.T, out string) {
 		}
 		if got, want := float64(d.Throttle.BytesPerSecond), float64(vmlab.CloudDisk.BytesPerSec); math.Abs(got-want) > 0.1*want {
 			t.Errorf("the agent's bandwidth cap %.0f, QEMU's %.0f: want within 10 %%", got, want)
+		}
+		// Behind the cap no elevator serves more: the agent must not
+		// recommend leaving none.
+		if r := d.Recommendation; r == nil || r.Scheduler != "none" {
+			t.Errorf("the agent recommended %+v on the throttled disk; want none kept", r)
 		}
 		return
 	}
