@@ -306,6 +306,12 @@ type deviceController struct {
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
 	memoDirty bool
+	// throttleSeen is what the previous window showed of a token bucket
+	// (checkThrottle): caps found (throttleCaps), caps exceeded
+	// (throttleExceeded), or neither; a class change needs two windows
+	// in a row.
+	throttleSeen throttleEvidence
+	throttleCaps model.Throttle
 }
 
 type verification struct {

@@ -261,23 +261,53 @@ func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast i
 // from the model's before checkThrottle replaces it.
 const throttleChange = 0.1
 
+// throttleEvidence is what one window showed of a token bucket.
+type throttleEvidence uint8
+
+const (
+	throttleNone     throttleEvidence = iota
+	throttleFound                     // caps (deviceController.throttleCaps)
+	throttleExceeded                  // a window well above the model's caps
+)
+
 // checkThrottle looks for a token bucket in front of a non-rotational
 // device in the window's requests (model.EstimateThrottle) and reports
 // whether it replaced the model. A device modelled as an SSD or NVMe is
-// re-modelled as throttled, with the window's k; a throttled one takes
-// caps that moved by more than throttleChange and keeps its tables. A
-// window without that evidence changes nothing, unless it ran well above
-// the caps (refuteThrottle): a cap that did not bind is not shown to be
-// gone. Nothing changes while a change is being verified: the
-// verification's baseline is the current model's simulation scaled by
-// its bias, and another model would break that comparison.
+// re-modelled as throttled, with the window's k, when this window and the
+// one before both showed caps within throttleChange of each other; a
+// throttled one takes caps that moved by more than throttleChange and
+// keeps its tables. Two windows in a row that ran well above the caps
+// make it an SSD again (model.ExceedsThrottle). Any other window changes
+// nothing: a cap that did not bind is not shown to be gone. Two windows,
+// so that a burst of CPU contention, which holds a fast device to a
+// steady rate as a bucket would, does not flip the model. Nothing
+// changes while a change is being verified: the verification's baseline
+// is the current model's simulation scaled by its bias, and another model
+// would break that comparison.
 func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	if c.model.Class() == model.HDD || c.verify != nil {
 		return false
 	}
+	prev, prevCaps := c.throttleSeen, c.throttleCaps
+	c.throttleSeen, c.throttleCaps = throttleNone, model.Throttle{}
 	t, ev, ok := model.EstimateThrottle(reqs)
 	if !ok {
-		return c.refuteThrottle(reqs)
+		if c.model.Class() != model.Throttled || !model.ExceedsThrottle(reqs, c.model.Throttle()) {
+			return false
+		}
+		c.throttleSeen = throttleExceeded
+		if prev != throttleExceeded {
+			return false
+		}
+		old := c.model.Throttle()
+		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
+		m.SetServers(model.EstimateServers(reqs))
+		c.replaceModel(m, fmt.Sprintf("modelled as ssd: two windows ran above the caps of %s", old))
+		return true
+	}
+	c.throttleSeen, c.throttleCaps = throttleFound, t
+	if prev != throttleFound || capMoved(prevCaps.IOPS, t.IOPS) || capMoved(prevCaps.BytesPerSec, t.BytesPerSec) {
+		return false
 	}
 	if c.model.Class() == model.Throttled {
 		if old := c.model.Throttle(); !capMoved(old.IOPS, t.IOPS) && !capMoved(old.BytesPerSec, t.BytesPerSec) {
@@ -294,7 +324,7 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 		return false
 	}
 	m.SetServers(model.EstimateServers(t.Admitted(reqs)))
-	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s (%s)", t, ev))
+	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s in two windows in a row (%s)", t, ev))
 	return true
 }
 
@@ -304,20 +334,6 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 func (c *deviceController) replaceModel(m *model.Model, note string) {
 	c.model, c.disk, c.note = m, m.NewDisk(0), note
 	c.bias, c.biasKnown = 1, false
-}
-
-// refuteThrottle re-models a throttled device as an SSD when the window
-// ran well above its caps (model.ExceedsThrottle), and reports whether it
-// did.
-func (c *deviceController) refuteThrottle(reqs []trace.Request) bool {
-	old := c.model.Throttle()
-	if c.model.Class() != model.Throttled || !model.ExceedsThrottle(reqs, old) {
-		return false
-	}
-	m := model.Default(model.SSD, c.model.Config().CapacitySectors)
-	m.SetServers(model.EstimateServers(reqs))
-	c.replaceModel(m, fmt.Sprintf("modelled as ssd: the window ran above the caps of %s", old))
-	return true
 }
 
 // capMoved reports whether a cap appeared, went, or moved by more than

@@ -14,11 +14,12 @@ import (
 // which QEMU throttles to 3,000 IOPS and 125 MiB/s (e2e/vm
 // TestThrottleClass; five fio phases: 4 KiB random reads at depths 2, 8
 // and 32, 64 KiB random reads at depth 16, 256 KiB sequential reads at
-// depth 4). The device reports rotational=1. Its first window re-models
-// it as an SSD (calibrate) and then as throttled, with both caps within
-// 10 % and the window learned on the new model; a later window at one
-// depth, which cannot show a cap, keeps them; a window that runs well
-// above caps set too low re-models it as an SSD.
+// depth 4). The device reports rotational=1 and is calibrated as an SSD.
+// Nothing changes during a verification, nor on one window of evidence;
+// the second window in a row re-models it as throttled, with both caps
+// within 10 % and the window learned on the new model; a window at one
+// depth, which cannot show a cap, keeps them; caps set too low are
+// refuted by two windows well above them, not by one.
 func TestThrottledClassFromWindow(t *testing.T) {
 	reqs := readTrace(t, "native", "testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
@@ -27,19 +28,32 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	if c.model.Class() != model.SSD {
 		t.Fatalf("calibrated as %v (%s), want ssd", c.model.Class(), c.note)
 	}
-	// While a change is verified the model stays.
 	c.verify = &verification{left: 2}
-	if c.checkThrottle(reqs) || c.model.Class() != model.SSD {
+	if c.checkThrottle(reqs) || c.checkThrottle(reqs) || c.model.Class() != model.SSD {
 		t.Fatalf("during a verification the model became %v", c.model.Class())
 	}
 	c.verify = nil
+
 	now := time.Unix(1000, 0)
-	rep, err := step(c, reqs, now)
-	if err != nil {
-		t.Fatal(err)
+	var last int64
+	window := func(w []trace.Request) WindowReport {
+		t.Helper()
+		w = shifted(w, last+1e9)
+		last = w[len(w)-1].Complete
+		now = now.Add(time.Minute)
+		rep, err := step(c, w, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
 	}
+	window(reqs)
+	if c.model.Class() != model.SSD {
+		t.Fatalf("one window of evidence made the device %v (%s)", c.model.Class(), c.note)
+	}
+	rep := window(reqs)
 	if c.model.Class() != model.Throttled {
-		t.Fatalf("class %v, want throttled (%s)", c.model.Class(), c.note)
+		t.Fatalf("class %v after two windows, want throttled (%s)", c.model.Class(), c.note)
 	}
 	th := c.model.Throttle()
 	for _, x := range []struct {
@@ -58,50 +72,42 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	}
 	t.Logf("%s; k %d; model error %.1f %%", c.note, c.model.Servers(), rep.ModelErrorPct)
 
-	// The depth-2 phase again: one depth, no evidence; the caps stay.
-	var one []trace.Request
+	// The 4 KiB phases: the depth-2 one cannot show a cap, the depth-32
+	// one ran well above caps of 1,000 IOPS.
+	var small []trace.Request
 	for _, q := range reqs {
-		if q.Sectors == 8 && len(one) < 3000 {
-			one = append(one, q)
+		if q.Sectors == 8 {
+			small = append(small, q)
 		}
 	}
-	shift := reqs[len(reqs)-1].Complete + 1e9 - one[0].Arrival
-	for i := range one {
-		one[i].Arrival += shift
-		one[i].Dispatch += shift
-		one[i].Complete += shift
-	}
-	if _, err := step(c, one, now.Add(time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	window(small[:3000])
 	if c.model.Class() != model.Throttled || c.model.Throttle() != th {
 		t.Errorf("after a window at one depth: class %v, caps %v; want throttled, %v", c.model.Class(), c.model.Throttle(), th)
 	}
-
-	// Caps a third of the real ones: the depth-32 phase runs well above
-	// them, and the device is an SSD again.
 	if err := c.model.SetThrottle(model.Throttle{IOPS: 1000}); err != nil {
 		t.Fatal(err)
 	}
-	var deep []trace.Request
-	for _, q := range reqs {
-		if q.Sectors == 8 {
-			deep = append(deep, q)
-		}
+	window(small[6000:9000])
+	if c.model.Class() != model.Throttled {
+		t.Errorf("one window above the caps made the device %v", c.model.Class())
 	}
-	deep = deep[6000:9000]
-	shift = one[len(one)-1].Complete + 1e9 - deep[0].Arrival
-	for i := range deep {
-		deep[i].Arrival += shift
-		deep[i].Dispatch += shift
-		deep[i].Complete += shift
-	}
-	if _, err := step(c, deep, now.Add(2*time.Minute)); err != nil {
-		t.Fatal(err)
-	}
+	window(small[6000:9000])
 	if c.model.Class() != model.SSD || !strings.Contains(c.note, "above the caps") {
-		t.Errorf("after a window above the caps: class %v (%s); want ssd", c.model.Class(), c.note)
+		t.Errorf("after two windows above the caps: class %v (%s); want ssd", c.model.Class(), c.note)
 	}
+}
+
+// shifted returns a copy of reqs moved in time to start at ns.
+func shifted(reqs []trace.Request, at int64) []trace.Request {
+	out := make([]trace.Request, len(reqs))
+	d := at - reqs[0].Arrival
+	for i, q := range reqs {
+		q.Arrival += d
+		q.Dispatch += d
+		q.Complete += d
+		out[i] = q
+	}
+	return out
 }
 
 // TestReplaceModelForgetsBias: a model replaced after the first window
