@@ -38,10 +38,10 @@ ph() { # name rw bs depth requests
 tar -cf /dev/vdc -C /tmp/out .
 cat >/tmp/policy.yaml <<'EOF'
 @POLICY@EOF
-shadowtune run --config /tmp/policy.yaml --state-dir /tmp/state --metrics-bind-address 0 --duration 32s -o json >/tmp/run.json 2>/tmp/run.log &
+shadowtune run --config /tmp/policy.yaml --state-dir /tmp/state --metrics-bind-address 0 --duration 42s -o json >/tmp/run.json 2>/tmp/run.log &
 pid=$!
 sleep 1
-end=$(($(cut -d. -f1 /proc/uptime)+26))
+end=$(($(cut -d. -f1 /proc/uptime)+36))
 while [ $(cut -d. -f1 /proc/uptime) -lt $end ]; do
 	for a in "randread 4k 2" "randread 4k 32" "randread 64k 16"; do
 		set -- $a
@@ -54,7 +54,9 @@ echo "agent-status $(tr -d '\n' </tmp/run.json)"
 echo "== end"
 `
 
-// throttlePolicy observes /dev/vdb in 10 s windows: the agent's class and
+// throttlePolicy observes /dev/vdb in 10 s windows (42 s of run, 36 s of
+// load: three or four windows, of which two in a row must show the caps
+// before the class changes): the agent's class and
 // caps are in its final status.
 const throttlePolicy = `apiVersion: storage.shadowtune.io/v1alpha1
 kind: StorageTuning
