@@ -323,13 +323,11 @@ type runner struct {
 	servers  int
 	slots    []*sched.Request // device servers; nil = free
 	freeSlot []int32
-	tags     int              // Config.Tags, at least servers
-	inflight int              // dispatched and not completed
-	devq     []*sched.Request // dispatched, waiting for a server (FIFO)
-	devqHead int
+	tags     int         // Config.Tags, at least servers
+	inflight int         // dispatched and not completed
+	devq     requestFIFO // dispatched, waiting for a server
 	gate     Gate
-	gateq    []*sched.Request // dispatched, waiting for the gate (FIFO)
-	gateHead int
+	gateq    requestFIFO // dispatched, waiting for the gate
 
 	sr  []sched.Request // one per window request
 	rel []int64         // simulated release time, ns
@@ -464,18 +462,7 @@ func (r *runner) run() {
 		case evHit:
 			r.partDone(e.idx)
 		case evAdmit:
-			q := r.gateq[r.gateHead]
-			r.gateq[r.gateHead] = nil
-			r.gateHead++
-			if r.gateHead == len(r.gateq) { // drained: reuse the storage
-				r.gateq, r.gateHead = r.gateq[:0], 0
-			} else if r.gateHead >= 1024 && 2*r.gateHead >= len(r.gateq) {
-				// Never drained: keep only what waits (at most Tags).
-				n := copy(r.gateq, r.gateq[r.gateHead:])
-				clear(r.gateq[n:])
-				r.gateq, r.gateHead = r.gateq[:n], 0
-			}
-			r.admitted(q)
+			r.admitted(r.gateq.pop())
 		}
 		r.dispatch()
 	}
@@ -523,7 +510,7 @@ func (r *runner) dispatch() {
 		q.Dispatch = r.now
 		if r.gate != nil {
 			if t := r.gate.Admit(r.now, q.Sectors); t > r.now {
-				r.gateq = append(r.gateq, q)
+				r.gateq.push(q)
 				r.push(t, evAdmit, -1)
 				continue
 			}
@@ -544,7 +531,7 @@ func (r *runner) admitted(q *sched.Request) {
 	if len(r.freeSlot) > 0 {
 		r.serve(q)
 	} else {
-		r.devq = append(r.devq, q)
+		r.devq.push(q)
 	}
 }
 
@@ -569,20 +556,8 @@ func (r *runner) complete(slot int32) {
 	r.slots[slot] = nil
 	r.freeSlot = append(r.freeSlot, slot)
 	r.inflight--
-	if r.devqHead < len(r.devq) {
-		next := r.devq[r.devqHead]
-		r.devq[r.devqHead] = nil
-		r.devqHead++
-		if r.devqHead == len(r.devq) {
-			r.devq, r.devqHead = r.devq[:0], 0
-		} else if r.devqHead >= 1024 && 2*r.devqHead >= len(r.devq) {
-			// A queue that never drains: keep its storage to what waits
-			// (at most Tags − Servers), not to all it ever held.
-			n := copy(r.devq, r.devq[r.devqHead:])
-			clear(r.devq[n:])
-			r.devq, r.devqHead = r.devq[:n], 0
-		}
-		r.serve(next)
+	if r.devq.len() > 0 {
+		r.serve(r.devq.pop())
 	}
 	q.Complete = r.now
 	r.el.Complete(q, r.now)
