@@ -180,11 +180,8 @@ func (c *deviceController) calibrate(reqs []trace.Request) {
 	if c.model.Class() == model.HDD {
 		c.compareClasses(reqs)
 	}
-	switch c.model.Class() {
-	case model.Throttled:
-		c.model.SetServers(model.EstimateServers(c.model.Throttle().Admitted(reqs)))
-	case model.SSD, model.NVMe:
-		c.model.SetServers(model.EstimateServers(reqs))
+	if c.model.Class() != model.HDD {
+		c.model.SetServers(model.EstimateServersBehind(reqs, c.model.Throttle()))
 	}
 }
 
@@ -290,9 +287,10 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	}
 	prev, prevCaps := c.throttleSeen, c.throttleCaps
 	c.throttleSeen, c.throttleCaps = throttleNone, model.Throttle{}
-	t, ev, ok := model.EstimateThrottle(reqs)
+	wins := model.NewThrottleWindows(reqs)
+	t, ev, ok := wins.Estimate()
 	if !ok {
-		if c.model.Class() != model.Throttled || !model.ExceedsThrottle(reqs, c.model.Throttle()) {
+		if c.model.Class() != model.Throttled || !wins.Exceeds(c.model.Throttle()) {
 			return false
 		}
 		c.throttleSeen = throttleExceeded
@@ -323,7 +321,7 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	if err != nil {
 		return false
 	}
-	m.SetServers(model.EstimateServers(t.Admitted(reqs)))
+	m.SetServers(model.EstimateServersBehind(reqs, t))
 	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s in two windows in a row (%s)", t, ev))
 	return true
 }

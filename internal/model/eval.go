@@ -213,11 +213,8 @@ func Evaluate(reqs []trace.Request, opt EvalOptions) (EvalResult, error) {
 	d.SetPredictMode(opt.Predict)
 
 	k := 1
-	switch class {
-	case Throttled:
-		k = EstimateServers(cfg.Throttle.Admitted(reqs))
-	case SSD, NVMe:
-		k = EstimateServers(reqs)
+	if class != HDD {
+		k = EstimateServersBehind(reqs, cfg.Throttle)
 	}
 	var ns NetService
 	ns.SetThrottle(cfg.Throttle)

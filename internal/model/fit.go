@@ -140,10 +140,8 @@ func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	switch {
 	case opt.Servers > 0:
 		s.cfg.Servers = opt.Servers
-	case class == Throttled:
-		s.cfg.Servers = EstimateServers(s.cfg.Throttle.Admitted(reqs))
 	case class != HDD:
-		s.cfg.Servers = EstimateServers(reqs)
+		s.cfg.Servers = EstimateServersBehind(reqs, s.cfg.Throttle)
 	}
 	m, err := New(s.cfg)
 	if err != nil {

@@ -132,6 +132,16 @@ func (b *Bucket) drain(t int64) {
 	b.at = t
 }
 
+// EstimateServersBehind is [EstimateServers] for a device behind the
+// token bucket t: measured on the requests as the bucket let them through
+// (t.Admitted), or on reqs as they are when t caps nothing.
+func EstimateServersBehind(reqs []trace.Request, t Throttle) int {
+	if !t.Enabled() {
+		return EstimateServers(reqs)
+	}
+	return EstimateServers(t.Admitted(reqs))
+}
+
 // Admitted returns a copy of reqs in which each measured request's
 // dispatch is moved to when t's bucket, fed the measured requests in
 // dispatch order from full, lets it start service: the requests as the

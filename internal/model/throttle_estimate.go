@@ -77,7 +77,23 @@ type throttleWin struct {
 // SSD past its parallelism) also passes; its limits then act as caps in
 // the simulator, which is what it does at those depths.
 func EstimateThrottle(reqs []trace.Request) (t Throttle, ev ThrottleEvidence, ok bool) {
-	wins := backloggedWindows(reqs)
+	return NewThrottleWindows(reqs).Estimate()
+}
+
+// ThrottleWindows are the backlogged windows of a recorded window, cut
+// once for both [ThrottleWindows.Estimate] and [ThrottleWindows.Exceeds]
+// (the agent asks both of each window of a throttled device).
+type ThrottleWindows struct{ wins []throttleWin }
+
+// NewThrottleWindows cuts the measured completions of reqs into windows
+// of 64 and keeps the backlogged ones (see [EstimateThrottle]).
+func NewThrottleWindows(reqs []trace.Request) ThrottleWindows {
+	return ThrottleWindows{backloggedWindows(reqs)}
+}
+
+// Estimate is [EstimateThrottle] on the windows.
+func (w ThrottleWindows) Estimate() (t Throttle, ev ThrottleEvidence, ok bool) {
+	wins := w.wins
 	ev.Backlogged = len(wins)
 	if len(wins) < throttleMinWindows {
 		return Throttle{}, ev, false
@@ -111,7 +127,12 @@ func EstimateThrottle(reqs []trace.Request) (t Throttle, ev ThrottleEvidence, ok
 // bucket's burst lasts a few windows at most). A volume whose caps were
 // raised, or a device that was never capped, shows it this way.
 func ExceedsThrottle(reqs []trace.Request, t Throttle) bool {
-	wins := backloggedWindows(reqs)
+	return NewThrottleWindows(reqs).Exceeds(t)
+}
+
+// Exceeds is [ExceedsThrottle] on the windows.
+func (w ThrottleWindows) Exceeds(t Throttle) bool {
+	wins := w.wins
 	over := 0
 	for _, w := range wins {
 		if w.iops > 1.2*t.predictIOPS(w.size) {
