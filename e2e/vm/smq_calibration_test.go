@@ -79,13 +79,7 @@ var smqWorkloads = []string{"zipf12", "zipf08", "uni32", "uni96", "uni512", "shi
 // points; the agent's stand-in (engine.CacheForBlocks) is reported. The
 // table goes to the summary ("smqCalibration") and docs/agent.md.
 func TestSMQCalibration(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.img")
-	if err := os.WriteFile(out, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(out, 64<<20); err != nil {
-		t.Fatal(err)
-	}
+	out := outImage(t)
 	n := 20000
 	script := strings.NewReplacer("@N@", strconv.Itoa(n), "@H@", strconv.Itoa(n/2),
 		"@WORKLOADS@", strings.Join(smqWorkloads, " ")).Replace(smqScript)
@@ -119,6 +113,20 @@ func TestSMQCalibration(t *testing.T) {
 		}
 	}
 	set("smqCalibration", map[string]any{"hitProbeMicroseconds": us, "workloads": rows})
+}
+
+// outImage creates an empty 64 MiB raw disk image for the guest to write
+// its results to (a tar archive: untar) and returns its path.
+func outImage(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "out.img")
+	if err := os.WriteFile(out, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(out, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // untar extracts the tar archive at the start of the raw image img into

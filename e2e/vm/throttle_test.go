@@ -5,7 +5,6 @@ package vm
 import (
 	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -87,13 +86,7 @@ spec:
 // within 10 % in its status, and recommend keeping none (mq-deadline is
 // its other candidate).
 func TestThrottleClass(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "out.img")
-	if err := os.WriteFile(out, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(out, 64<<20); err != nil {
-		t.Fatal(err)
-	}
+	out := outImage(t)
 	var lines []string
 	for _, p := range throttlecal.Phases {
 		lines = append(lines, p.Shell())
