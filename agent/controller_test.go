@@ -3,7 +3,6 @@ package agent
 import (
 	"math"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -100,13 +99,7 @@ func stepConfirmed(t *testing.T, c *deviceController, reqs []trace.Request, now 
 	if rep.Reason != ReasonAwaitingConfirmation || rep.Action.Kind != ActionNone {
 		t.Fatalf("first window: reason %q, action %+v; want a switch held for confirmation", rep.Reason, rep.Action)
 	}
-	shift := reqs[len(reqs)-1].Complete + 1e6
-	next := slices.Clone(reqs)
-	for i := range next {
-		next[i].Arrival += shift
-		next[i].Dispatch += shift
-		next[i].Complete += shift
-	}
+	next := shifted(reqs, reqs[0].Arrival+reqs[len(reqs)-1].Complete+1e6)
 	return step(c, next, now.Add(time.Second))
 }
 
