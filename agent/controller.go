@@ -306,12 +306,11 @@ type deviceController struct {
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
 	memoDirty bool
-	// throttleSeen is what the previous window showed of a token bucket
-	// (checkThrottle): caps found (throttleCaps), caps exceeded
-	// (throttleExceeded), or neither; a class change needs two windows
-	// in a row.
-	throttleSeen throttleEvidence
+	// throttleCaps are the caps the previous window showed (checkThrottle;
+	// zero: none), and throttleOver tells whether it ran well above the
+	// model's caps: a class change needs two windows in a row.
 	throttleCaps model.Throttle
+	throttleOver bool
 }
 
 type verification struct {

@@ -258,15 +258,6 @@ func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast i
 // from the model's before checkThrottle replaces it.
 const throttleChange = 0.1
 
-// throttleEvidence is what one window showed of a token bucket.
-type throttleEvidence uint8
-
-const (
-	throttleNone     throttleEvidence = iota
-	throttleFound                     // caps (deviceController.throttleCaps)
-	throttleExceeded                  // a window well above the model's caps
-)
-
 // checkThrottle looks for a token bucket in front of a non-rotational
 // device in the window's requests (model.EstimateThrottle) and reports
 // whether it replaced the model. A device modelled as an SSD or NVMe is
@@ -285,16 +276,16 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 	if c.model.Class() == model.HDD || c.verify != nil {
 		return false
 	}
-	prev, prevCaps := c.throttleSeen, c.throttleCaps
-	c.throttleSeen, c.throttleCaps = throttleNone, model.Throttle{}
+	prevCaps, prevOver := c.throttleCaps, c.throttleOver
+	c.throttleCaps, c.throttleOver = model.Throttle{}, false
 	wins := model.NewThrottleWindows(reqs)
 	t, ev, ok := wins.Estimate()
 	if !ok {
 		if c.model.Class() != model.Throttled || !wins.Exceeds(c.model.Throttle()) {
 			return false
 		}
-		c.throttleSeen = throttleExceeded
-		if prev != throttleExceeded {
+		c.throttleOver = true
+		if !prevOver {
 			return false
 		}
 		old := c.model.Throttle()
@@ -303,12 +294,12 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 		c.replaceModel(m, fmt.Sprintf("modelled as ssd: two windows ran above the caps of %s", old))
 		return true
 	}
-	c.throttleSeen, c.throttleCaps = throttleFound, t
-	if prev != throttleFound || capMoved(prevCaps.IOPS, t.IOPS) || capMoved(prevCaps.BytesPerSec, t.BytesPerSec) {
+	c.throttleCaps = t
+	if capsMoved(prevCaps, t) { // no caps, or others, in the window before
 		return false
 	}
 	if c.model.Class() == model.Throttled {
-		if old := c.model.Throttle(); !capMoved(old.IOPS, t.IOPS) && !capMoved(old.BytesPerSec, t.BytesPerSec) {
+		if !capsMoved(c.model.Throttle(), t) {
 			return false
 		}
 		if err := c.model.SetThrottle(t); err != nil {
@@ -334,11 +325,14 @@ func (c *deviceController) replaceModel(m *model.Model, note string) {
 	c.bias, c.biasKnown = 1, false
 }
 
-// capMoved reports whether a cap appeared, went, or moved by more than
-// throttleChange.
-func capMoved(old, now float64) bool {
-	if old == 0 || now == 0 {
-		return old != now
+// capsMoved reports whether a cap of now appeared, went, or moved by more
+// than throttleChange from old (a zero old: every cap of now appeared).
+func capsMoved(old, now model.Throttle) bool {
+	moved := func(o, n float64) bool {
+		if o == 0 || n == 0 {
+			return o != n
+		}
+		return math.Abs(n-o) > throttleChange*o
 	}
-	return math.Abs(now-old) > throttleChange*old
+	return moved(old.IOPS, now.IOPS) || moved(old.BytesPerSec, now.BytesPerSec)
 }
