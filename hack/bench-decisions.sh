@@ -33,6 +33,7 @@
 #   BENCH_DIR=/var/tmp  where the sparse image goes (must be a real disk)
 #   BENCH_MEM=256M    memory.max / memory.limit_in_bytes of the workloads
 #   BENCH_SETTINGS="" a subset to run, e.g. "none/2560 bfq/16 agent"
+#   BENCH_WORKLOADS="" a subset of the sequence, e.g. "LKR-1 IOR-R-1"
 #   BENCH_OUT=bin     where bench-decisions.json and the agent logs go
 #   BENCH_KEEP=DIR    copy every fio output and agent log there
 set -euo pipefail
@@ -315,6 +316,22 @@ for n in "${procs_list[@]}"; do
 done
 for n in "${procs_list[@]}"; do seq_names+=("AIP-$n") seq_fns+=(w_aip) seq_n+=("$n"); done
 seq_names+=(MEM RR-4k-QD32) seq_fns+=(w_mem w_rr) seq_n+=(1 1)
+if [[ -n ${BENCH_WORKLOADS:-} ]]; then # a subset, in sequence order; AIR-n kept only whole
+	keep_names=() keep_fns=() keep_n=()
+	for ((i = 0; i < ${#seq_names[@]}; i++)); do
+		[[ " $BENCH_WORKLOADS " == *" ${seq_names[i]} "* ]] || continue
+		keep_names+=("${seq_names[i]}") keep_fns+=("${seq_fns[i]}") keep_n+=("${seq_n[i]}")
+	done
+	for w in $BENCH_WORKLOADS; do
+		[[ " ${keep_names[*]} " == *" $w "* ]] || die "BENCH_WORKLOADS: no workload $w (have: ${seq_names[*]})"
+	done
+	seq_names=("${keep_names[@]}") seq_fns=("${keep_fns[@]}") seq_n=("${keep_n[@]}")
+	for k in "${!derived[@]}"; do
+		for w in ${derived[$k]//[\",]/ }; do
+			[[ " ${seq_names[*]} " == *" $w "* ]] || { unset "derived[$k]"; break; }
+		done
+	done
+fi
 
 # --- the settings ------------------------------------------------------------
 read -r avail <"$q/scheduler"
