@@ -60,6 +60,10 @@ type governedCache struct {
 	havePrev   bool
 	dec        decide.CacheDecision
 	hitPct     float64 // the window's read hits, percent; -1: no reads
+	// predHitPct is the simulated cache's read hits, percent, of the last
+	// window simulated while the cache was off (kept while it is on: what
+	// the switch on rested on); -1: none simulated.
+	predHitPct float64
 	// stat is the cache device's stat file at the last window's end;
 	// readNs and reads are the window's mean read response time (ns) and
 	// reads, what the application saw.
@@ -176,7 +180,7 @@ func (d *device) cacheBefore(e *windowEnv) {
 		return
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
-		d.cache = &governedCache{hitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
+		d.cache = &governedCache{hitPct: -1, predHitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
 		d.ctrl.cacheWarm = engine.CacheWarm{}
 		d.setDMCacheModel(info, dm, e)
 	} else {
@@ -208,6 +212,10 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	if r := rep.Report; r != nil && !in.Active {
 		in.PredictedGainPct = r.CacheGainPct
 		in.ADAOn = r.ADA != nil && r.ADA.On
+		c.predHitPct = -1
+		if r.CacheReadHitPct != nil {
+			c.predHitPct = *r.CacheReadHitPct
+		}
 	}
 	c.hitPct = -1
 	if in.Active && c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
@@ -232,7 +240,8 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	d.showCache()
 	if e.metrics != nil {
 		e.metrics.SetCache(d.sys.Name, &metrics.CacheState{Name: c.info.Name, Mode: c.info.Mode,
-			HitRatio: c.hitPct / 100, HitMeasured: c.hitPct >= 0, Gain: c.dec.GainPct / 100, Measured: c.dec.Measured,
+			HitRatio: c.hitPct / 100, HitMeasured: c.hitPct >= 0, PredictedHitRatio: c.predHitPct / 100, PredictedHitKnown: c.predHitPct >= 0,
+			Gain: c.dec.GainPct / 100, Measured: c.dec.Measured,
 			GainKnown: c.dec.Measured || c.dec.PredictsOn || strings.HasPrefix(c.dec.Reason, "predicted"), Dirty: c.info.Dirty})
 	}
 }
@@ -318,7 +327,11 @@ func (d *device) switchCache(mode, reason string, now time.Time, e *windowEnv) {
 	if m := e.metrics; m != nil {
 		m.IncChange(d.sys.Name)
 	}
-	e.log.Info("applied", "device", d.sys.Name, "cache", c.info.Name, "change", c.lastText)
+	kv := []any{"device", d.sys.Name, "cache", c.info.Name, "change", c.lastText}
+	if mode == decide.CacheOn && c.predHitPct >= 0 {
+		kv = append(kv, "predictedReadHitPercent", v1alpha1.FormatPercent(c.predHitPct))
+	}
+	e.log.Info("applied", kv...)
 }
 
 // showCache puts the cache's state into the device's status.
@@ -334,6 +347,9 @@ func (d *device) showCache() {
 	}
 	if c.hitPct >= 0 {
 		st.ReadHitPercent = v1alpha1.FormatPercent(c.hitPct)
+	}
+	if c.predHitPct >= 0 {
+		st.PredictedReadHitPercent = v1alpha1.FormatPercent(c.predHitPct)
 	}
 	if !c.lastChange.IsZero() {
 		t := metav1.NewTime(c.lastChange)

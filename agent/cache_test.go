@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,6 +131,12 @@ func TestCacheOnByPredictionOffByCounters(t *testing.T) {
 	if o := e.env.act.CacheOriginals()["cached"]; o.Mode != "passthrough" || o.Origin != "sda" {
 		t.Fatalf("record %+v", o)
 	}
+	// The simulated cache's read hits the switch rested on are shown
+	// beside the counters' while the cache is on.
+	predHit := st.Cache.PredictedReadHitPercent
+	if p, err := strconv.ParseFloat(predHit, 64); err != nil || p < 50 {
+		t.Fatalf("predicted read hits %q on a 4 MiB hot set in a 60 MiB cache, want ≥ 50 %%", predHit)
+	}
 	// Verification: the application's reads take 2 ms instead of 8.
 	for i := range 2 {
 		setAppReads(t, e.root, &app, 3000, 2)
@@ -137,6 +144,9 @@ func TestCacheOnByPredictionOffByCounters(t *testing.T) {
 	}
 	if !strings.Contains(st.Cache.LastChange, "verified: mean read response 2000 µs after, 8000 µs before") || st.Reverts != 0 {
 		t.Fatalf("after verification: %+v", st.Cache)
+	}
+	if st.Cache.PredictedReadHitPercent != predHit {
+		t.Fatalf("predicted read hits %q while on, want %q (the window the switch rested on)", st.Cache.PredictedReadHitPercent, predHit)
 	}
 	// On: the next window's counters first set the baseline, then two
 	// windows of 20 % hits and a promotion per two misses (one is not
@@ -190,6 +200,9 @@ func TestCacheKeptOffAndObserve(t *testing.T) {
 	st := e.feed(t, localityWindow(1, 3000, 0, 0))
 	if len(tool.calls) != 0 || st.Cache == nil || st.Cache.Mode != "passthrough" || st.Cache.GainPercent == "" {
 		t.Fatalf("uniform reads: calls %v, cache %+v", tool.calls, st.Cache)
+	}
+	if p, err := strconv.ParseFloat(st.Cache.PredictedReadHitPercent, 64); err != nil || p > 1 {
+		t.Fatalf("predicted read hits %q for uniform reads over 90 GiB through a 60 MiB cache, want ≤ 1 %%", st.Cache.PredictedReadHitPercent)
 	}
 	o, tool2 := newCacheEnv(t, v1alpha1.ModeObserve)
 	o.feed(t, localityWindow(1, 3000, 4<<20, 0))

@@ -160,6 +160,7 @@ type Metrics struct {
 	correction     *prometheus.GaugeVec
 	cacheMode      *prometheus.GaugeVec
 	cacheHit       *prometheus.GaugeVec
+	cachePredHit   *prometheus.GaugeVec
 	cacheGain      *prometheus.GaugeVec
 	cacheDirty     *prometheus.GaugeVec
 	dispatchCost   *prometheus.GaugeVec
@@ -250,6 +251,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"The mode of the dm-cache in front of the device (writethrough, passthrough or writeback); always 1.", []string{"device", "cache", "mode"}),
 		cacheHit: gauge("cache_read_hit_ratio",
 			"Share of the reads through the device's dm-cache that it served from the cache in the last window (its counters); absent while off or without reads.", []string{"device", "cache"}),
+		cachePredHit: gauge("cache_predicted_read_hit_ratio",
+			"Share of the reads that the simulated cache served: while the dm-cache is off, in the last simulated window; while on, in the window its switch on rested on; absent when not simulated.", []string{"device", "cache"}),
 		cacheGain: gauge("cache_gain_ratio",
 			"The gain the last cache decision rested on, as a ratio of I/O time: simulated while the cache is off (source=predicted), from its counters while on (source=measured).", []string{"device", "cache", "source"}),
 		cacheDirty: gauge("cache_dirty_blocks",
@@ -263,7 +266,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty,
+		m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -437,6 +440,11 @@ type CacheState struct {
 	// false removes the series.
 	HitRatio    float64
 	HitMeasured bool
+	// PredictedHitRatio is the simulated cache's read hits ÷ reads (0–1)
+	// that the decision rested on; PredictedHitKnown false removes the
+	// series.
+	PredictedHitRatio float64
+	PredictedHitKnown bool
 	// Gain is the ratio the last decision rested on; Measured tells its
 	// source; GainKnown false removes the series.
 	Gain                float64
@@ -471,7 +479,7 @@ func (m *Metrics) SetCache(dev string, c *CacheState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.device(dev)
-	for _, v := range []*prometheus.GaugeVec{m.cacheMode, m.cacheHit, m.cacheGain, m.cacheDirty} {
+	for _, v := range []*prometheus.GaugeVec{m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty} {
 		v.DeletePartialMatch(prometheus.Labels{"device": dev})
 	}
 	if c == nil {
@@ -481,6 +489,9 @@ func (m *Metrics) SetCache(dev string, c *CacheState) {
 	m.cacheMode.WithLabelValues(dev, name, closed(c.Mode, cacheModes)).Set(1)
 	if c.HitMeasured {
 		m.cacheHit.WithLabelValues(dev, name).Set(c.HitRatio)
+	}
+	if c.PredictedHitKnown {
+		m.cachePredHit.WithLabelValues(dev, name).Set(c.PredictedHitRatio)
 	}
 	if c.GainKnown {
 		src := "predicted"

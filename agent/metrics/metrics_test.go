@@ -47,7 +47,8 @@ func exercise(m *Metrics, dev string) {
 	m.SetThrashGuard(dev, 2, 0, false)
 	m.SetEvidence(dev, 0.97, true, map[string]float64{"mq-deadline": 1.3})
 	m.SetThrottle(dev, 3000, 131072000)
-	m.SetCache(dev, &CacheState{Name: "c", Mode: "writethrough", HitRatio: 0.5, HitMeasured: true, Gain: 0.2, GainKnown: true})
+	m.SetCache(dev, &CacheState{Name: "c", Mode: "writethrough", HitRatio: 0.5, HitMeasured: true, Gain: 0.2, GainKnown: true,
+		PredictedHitRatio: 0.4, PredictedHitKnown: true})
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
 	m.SkipWindow(dev, SkipCPUBudget)
@@ -110,6 +111,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_correction_ratio":                 {dto.MetricType_GAUGE, []string{"candidate", "device"}},
 		"shadowtune_agent_cache_mode_info":                  {dto.MetricType_GAUGE, []string{"cache", "device", "mode"}},
 		"shadowtune_agent_cache_read_hit_ratio":             {dto.MetricType_GAUGE, []string{"cache", "device"}},
+		"shadowtune_agent_cache_predicted_read_hit_ratio":   {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_cache_gain_ratio":                 {dto.MetricType_GAUGE, []string{"cache", "device", "source"}},
 		"shadowtune_agent_cache_dirty_blocks":               {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_scheduler_dispatch_cost_seconds":  {dto.MetricType_GAUGE, []string{"scheduler", "source"}},
@@ -601,9 +603,13 @@ func TestSetCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetCache("vdb", &CacheState{Name: "big", Mode: "writethrough", HitRatio: 0.83, HitMeasured: true, Gain: 0.6, Measured: true, GainKnown: true})
+	m.SetCache("vdb", &CacheState{Name: "big", Mode: "writethrough", HitRatio: 0.83, HitMeasured: true, Gain: 0.6, Measured: true, GainKnown: true,
+		PredictedHitRatio: 0.71, PredictedHitKnown: true})
 	if got := testutil.ToFloat64(m.cacheHit.WithLabelValues("vdb", "big")); got != 0.83 {
 		t.Fatalf("hit ratio %v, want 0.83", got)
+	}
+	if got := testutil.ToFloat64(m.cachePredHit.WithLabelValues("vdb", "big")); got != 0.71 {
+		t.Fatalf("predicted hit ratio %v, want 0.71", got)
 	}
 	if got := testutil.ToFloat64(m.cacheGain.WithLabelValues("vdb", "big", "measured")); got != 0.6 {
 		t.Fatalf("gain %v, want 0.6", got)
@@ -613,7 +619,7 @@ func TestSetCache(t *testing.T) {
 	if n := testutil.CollectAndCount(m.cacheMode); n != 1 || testutil.ToFloat64(m.cacheMode.WithLabelValues("vdb", "big", "passthrough")) != 1 {
 		t.Errorf("%d mode series after the switch, want 1 (passthrough)", n)
 	}
-	if n := testutil.CollectAndCount(m.cacheHit) + testutil.CollectAndCount(m.cacheGain); n != 0 {
+	if n := testutil.CollectAndCount(m.cacheHit) + testutil.CollectAndCount(m.cacheGain) + testutil.CollectAndCount(m.cachePredHit); n != 0 {
 		t.Errorf("%d hit or gain series without a measurement, want 0", n)
 	}
 	m.SetCache("vdb", nil)

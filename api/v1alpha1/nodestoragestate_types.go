@@ -456,6 +456,14 @@ type CacheState struct {
 	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
 	// +optional
 	ReadHitPercent string `json:"readHitPercent,omitempty"`
+	// predictedReadHitPercent is the share of the reads that the simulated
+	// cache served: while off, in the last simulated window; while on, in
+	// the window that the switch on rested on, to set beside
+	// readHitPercent; percent, decimal string; empty when not simulated.
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	PredictedReadHitPercent string `json:"predictedReadHitPercent,omitempty"`
 	// gainPercent is what the last decision rested on: while off, the
 	// simulated reduction of the window's I/O time with the cache; while
 	// on, the origin time the cache's read hits saved less what its

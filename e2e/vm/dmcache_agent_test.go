@@ -71,7 +71,7 @@ mode() { dmsetup status $1 | cut -d' ' -f16; }
 slice() { # phase n dist cache
 	fio --name=s --filename=/dev/mapper/$4 --direct=1 --ioengine=libaio --iodepth=16 --rw=randread --bs=4k \
 		--random_distribution=$3 --randseed=$2 --time_based --runtime=5 --output-format=terse --terse-version=3 >/tmp/fio.out
-	echo "slice $1 $2 $(mode $4) $(cut -d';' -f8 /tmp/fio.out)"
+	echo "slice $1 $2 $(mode $4) $(cut -d';' -f8 /tmp/fio.out) $(dmsetup status $4 | cut -d' ' -f8,9)"
 }
 phase() { # name dist cache want max: stops @AFTER@ slices after the mode is want ("-": never)
 	echo "== phase $1" >>/tmp/run.log # O_APPEND, like the agent's log: in order
@@ -124,16 +124,18 @@ echo "md5-after $(md5 /dev/vdb) $(md5 /dev/vdc)"
 `
 
 var (
-	sliceRE    = regexp.MustCompile(`(?m)^slice ([\w-]+) (\d+) (\w+) ([0-9.]+)$`)
+	sliceRE    = regexp.MustCompile(`(?m)^slice ([\w-]+) (\d+) (\w+) ([0-9.]+) (\d+) (\d+)$`)
+	predHitRE  = regexp.MustCompile(`"predictedReadHitPercent"="([0-9.]+)"`)
 	appliedRE  = regexp.MustCompile(`"change"="(\w+) -> (\w+): ([^"]*)"`)
 	gainRE     = regexp.MustCompile(`(?:predicted|measured) (-?[0-9.]+) %`)
 	decisionRE = regexp.MustCompile(`"msg"="cache decision".*"decision"="([^"]*)"`)
 )
 
 type slice struct {
-	phase, mode string
-	n           int
-	iops        float64
+	phase, mode  string
+	n            int
+	iops         float64
+	hits, misses uint64 // the cache's read counters at the slice's end (since its table was loaded)
 }
 
 // cacheCase is one line of the summary's cases.
@@ -142,10 +144,15 @@ type cacheCase struct {
 	Decision         string  `json:"decision"`
 	MeasuredGainPct  float64 `json:"measuredGainPct"`
 	PredictedGainPct float64 `json:"predictedGainPct"`
-	PassthroughIOPS  float64 `json:"passthroughIOPS"`
-	FinalIOPS        float64 `json:"finalIOPS"`
-	FinalMedianIOPS  float64 `json:"finalMedianIOPS"`
-	Note             string  `json:"note,omitempty"`
+	// PredictedReadHitPct is the simulated cache's read hits the switch on
+	// rested on (the agent's log); MeasuredReadHitPct the cache's own over
+	// the slices FinalIOPS is taken from (its counters), percent.
+	PredictedReadHitPct float64 `json:"predictedReadHitPct,omitempty"`
+	MeasuredReadHitPct  float64 `json:"measuredReadHitPct,omitempty"`
+	PassthroughIOPS     float64 `json:"passthroughIOPS"`
+	FinalIOPS           float64 `json:"finalIOPS"`
+	FinalMedianIOPS     float64 `json:"finalMedianIOPS"`
+	Note                string  `json:"note,omitempty"`
 }
 
 // TestAgentDMCache: the agent, in Apply mode on the origin of a dm-cache
@@ -169,7 +176,9 @@ func TestAgentDMCache(t *testing.T) {
 	for _, m := range sliceRE.FindAllStringSubmatch(out, -1) {
 		n, _ := strconv.Atoi(m[2])
 		v, _ := strconv.ParseFloat(m[4], 64)
-		sl = append(sl, slice{phase: m[1], n: n, mode: m[3], iops: v})
+		h, _ := strconv.ParseUint(m[5], 10, 64)
+		mi, _ := strconv.ParseUint(m[6], 10, 64)
+		sl = append(sl, slice{phase: m[1], n: n, mode: m[3], iops: v, hits: h, misses: mi})
 	}
 	logs := phaseLogs(out)
 	t.Logf("slices: %+v", sl)
@@ -177,6 +186,11 @@ func TestAgentDMCache(t *testing.T) {
 	zipf := cacheCaseOf("zipf(1.2) 4 KiB random reads, 512 MiB origin, 64 MiB cache, off at the start", "zipf", "big", sl, logs["zipf"])
 	uni := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 8 MiB cache, off at the start", "uniform", "small", sl, logs["uniform"])
 	uni2 := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 64 MiB cache, on at the start (after zipf)", "uniform2", "big", sl, logs["uniform2"])
+	if zipf.Decision == "writethrough" && (zipf.PredictedReadHitPct <= 0 || zipf.MeasuredReadHitPct <= 0) {
+		// Both shares are reported (issue 15 item 5): the switch's log line
+		// carries the simulated one, the slices' counters the cache's.
+		t.Errorf("zipf: read hits predicted %.1f %%, measured %.1f %%: want both", zipf.PredictedReadHitPct, zipf.MeasuredReadHitPct)
+	}
 	if zipf.Decision != "writethrough" {
 		t.Errorf("zipf: the agent left the cache %s, want writethrough", zipf.Decision)
 	} else if zipf.FinalIOPS < 2*zipf.PassthroughIOPS {
@@ -277,10 +291,19 @@ func cacheCaseOf(name, phase, cache string, sl []slice, log []string) cacheCase 
 			pt = append(pt, s.iops)
 		}
 	}
+	var hits, reads uint64
 	for i := len(sl) - 1; i >= 0 && len(last) < 3; i-- {
 		if sl[i].phase == phase && sl[i].mode == c.Decision {
 			last = append(last, sl[i].iops)
+			// The slice's own reads: the counters since the slice before
+			// (a mode switch reloads the table, which resets them).
+			if p := sl[max(i-1, 0)]; i > 0 && p.phase == phase && sl[i].hits >= p.hits && sl[i].misses >= p.misses {
+				hits, reads = hits+sl[i].hits-p.hits, reads+sl[i].hits-p.hits+sl[i].misses-p.misses
+			}
 		}
+	}
+	if c.Decision == "writethrough" && reads > 0 {
+		c.MeasuredReadHitPct = math.Round(1000*float64(hits)/float64(reads)) / 10
 	}
 	// The origin's rate in passthrough is the throttle's when the phase's
 	// passthrough slices measured less (the first slice shares the guest's
@@ -308,6 +331,10 @@ func cacheCaseOf(name, phase, cache string, sl []slice, log []string) cacheCase 
 		if m := appliedRE.FindStringSubmatch(line); m != nil {
 			c.Note, switched = fmt.Sprintf("%s -> %s: %s", m[1], m[2], m[3]), true
 			c.PredictedGainPct = gainOf(m[3])
+			c.PredictedReadHitPct = 0
+			if h := predHitRE.FindStringSubmatch(line); h != nil {
+				c.PredictedReadHitPct, _ = strconv.ParseFloat(h[1], 64)
+			}
 		} else if m := decisionRE.FindStringSubmatch(line); m != nil && !switched {
 			c.Note, c.PredictedGainPct = m[1], gainOf(m[1])
 		}

@@ -58,7 +58,7 @@ while [ $n -lt @ZIPF@ ]; do
 	n=$((n+1))
 	fio --name=s --filename=/dev/mapper/big --direct=1 --ioengine=libaio --iodepth=16 --rw=randread --bs=4k \
 		--random_distribution=zipf:1.2 --randseed=$n --time_based --runtime=5 --output-format=terse --terse-version=3 >/tmp/fio.out
-	echo "slice zipf $n $(mode big) $(cut -d';' -f8 /tmp/fio.out)"
+	echo "slice zipf $n $(mode big) $(cut -d';' -f8 /tmp/fio.out) $(dmsetup status big | cut -d' ' -f8,9)"
 	[ "$(mode big)" != writethrough ] || break
 done
 kill -TERM $pid

@@ -210,6 +210,12 @@ type Report struct {
 	// CacheGainPct is the predicted reduction of total I/O time with REDCAP
 	// under the recommended scheduler (negative: slower), when simulated.
 	CacheGainPct *float64
+	// CacheReadHitPct is the share of the window's reads that the cache
+	// candidate under the recommended scheduler served entirely from the
+	// cache (redcap.Stats FullHits ÷ Reads), percent: the prediction that
+	// dm-cache's own read-hit counters are compared with. Nil when the
+	// cache was not simulated or the window has no reads.
+	CacheReadHitPct *float64
 	// CacheContents is what the current setting's cache candidate held at
 	// the window's end (sim.Result.CacheContents), for the next window's
 	// Options.CacheWarm; nil when it was not simulated.
@@ -384,6 +390,10 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 		if t := o2.Result.TotalServiceNs; t > 0 {
 			g := 100 * float64(t-o1.Result.TotalServiceNs) / float64(t)
 			rep.CacheGainPct = &g
+		}
+		if st := o1.Result.CacheStats; st != nil && st.Reads > 0 {
+			h := 100 * float64(st.FullHits) / float64(st.Reads)
+			rep.CacheReadHitPct = &h
 		}
 	}
 

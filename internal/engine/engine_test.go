@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -90,6 +91,20 @@ func TestRedcapStridedRead(t *testing.T) {
 	if hits := on.CacheStats.HitParts; hits < n*8/10 {
 		t.Errorf("cache hits = %d of %d reads, want ≥ 80 %%", hits, n)
 	}
+	// About 10 of the 11 reads of each 128 KiB segment hit: the first
+	// one fetches the segment.
+	if h := rep.CacheReadHitPct; h == nil || *h < 85 || *h > 95 {
+		t.Errorf("predicted read hits %v %%, want 85–95 %%", ptrText(h))
+	} else if want := 100 * float64(on.CacheStats.FullHits) / float64(on.CacheStats.Reads); *h != want {
+		t.Errorf("predicted read hits %.2f %%, the cache candidate's stats give %.2f %%", *h, want)
+	}
+}
+
+func ptrText(f *float64) string {
+	if f == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%.2f", *f)
 }
 
 // TestRedcapRandomRead mirrors KDSim Figure 4's random and large-stride
@@ -113,6 +128,9 @@ func TestRedcapRandomRead(t *testing.T) {
 	}
 	if *rep.CacheGainPct > 0 {
 		t.Errorf("predicted REDCAP gain on random reads = %.1f %%, want ≤ 0", *rep.CacheGainPct)
+	}
+	if h := rep.CacheReadHitPct; h == nil || *h > 1 {
+		t.Errorf("predicted read hits %v %% on random reads over 150 GiB, want ≤ 1 %%", ptrText(h))
 	}
 }
 
