@@ -206,8 +206,10 @@
 // ([PageCacheStats.Sub], [PageCacheStats.WastePct]). Pages are 4 KiB; a
 // large folio (ext4 uses them on 6.18) counts all its pages.
 //
-// The programs (bpf/pagecache.c) are classic tracepoint programs, their
-// record structs relocated by CO-RE: filemap:mm_filemap_add_to_page_cache
+// The programs (bpf/pagecache.c) are BTF-enabled raw tracepoint programs
+// (tp_btf), which read the tracepoints' arguments through CO-RE as the
+// classic events fill their records, without the record:
+// filemap:mm_filemap_add_to_page_cache
 // and mm_filemap_delete_from_page_cache (a folio enters, leaves),
 // mm_filemap_get_pages (a read() found pages index..last_index),
 // mm_filemap_fault and mm_filemap_map_pages (mmap faults and fault-around),
@@ -218,7 +220,14 @@
 // [NewPageCacheProbe] then returns an error wrapping
 // [ErrPageCacheUnsupported] that names the first missing tracepoint (it
 // checks kernel BTF for each before loading, so nothing is half attached).
-// It needs tracefs mounted for the tracepoint ids.
+//
+// Every page-cache event of the node runs a program, whichever file
+// system it is on; the programs return after a filter of up to 8 tracked
+// devices, read without a map lookup (a hash map beyond 8). Measured by
+// TestPageCacheReadCost (4 KiB read() calls of a cached file), a read()
+// of an untracked file system costs about 43 ns more with the probe
+// attached, of a tracked one about 67 ns, on a 730–755 ns call; as
+// classic tracepoints with a hash-map filter they cost 61–64 and 85–95 ns.
 //
 // Where the tracepoints fire matters (mm/filemap.c, mm/readahead.c):
 // mm_filemap_fault fires at the start of filemap_fault, before the

@@ -69,6 +69,8 @@ const (
 	pagecacheProgPcRaOrder     = "pc_ra_order"
 	pagecacheProgPcRaUnbounded = "pc_ra_unbounded"
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
+	pagecacheVarFastDevs       = "fast_devs"
+	pagecacheVarFastMany       = "fast_many"
 	pagecacheVarSampleMask     = "sample_mask"
 )
 
@@ -139,6 +141,8 @@ type pagecacheMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheVariableSpecs struct {
+	FastDevs   *ebpf.VariableSpec `ebpf:"fast_devs"`
+	FastMany   *ebpf.VariableSpec `ebpf:"fast_many"`
 	SampleMask *ebpf.VariableSpec `ebpf:"sample_mask"`
 }
 
@@ -181,6 +185,8 @@ func (m *pagecacheMaps) Close() error {
 //
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheVariables struct {
+	FastDevs   *ebpf.Variable `ebpf:"fast_devs"`
+	FastMany   *ebpf.Variable `ebpf:"fast_many"`
 	SampleMask *ebpf.Variable `ebpf:"sample_mask"`
 }
 

@@ -47,15 +47,17 @@ type PageCacheProbe struct {
 	links   []link.Link
 	tracked *ebpf.Map
 	stats   *ebpf.Map
+	// fastDevs and fastMany are the programs' filter (fast_devs,
+	// fast_many in bpf/pagecache.c), kept by syncFilter.
+	fastDevs, fastMany *ebpf.Variable
 
 	mu   sync.Mutex
 	devs map[uint32]uint32 // s_dev → index into stats
 }
 
 // NewPageCacheProbe loads the probe and attaches it to its nine
-// tracepoints. It needs root (CAP_BPF and CAP_PERFMON), kernel BTF and
-// tracefs (found by cilium/ebpf at /sys/kernel/tracing or
-// /sys/kernel/debug/tracing). When the kernel lacks one of the
+// tracepoints, as BTF-enabled raw tracepoints (tp_btf). It needs root
+// (CAP_BPF and CAP_PERFMON) and kernel BTF. When the kernel lacks one of the
 // tracepoints (Linux 6.1 lacks most; 6.18 has them) it returns an error wrapping
 // ErrPageCacheUnsupported that names it, before anything is attached;
 // other errors (memlock, BTF, load, attach) are returned wrapped, and
@@ -87,9 +89,10 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 		return nil, fmt.Errorf("page-cache probe: load: %w", err)
 	}
 	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
-		stats: coll.Maps[pagecacheMapStats], devs: map[uint32]uint32{}}
+		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
+		fastMany: coll.Variables[pagecacheVarFastMany], devs: map[uint32]uint32{}}
 	for _, h := range pageCacheHooks {
-		l, err := link.Tracepoint(h.group, h.name, coll.Programs[h.prog], nil)
+		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
 			_ = p.Close()
 			return nil, fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err)
@@ -122,6 +125,11 @@ func (p *PageCacheProbe) Track(devs []uint32) error {
 		}
 		delete(p.devs, dev)
 	}
+	// The devices dropped leave the filter before their indices are
+	// given to others.
+	if err := p.syncFilter(); err != nil {
+		return err
+	}
 	for _, dev := range devs {
 		if _, ok := p.devs[dev]; ok {
 			continue
@@ -134,6 +142,37 @@ func (p *PageCacheProbe) Track(devs []uint32) error {
 			return fmt.Errorf("page-cache probe: track %s: %w", DevString(dev), err)
 		}
 		p.devs[dev] = idx
+	}
+	return p.syncFilter()
+}
+
+// pageCacheFastDevs is FAST_DEVS in bpf/pagecache.c.
+const pageCacheFastDevs = 8
+
+// syncFilter writes the tracked devices into the programs' filter: each
+// at its stats index in fast_devs, or, when one's index is past it, the
+// whole set in the tracked map only (fast_many) (p.mu held).
+func (p *PageCacheProbe) syncFilter() error {
+	var fast [pageCacheFastDevs]uint32
+	many := uint32(0)
+	for dev, idx := range p.devs {
+		if idx >= pageCacheFastDevs {
+			many = 1
+			continue
+		}
+		fast[idx] = dev
+	}
+	if many == 1 {
+		// The map holds every device: switch to it first.
+		if err := p.fastMany.Set(many); err != nil {
+			return fmt.Errorf("page-cache probe: filter: %w", err)
+		}
+	}
+	if err := p.fastDevs.Set(fast); err != nil {
+		return fmt.Errorf("page-cache probe: filter: %w", err)
+	}
+	if err := p.fastMany.Set(many); err != nil {
+		return fmt.Errorf("page-cache probe: filter: %w", err)
 	}
 	return nil
 }

@@ -347,10 +347,13 @@ func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 // reads through mmap waste most of the read-around (> 90 %), sequential
 // read() almost nothing (< 5 %). Two probes count the same I/O at once:
 // one following every page, and one following 1 in PageCacheSampleEvery
-// chunks (the agent's), whose ratios must meet the same bounds.
+// chunks (the agent's), whose ratios must meet the same bounds. A third
+// probe follows every page too, with eight other devices tracked before
+// the file system's, which its programs then find in the hash map, not
+// the array: it must count what the first one counts.
 func TestPageCacheWaste(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
-	exact, sampled := newProbe(t, 1), newProbe(t, PageCacheSampleEvery)
+	exact, sampled, many := newProbe(t, 1), newProbe(t, PageCacheSampleEvery), newProbe(t, 1)
 	procs := memCgroup(t, 256<<20)
 	fx := newPCFixture(t)
 	for _, p := range []*PageCacheProbe{exact, sampled} {
@@ -358,10 +361,15 @@ func TestPageCacheWaste(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Devices 0:1…0:8 sort first, so the file system's gets index 8.
+	if err := many.Track([]uint32{1, 2, 3, 4, 5, 6, 7, 8, fx.dev}); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("file system %s on %s", DevString(fx.dev), fx.loop.Path)
 	const filePages = 1 << 30 >> 12
+	probes := []*PageCacheProbe{exact, sampled, many}
 
-	mm := fx.phases(t, []*PageCacheProbe{exact, sampled}, procs, "mmap:"+fx.data)
+	mm := fx.phases(t, probes, procs, "mmap:"+fx.data)
 	for i, name := range []string{"every page", "sampled"} {
 		if w, ok := mm[i].WastePct(); !ok || w <= 90 {
 			t.Errorf("random mmap reads, %s: waste %.2f%% (measured %v), want > 90%%", name, w, ok)
@@ -371,7 +379,16 @@ func TestPageCacheWaste(t *testing.T) {
 		t.Errorf("random mmap reads: %d faults, %d pages used; want ≥ 1000 each (2000 reads)", mm[0].MmapFaults, mm[0].UsedPages)
 	}
 
-	seq := fx.phases(t, []*PageCacheProbe{exact, sampled}, procs, "read:"+fx.data)
+	seq := fx.phases(t, probes, procs, "read:"+fx.data)
+	for _, ph := range [][]PageCacheStats{mm, seq} {
+		a, b := ph[0], ph[2]
+		for _, c := range [][2]uint64{{a.AddedPages, b.AddedPages}, {a.UsedPages, b.UsedPages}, {a.WastedPages, b.WastedPages}} {
+			if d := max(c[0], c[1]) - min(c[0], c[1]); d > c[0]/100+16 {
+				t.Errorf("the probe beyond the array of 8 devices counted %+v, the one within it %+v", b, a)
+				break
+			}
+		}
+	}
 	for i, name := range []string{"every page", "sampled"} {
 		if w, ok := seq[i].WastePct(); !ok || w >= 5 {
 			t.Errorf("sequential read(), %s: waste %.2f%% (measured %v), want < 5%%", name, w, ok)
@@ -432,6 +449,81 @@ func TestPageCacheOverhead(t *testing.T) {
 	off, on := median(secs[false]), median(secs[true])
 	t.Logf("median: without %.3f s (%.0f MiB/s), with %.3f s (%.0f MiB/s): %+.1f%% time",
 		off, 1024/off, on, 1024/on, 100*(on-off)/off)
+}
+
+// TestPageCacheReadCost times 4 KiB read() calls of the 1 GiB file while
+// it is all in the page cache (CPU only: one event per call): without the
+// probe, with the probe tracking another device (what every other file
+// system on the node pays), and with it tracking the file's device, in
+// rotated order; it logs the median cost per call. It runs only with
+// SHADOWTUNE_TRACER_BENCH=1 (rounds: SHADOWTUNE_TRACER_BENCH_ROUNDS,
+// default 3).
+func TestPageCacheReadCost(t *testing.T) {
+	if os.Getenv("SHADOWTUNE_TRACER_BENCH") != "1" {
+		t.Skip("set SHADOWTUNE_TRACER_BENCH=1 to measure the page-cache probe's cost per read()")
+	}
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	newProbe(t, 1).Close() // skips where unsupported
+	fx := newPCFixture(t)
+	const passes = 4
+	calls := float64(passes * (1 << 30) / 4096)
+	readCached(t, fx.data, 1<<20) // into the page cache
+	modes := []string{"off", "other", "tracked"}
+	ns := map[string][]float64{}
+	for round := range envInt("SHADOWTUNE_TRACER_BENCH_ROUNDS", 3) {
+		for i := range modes {
+			mode := modes[(i+round)%len(modes)]
+			var p *PageCacheProbe
+			if mode != "off" {
+				var err error
+				if p, err = NewPageCacheProbe(PageCacheOptions{SampleEvery: PageCacheSampleEvery}); err != nil {
+					t.Fatal(err)
+				}
+				dev := fx.dev
+				if mode == "other" {
+					dev++ // a minor number no file system here has
+				}
+				if err := p.Track([]uint32{dev}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t0 := time.Now()
+			for range passes {
+				readCached(t, fx.data, 4096)
+			}
+			per := float64(time.Since(t0).Nanoseconds()) / calls
+			ns[mode] = append(ns[mode], per)
+			if p != nil {
+				_ = p.Close()
+			}
+			t.Logf("round %d %-7s %.0f ns per 4 KiB read()", round, mode, per)
+		}
+	}
+	off := median(ns["off"])
+	for _, m := range modes[1:] {
+		v := median(ns[m])
+		t.Logf("median %-7s %.0f ns per read(), without the probe %.0f ns: %+.0f ns (%+.1f%%)", m, v, off, v-off, 100*(v-off)/off)
+	}
+}
+
+// readCached reads path to its end in reads of size bytes.
+func readCached(t *testing.T, path string, size int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, size)
+	for {
+		_, err := f.Read(buf)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func readAll(t *testing.T, path string) {

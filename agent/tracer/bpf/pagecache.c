@@ -10,7 +10,11 @@
 // and not accessed before eviction), done here on tracepoints only: the
 // kernel this was written on has no kprobes.
 //
-// Hooks (classic tracepoints; their record structs are relocated by CO-RE):
+// Hooks (BTF-enabled raw tracepoints, tp_btf: the programs get the
+// tracepoint's arguments, which CO-RE reads as the classic event's
+// TP_fast_assign does, and the kernel builds no event record for them;
+// a classic tracepoint filled one per event, about 50 ns of every read()
+// on the node, tracked device or not):
 //   filemap:mm_filemap_add_to_page_cache      a folio (1 << order pages) enters
 //   filemap:mm_filemap_delete_from_page_cache a folio leaves (evicted, truncated)
 //   filemap:mm_filemap_get_pages              a read() found index..last_index
@@ -98,7 +102,15 @@ struct task_state {
 	__u8 pad;
 };
 
-// tracked: s_dev → index into stats, set by user space.
+// The tracked devices, set by user space: tracked maps each s_dev to its
+// index into stats. A device whose index is below FAST_DEVS is also in
+// fast_devs at that index (unused entries 0, which no device is); while
+// every tracked device is, fast_many is 0 and the map is not read.
+#define FAST_DEVS 8
+__u32 fast_devs[FAST_DEVS] SEC(".data.select");
+__u32 fast_many SEC(".data.select");
+
+// tracked: s_dev → index into stats.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, MAX_DEVS);
@@ -146,12 +158,54 @@ static __always_inline int sampled(__u32 dev, __u64 ino, __u64 c)
 	return (h & sample_mask) == 0;
 }
 
+// inode_dev is the device a file's pages count towards, as
+// include/trace/events/filemap.h assigns the records' s_dev: its file
+// system's (i_sb->s_dev), else, for a block device's own page cache, the
+// device (i_rdev).
+static __always_inline __u32 inode_dev(struct inode *host)
+{
+	struct super_block *sb = host->i_sb;
+	return sb ? sb->s_dev : host->i_rdev;
+}
+
+// folio_order_of is folio_order(): 0 unless the folio is large (PG_head
+// in its flags), else the low byte of _flags_1 (include/linux/mm.h). The
+// flags word is read by address, so that both its forms (unsigned long,
+// and memdesc_flags_t from Linux 6.18) relocate.
+static __always_inline __u32 folio_order_of(struct folio *folio)
+{
+	unsigned long flags = 0;
+	if (bpf_core_read(&flags, sizeof(flags), &folio->flags))
+		return 0;
+	if (!(flags & (1ul << bpf_core_enum_value(enum pageflags, PG_head))))
+		return 0;
+	if (!bpf_core_field_exists(folio->_flags_1))
+		return 0;
+	return folio->_flags_1 & 0xff;
+}
+
+// lookup_dev is the counters of a tracked device, 0 for any other: every
+// page-cache event of the node starts with it. Up to FAST_DEVS devices
+// are found in fast_devs without a map lookup (most events are of
+// devices not tracked, and a hash lookup was half of what they cost).
 static __always_inline struct pc_stats *lookup_dev(__u32 dev)
 {
-	__u32 *idx = bpf_map_lookup_elem(&tracked, &dev);
-	if (!idx)
-		return 0;
-	__u32 i = *idx;
+	__u32 i = FAST_DEVS;
+	if (fast_many) {
+		__u32 *idx = bpf_map_lookup_elem(&tracked, &dev);
+		if (!idx)
+			return 0;
+		i = *idx;
+	} else {
+		if (!dev)
+			return 0;
+#pragma unroll
+		for (int k = 0; k < FAST_DEVS; k++)
+			if (fast_devs[k] == dev)
+				i = k;
+		if (i == FAST_DEVS)
+			return 0;
+	}
 	return bpf_map_lookup_elem(&stats, &i);
 }
 
@@ -235,16 +289,16 @@ static __always_inline void set_demand(__u32 dev, __u64 ino, __u64 index)
 	ts->in_ra_order = 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_add_to_page_cache")
-int pc_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+SEC("tp_btf/mm_filemap_add_to_page_cache")
+int BPF_PROG(pc_add, struct folio *folio)
 {
-	__u32 dev = ctx->s_dev, order = 0;
-	__u64 ino = ctx->i_ino, lo = ctx->index;
-	if (bpf_core_field_exists(ctx->order))
-		order = ctx->order;
+	struct inode *host = folio->mapping->host;
+	__u32 dev = inode_dev(host), order;
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
+	__u64 ino = host->i_ino, lo = folio->index;
+	order = folio_order_of(folio);
 	if (order > MAX_ORDER_PAGES)
 		order = MAX_ORDER_PAGES;
 	__u64 hi = lo + (1ull << order) - 1;
@@ -279,16 +333,16 @@ int pc_add(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_delete_from_page_cache")
-int pc_delete(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
+SEC("tp_btf/mm_filemap_delete_from_page_cache")
+int BPF_PROG(pc_delete, struct folio *folio)
 {
-	__u32 dev = ctx->s_dev, order = 0;
-	__u64 ino = ctx->i_ino, lo = ctx->index;
-	if (bpf_core_field_exists(ctx->order))
-		order = ctx->order;
+	struct inode *host = folio->mapping->host;
+	__u32 dev = inode_dev(host), order;
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
+	__u64 ino = host->i_ino, lo = folio->index;
+	order = folio_order_of(folio);
 	if (order > MAX_ORDER_PAGES)
 		order = MAX_ORDER_PAGES;
 	__u64 hi = lo + (1ull << order) - 1;
@@ -312,14 +366,15 @@ int pc_delete(struct trace_event_raw_mm_filemap_op_page_cache *ctx)
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_get_pages")
-int pc_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+SEC("tp_btf/mm_filemap_get_pages")
+int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long lo, unsigned long hi)
 {
-	__u32 dev = ctx->s_dev;
-	__u64 ino = ctx->i_ino, lo = ctx->index, hi = ctx->last_index;
+	struct inode *host = mapping->host;
+	__u32 dev = inode_dev(host);
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
+	__u64 ino = host->i_ino;
 	struct task_state *ts = task();
 	if (ts) {
 		int same = ts->has_req && ts->dev == dev && ts->ino == ino;
@@ -344,49 +399,49 @@ int pc_get_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_fault")
-int pc_fault(struct trace_event_raw_mm_filemap_fault *ctx)
+SEC("tp_btf/mm_filemap_fault")
+int BPF_PROG(pc_fault, struct address_space *mapping, unsigned long index)
 {
-	__u32 dev = ctx->s_dev;
-	__u64 ino = ctx->i_ino, index = ctx->index;
+	struct inode *host = mapping->host;
+	__u32 dev = inode_dev(host);
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
+	__u64 ino = host->i_ino;
 	st->faults++;
 	credit(st, dev, ino, index, index);
 	set_demand(dev, ino, index);
 	return 0;
 }
 
-SEC("tracepoint/filemap/mm_filemap_map_pages")
-int pc_map_pages(struct trace_event_raw_mm_filemap_op_page_cache_range *ctx)
+SEC("tp_btf/mm_filemap_map_pages")
+int BPF_PROG(pc_map_pages, struct address_space *mapping, unsigned long lo, unsigned long hi)
 {
-	__u32 dev = ctx->s_dev;
-	__u64 ino = ctx->i_ino, lo = ctx->index, hi = ctx->last_index;
+	struct inode *host = mapping->host;
+	__u32 dev = inode_dev(host);
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
-	credit(st, dev, ino, lo, hi);
+	credit(st, dev, host->i_ino, lo, hi);
 	return 0;
 }
 
-SEC("tracepoint/readahead/page_cache_sync_ra")
-int pc_sync_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+SEC("tp_btf/page_cache_sync_ra")
+int BPF_PROG(pc_sync_ra, struct inode *inode, unsigned long index)
 {
-	__u32 dev = ctx->s_dev;
-	__u64 ino = ctx->i_ino, index = ctx->index;
+	__u32 dev = inode->i_sb->s_dev;
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
 	st->sync_ra++;
-	set_demand(dev, ino, index);
+	set_demand(dev, inode->i_ino, index);
 	return 0;
 }
 
-SEC("tracepoint/readahead/page_cache_async_ra")
-int pc_async_ra(struct trace_event_raw_page_cache_ra_op *ctx)
+SEC("tp_btf/page_cache_async_ra")
+int BPF_PROG(pc_async_ra, struct inode *inode)
 {
-	struct pc_stats *st = lookup_dev(ctx->s_dev);
+	struct pc_stats *st = lookup_dev(inode->i_sb->s_dev);
 	if (!st)
 		return 0;
 	st->async_ra++;
@@ -398,17 +453,15 @@ int pc_async_ra(struct trace_event_raw_page_cache_ra_op *ctx)
 
 // page_cache_ra_order fires once the window (ra->size pages) is set;
 // page_cache_sync_ra and _async_ra fire before, with the previous window.
-SEC("tracepoint/readahead/page_cache_ra_order")
-int pc_ra_order(struct trace_event_raw_page_cache_ra_order *ctx)
+SEC("tp_btf/page_cache_ra_order")
+int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_ra_state *ra)
 {
-	// The record's fields are read first: the verifier accepts only
-	// constant offsets from the context pointer itself.
-	__u32 dev = ctx->s_dev, size = ctx->size;
-	__u64 ino = ctx->i_ino;
+	__u32 dev = inode->i_sb->s_dev;
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
-	st->ra_pages += size;
+	__u64 ino = inode->i_ino;
+	st->ra_pages += ra->size;
 	struct task_state *ts = task();
 	if (ts) {
 		ts->in_ra_order = 1;
@@ -423,14 +476,14 @@ int pc_ra_order(struct trace_event_raw_page_cache_ra_order *ctx)
 // page_cache_ra_unbounded reads a forced read-ahead (read_ahead_kb 0,
 // POSIX_FADV_RANDOM, madvise) or the fallback of a ra_order window, which
 // was counted there.
-SEC("tracepoint/readahead/page_cache_ra_unbounded")
-int pc_ra_unbounded(struct trace_event_raw_page_cache_ra_unbounded *ctx)
+SEC("tp_btf/page_cache_ra_unbounded")
+int BPF_PROG(pc_ra_unbounded, struct inode *inode, unsigned long index, unsigned long nr)
 {
-	__u32 dev = ctx->s_dev;
-	__u64 ino = ctx->i_ino, nr = ctx->nr_to_read;
+	__u32 dev = inode->i_sb->s_dev;
 	struct pc_stats *st = lookup_dev(dev);
 	if (!st)
 		return 0;
+	__u64 ino = inode->i_ino;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
 	if (ts && ts->in_ra_order && ts->dev == dev && ts->ino == ino) {
