@@ -144,11 +144,13 @@ chart-docs: ## Regenerate the chart's README.md (values table from values.yaml's
 
 # The chart's values.schema.json from values.yaml and its "# @schema" line
 # comments, written to $(1). helm-values-schema-json exits 0 after an error
-# (it prints "Error: ..." and writes nothing), so its success line is required.
+# (it prints "Error: ..." and writes nothing), so its success line is required
+# as the last line of the output (go run's "go: downloading" lines come first
+# on a cold module cache).
 define chart-schema-gen
 out=$$($(HELM_SCHEMA) -input $(CHART)/values.yaml -output $(1) -draft 7 -indent 2 \
 	-schemaRoot.title "Values of the shadowtune chart" -schemaRoot.additionalProperties false 2>&1) && \
-	[[ $$out == "JSON schema successfully generated" ]] || { echo "$$out" >&2; echo "helm-values-schema-json failed" >&2; exit 1; }
+	[[ $$out == *"JSON schema successfully generated" ]] || { echo "$$out" >&2; echo "helm-values-schema-json failed" >&2; exit 1; }
 endef
 
 .PHONY: chart-schema
