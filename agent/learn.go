@@ -45,7 +45,6 @@ type windowLearner struct {
 	groupErrs      []float64
 	order          []int32
 	net            model.NetService // carried from chunk to chunk
-	level          speedLevel       // carried from window to window
 	netThrottle    model.Throttle   // the bucket net holds
 	netNs          []int64
 }
@@ -86,9 +85,7 @@ func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
 	for _, i := range l.order {
 		q := &reqs[i]
 		svc := l.netNs[i]
-		base := d.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
-		p := l.level.scale(base)
-		l.level.add(svc, base)
+		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, svc)
 		l.realNs += svc
 		l.predNs += p
 		l.gReal += svc
@@ -113,8 +110,7 @@ func (l *windowLearner) result() learned {
 		slices.Sort(l.groupErrs)
 		r.errPct = l.groupErrs[len(l.groupErrs)/2]
 	}
-	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netThrottle: l.netThrottle, netNs: l.netNs[:0],
-		level: l.level}
+	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netThrottle: l.netThrottle, netNs: l.netNs[:0]}
 	return r
 }
 
@@ -339,42 +335,4 @@ func capsMoved(old, now model.Throttle) bool {
 		return math.Abs(n-o) > throttleChange*o
 	}
 	return moved(old.IOPS, now.IOPS) || moved(old.BytesPerSec, now.BytesPerSec)
-}
-
-// levelRequests is the horizon, in requests, of speedLevel's decayed
-// sums: about the last 32 requests weigh in the level.
-const levelRequests = 32
-
-// speedLevel is the device's current speed relative to the model: the
-// ratio of the measured to the predicted service times of the last
-// levelRequests or so requests (sums decayed by 1 − 1/levelRequests per
-// request). The online prediction is the model's cell mean times this
-// level. A loop device's (or a virtual disk's) service time drifts within
-// tens of requests as the host's CPUs and disks are shared: on the 2-core
-// test machine, the 70/30 random mix of TestAgentIntegration measured a
-// median model error of 4.25–7.05 % alone and 10.3–11.1 % beside two busy
-// loops with the cell means alone; with this level, 1.05–1.1 % alone and
-// 5.1–5.45 % beside the busy loops (a horizon of 256 requests changed
-// nothing, a cell ring of 255 samples instead of 64 made it 20–28 %). The
-// tables learn the shape (size, distance, operation), the level the
-// moment's speed. The simulator replays a window on the tables alone: the
-// level is shared by every candidate, and the verification scales the
-// window by the model's measured ÷ simulated ratio.
-type speedLevel struct{ meas, pred float64 }
-
-// scale returns the prediction p (ns) times the level; p when nothing was
-// measured yet.
-func (v *speedLevel) scale(p int64) int64 {
-	if v.pred <= 0 || v.meas <= 0 {
-		return p
-	}
-	return int64(float64(p) * v.meas / v.pred)
-}
-
-// add counts one request: its measured service time and the model's
-// prediction before the level, ns.
-func (v *speedLevel) add(meas, pred int64) {
-	const keep = 1 - 1.0/levelRequests
-	v.meas = v.meas*keep + float64(meas)
-	v.pred = v.pred*keep + float64(pred)
 }
