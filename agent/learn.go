@@ -33,6 +33,16 @@ type learned struct {
 	requests       int // the window's requests
 	realNs, predNs int64
 	errPct         float64
+	// varPct is the device's own variation over the same groups: the
+	// median of |Σmeasured − mean| ÷ mean, mean being the window's mean
+	// group total, percent (-1 for fewer than two groups). It is the
+	// error of the best prediction that is the same for every group of
+	// the window, known only in hindsight: where the device's speed
+	// changes from group to group by more than a model's error limit (a
+	// loop device on a shared host under CPU contention: 27 to 118 ms a
+	// group of 1,000 requests within one window on the 2-core test
+	// machine), no model of a device of fixed speed meets that limit.
+	varPct float64
 }
 
 // windowLearner predicts then learns each measured request (sorted by
@@ -43,6 +53,7 @@ type windowLearner struct {
 	gReal, gPred   int64 // the open group
 	n              int   // requests in the open group
 	groupErrs      []float64
+	groupReal      []int64 // measured totals of the closed groups, ns
 	order          []int32
 	net            model.NetService // carried from chunk to chunk
 	netThrottle    model.Throttle   // the bucket net holds
@@ -93,6 +104,7 @@ func (l *windowLearner) observe(d *model.Disk, reqs []trace.Request) {
 		l.n++
 		if l.n == 1000 {
 			l.groupErrs = append(l.groupErrs, pctErr(l.gPred, l.gReal))
+			l.groupReal = append(l.groupReal, l.gReal)
 			l.gReal, l.gPred, l.n = 0, 0, 0
 		}
 	}
@@ -110,8 +122,33 @@ func (l *windowLearner) result() learned {
 		slices.Sort(l.groupErrs)
 		r.errPct = l.groupErrs[len(l.groupErrs)/2]
 	}
-	*l = windowLearner{groupErrs: l.groupErrs[:0], order: l.order[:0], net: l.net, netThrottle: l.netThrottle, netNs: l.netNs[:0]}
+	r.varPct = deviceVariation(l.groupReal, l.groupErrs) // the group errors are no longer needed
+	*l = windowLearner{groupErrs: l.groupErrs[:0], groupReal: l.groupReal[:0], order: l.order[:0], net: l.net,
+		netThrottle: l.netThrottle, netNs: l.netNs[:0]}
 	return r
+}
+
+// deviceVariation is learned.varPct of the closed groups' measured totals
+// (ns): the median over them of |total − mean| ÷ mean, percent; -1 for
+// fewer than two. The deviations are written over scratch's storage.
+func deviceVariation(totals []int64, scratch []float64) float64 {
+	if len(totals) < 2 {
+		return -1
+	}
+	var sum int64
+	for _, v := range totals {
+		sum += v
+	}
+	mean := float64(sum) / float64(len(totals))
+	if mean <= 0 {
+		return -1
+	}
+	dev := scratch[:0]
+	for _, v := range totals {
+		dev = append(dev, 100*math.Abs(float64(v)-mean)/mean)
+	}
+	slices.Sort(dev)
+	return dev[len(dev)/2]
 }
 
 func pctErr(pred, real int64) float64 {

@@ -346,6 +346,18 @@ type DeviceState struct {
 	// +optional
 	ModelErrorPercent string `json:"modelErrorPercent,omitempty"`
 
+	// deviceVariationPercent is how much the device's own measured
+	// service time varied over the same groups of 1,000 requests as
+	// modelErrorPercent: the median distance of a group's total from the
+	// window's mean group total, percent, decimal string ("4.2"). Where it
+	// is above a model error limit, no model of a device of fixed speed
+	// meets that limit (a shared host's CPUs or disks change the device's
+	// speed from group to group).
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	DeviceVariationPercent string `json:"deviceVariationPercent,omitempty"`
+
 	// thrashGuard is the thrash guard's state.
 	// +optional
 	ThrashGuard ThrashGuardState `json:"thrashGuard,omitempty"`
