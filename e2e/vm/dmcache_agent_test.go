@@ -202,24 +202,27 @@ func TestAgentDMCache(t *testing.T) {
 	}
 	// The rates are the cache's only where the guest keeps up with the
 	// disk: beside the agent, its best passthrough slice must reach the
-	// throttle's rate (within 3 %: a guest that keeps up measures 3,040-
-	// 3,055 IOPS behind QEMU's 3,000, after a first slice that can share
-	// the CPU with the agent's start; one that does not, 2,290-2,760). Under TCG every read costs guest CPU,
-	// and on a slow host the guest is the bottleneck: on one machine of
-	// this project's kind passthrough reached 1,973-2,546 of the disk's
-	// 3,000 IOPS beside the agent, and the cache 4,154-4,757 (7,219 with
-	// no agent, TestDMCache), where another machine gave 3,050 and 9,000-
-	// 10,000. There the rate checks below measure the host's CPU, not the
-	// cache or its prediction: they are logged and recorded in the
-	// summary, not asserted; the decisions, the restore, the revert after
-	// a SIGKILL and the data are checked on every host.
+	// throttle's rate within 3 % (a guest that keeps up measures 3,040-
+	// 3,055 IOPS behind QEMU's 3,000; the first slice can share the CPU
+	// with the agent's start). Under TCG every read costs guest CPU, and
+	// on a slow host the guest is the bottleneck: on one machine of this
+	// project's kind passthrough reached 1,973-2,757 of the disk's 3,000
+	// IOPS beside the agent and the cache 4,154-4,836 (7,219 with no agent,
+	// TestDMCache), where another machine gave 3,050 and 9,000-10,000.
+	// There the rate checks below measure the host's CPU, not the cache or
+	// its prediction: they are logged and recorded in the summary, not
+	// asserted; the decisions, the restore, the revert after a SIGKILL and
+	// the data are checked on every host.
 	ptSlices := iopsOf(sl, "zipf", "passthrough")
-	keepsUp := len(ptSlices) > 0 && slices.Max(ptSlices) >= 0.97*float64(vmlab.CloudDisk.IOPS)
+	best := 0.0
+	if len(ptSlices) > 0 {
+		best = slices.Max(ptSlices)
+	}
 	rateErr := t.Errorf
-	if !keepsUp {
+	if best < 0.97*float64(vmlab.CloudDisk.IOPS) {
 		note := fmt.Sprintf("not asserted: the guest's best passthrough slice beside the agent was %.0f IOPS (slices %v), "+
 			"below 97 %% of the disk's %d: the guest's CPU, not the disk, bounds the rates on this host",
-			slices.Max(append([]float64{0}, ptSlices...)), ptSlices, vmlab.CloudDisk.IOPS)
+			best, ptSlices, vmlab.CloudDisk.IOPS)
 		t.Logf("rate checks %s", note)
 		set("rateChecks", note)
 		rateErr = func(format string, args ...any) { t.Logf("rate check (not asserted): "+format, args...) }
