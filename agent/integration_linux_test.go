@@ -96,7 +96,8 @@ type integResult struct {
 	traced, lost, kernel uint64
 	unlearned            uint64
 	medianErr            float64
-	variedWindows        []string // model error/device variation of the windows not counted
+	variedWindows        []string // model error/device variation of the windows the device varied in
+	notJudged            bool     // over the limit where the device itself varied more (see runIntegWorkload)
 	errWindows           int
 	changes, reverts     int
 	changed              []string
@@ -131,12 +132,17 @@ func TestAgentIntegration(t *testing.T) {
 		"MODEL ERR %", "VARIED", "CHANGES", "CHANGED (start → at exit: restored)")
 	changes := 0
 	for _, r := range results {
-		fmt.Fprintf(&b, "%-20s %-7s %-7s %9d %5d %9d %6.2f (%2d) %6d %5d/%-2d  %s → %s; %s\n", r.name, r.dev, r.tracer, r.traced,
-			r.lost, r.kernel, r.medianErr, r.errWindows, len(r.variedWindows), r.changes, r.reverts, r.before, r.finalSched, strings.Join(r.changed, "; "))
+		varied := fmt.Sprint(len(r.variedWindows))
+		if r.notJudged {
+			varied += "*"
+		}
+		fmt.Fprintf(&b, "%-20s %-7s %-7s %9d %5d %9d %6.2f (%2d) %6s %5d/%-2d  %s → %s; %s\n", r.name, r.dev, r.tracer, r.traced,
+			r.lost, r.kernel, r.medianErr, r.errWindows, varied, r.changes, r.reverts, r.before, r.finalSched, strings.Join(r.changed, "; "))
 		changes += r.changes + r.reverts
 	}
 	fmt.Fprintf(&b, "(MODEL ERR: median over the windows after the first of ModelErrorPct, window count in parentheses; "+
-		"VARIED: windows not counted, the device's own group-to-group variation above the limit; "+
+		"VARIED: windows with the device's own group-to-group variation above the limit, * where the error is over the limit "+
+		"but below that variation (not judged); "+
 		"CHANGES: changes/reverts; unselected %s untouched; %.1f s)", bystander, time.Since(start).Seconds())
 	t.Logf("summary:\n%s", b.String())
 	if len(results) == len(integWorkloads) && changes == 0 {
@@ -235,7 +241,7 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 		res.traced, res.unlearned, res.lost, final.Windows)
 
 	// Model accuracy and decisions, window by window.
-	var errs []float64
+	var errs, vars []float64
 	warm := false
 	var sysErrs, notes []string
 	for _, s := range a.windows() {
@@ -268,14 +274,12 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 			warm = true
 			continue
 		}
-		// A window in which the device's own speed varied from group to
-		// group by more than the limit cannot show whether the model
-		// meets it: no model of a device of fixed speed would (see
-		// WindowReport.DeviceVariationPct). It is reported, not counted.
+		// Windows in which the device's own speed varied from group to
+		// group by more than the limit are listed (see
+		// WindowReport.DeviceVariationPct and the judgment below).
+		errs, vars = append(errs, d.ModelErrorPct), append(vars, d.DeviceVariationPct)
 		if d.DeviceVariationPct > integMaxModelErrPct {
 			res.variedWindows = append(res.variedWindows, fmt.Sprintf("%.1f/%.1f", d.ModelErrorPct, d.DeviceVariationPct))
-		} else {
-			errs = append(errs, d.ModelErrorPct)
 		}
 		if d.Best == "" {
 			t.Errorf("window %d: %d requests evaluated but no decision", s.Windows, d.Requests)
@@ -287,16 +291,20 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	res.errWindows = len(errs)
 	res.medianErr = medianOf(errs)
 	if n := len(res.variedWindows); n > 0 {
-		t.Logf("%d windows in which the device varied by more than %.0f %% from group to group, not counted (model error/device variation, %%): %s",
+		t.Logf("%d windows in which the device varied by more than %.0f %% from group to group (model error/device variation, %%): %s",
 			n, integMaxModelErrPct, strings.Join(res.variedWindows, " "))
 	}
-	if len(errs)+len(res.variedWindows) < 3 {
-		t.Errorf("only %d loaded windows after the warm-up (want ≥ 3)", len(errs)+len(res.variedWindows))
-	} else if len(errs) < 3 {
-		// Said in the summary (VARIED) and above: on this host, now, the
-		// device is too unsteady for the model's accuracy to be judged.
-		t.Logf("model accuracy not judged: %d of %d windows had the device varying more than the limit",
-			len(res.variedWindows), len(errs)+len(res.variedWindows))
+	if len(errs) < 3 {
+		t.Errorf("only %d loaded windows after the warm-up (want ≥ 3)", len(errs))
+	} else if v := medianOf(vars); res.medianErr > integMaxModelErrPct && v > integMaxModelErrPct && res.medianErr <= v {
+		// The only exception to the limit: the device itself varied from
+		// group to group by more than the limit (no model of a device of
+		// fixed speed meets it then), and the model still predicted the
+		// groups better than the window's own mean, known only
+		// afterwards, would. Said here and in the summary (VARIED).
+		res.notJudged = true
+		t.Logf("median model error %.2f %% above %.0f %%, not judged: the device's own median variation was %.2f %%",
+			res.medianErr, integMaxModelErrPct, v)
 	} else if res.medianErr > integMaxModelErrPct {
 		t.Errorf("median model error %.2f %% over %d windows, want ≤ %.0f %% (per window: %.2f)",
 			res.medianErr, len(errs), integMaxModelErrPct, errs)
