@@ -89,32 +89,39 @@ func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) 
 }
 
 // SMQCalibrated is the simulated dm-cache calibrated against smq in the VM
-// lab (docs/agent.md, TestSMQCalibration), where it predicted smq's read
-// hits from an empty cache within 3.0 and 5.0 points on seven workloads in
-// two runs, against up to 30 for CacheForBlocks: a block is copied in at a miss once its
-// hotspot (HotspotSegments adjacent blocks) has missed twice at least
-// SMQPromoteGapReads reads apart, and only into a free block
-// (redcap.Config.FillOnly: smq replaces blocks about once a minute, not
-// within a window). The agent does not use it yet. Carried from window to
-// window while the real cache is off (engine.Options.CacheWarm), it fills
-// more selectively than smq does when switched on from empty (95 % of
-// zipf(1.2)'s reads predicted to hit a 64 MiB cache, 84 % measured); and
-// where the guest's CPU bounds the hits (the lab's TCG guest serves
-// 10,000–13,000 reads a second through dm-cache) it predicts the gain of
-// the devices' time, 84 % against 70 % measured.
+// lab (docs/agent.md, TestSMQCalibration): a block is copied in at a miss
+// once its hotspot (HotspotSegments adjacent blocks) has missed twice at
+// least SMQPromoteGapNs apart on the workload's own clock, and only into
+// a free block (redcap.Config.FillOnly: smq replaces blocks about once a
+// minute, not within a window). On 2026-11-28's host it predicted smq's
+// read hits from an empty cache within 3.3, 3.1, 6.2 and 7.8 points on
+// six workloads in four runs, where a gap of 1,024 reads (its first
+// calibration) was off by up to 8.2, 8.6, 11.4 and 5.6. The agent does
+// not use it yet. Carried from window to window while the real cache is
+// off (engine.Options.CacheWarm), it fills more selectively than smq does
+// when switched on from empty (95 % of zipf(1.2)'s reads predicted to hit
+// a 64 MiB cache, 84 % measured); and where the guest's CPU bounds the
+// hits (the lab's TCG guest serves 10,000–13,000 reads a second through
+// dm-cache) it predicts the gain of the devices' time, 84 % against 70 %
+// measured.
 func SMQCalibrated(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
 	c := CacheForBlocks(blocks, blockSectors, capacitySectors)
 	c.HotspotSegments = HotspotSegments(blocks, blockSectors, capacitySectors)
-	c.PromoteGapReads, c.PromoteGapQuiet, c.FillOnly = SMQPromoteGapReads, false, true
+	c.PromoteGapNs, c.PromoteGapQuiet, c.FillOnly = SMQPromoteGapNs, false, true
 	return c
 }
 
-// SMQPromoteGapReads is SMQCalibrated's redcap.Config.PromoteGapReads:
-// 512–1,024 predicted smq's read hits within 7.2 points on six workloads
-// in the VM lab, 64 over-predicted zipf(1.2) by 9 points and 2,048 missed
-// the cost of a scan's promotions. 1,024 reads take 0.34 s at the 3,000
-// IOPS of a cloud volume, about smq's one level a second per hotspot.
-const SMQPromoteGapReads = 1024
+// SMQPromoteGapNs is SMQCalibrated's redcap.Config.PromoteGapNs, ns: half
+// a second. smq raises a hotspot's level at most once per tick of its
+// policy, and dm-cache ticks it every second (end_hotspot_period in
+// dm-cache-policy-smq.c, do_waker in dm-cache-target.c); a miss at a
+// random moment waits half a tick on average for the next one. In the VM
+// lab 0.4–0.6 s fitted every workload; 1 s under-predicted the moved hot
+// set by 6 points and uniform reads over 32 MiB by 4–6. A gap counted in
+// reads instead (1,024, the first calibration) holds only at the request
+// rate it was fitted at: 20,000 reads took 7 s on one host and 8–9 s on
+// another, and its error on the moved hot set went from 1 to 11 points.
+const SMQPromoteGapNs = 500_000_000
 
 // HotspotSegments is how many cache blocks smq groups into one hotspot
 // block for a cache of blocks blocks of blockSectors sectors on an origin

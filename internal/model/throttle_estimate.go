@@ -63,8 +63,8 @@ type throttleWin struct {
 // device's own service time; a device of k servers completes them at a
 // rate that grows with the depth up to k. The IOPS cap is the highest
 // request rate that at least 10 % of the backlogged windows share (within
-// 10 %); the bandwidth cap likewise in bytes/s (a few windows above the
-// caps are the bucket's burst). The caps are accepted when they predict
+// 10 %); the bandwidth cap likewise in bytes/s, among the windows below
+// the IOPS cap (a few windows above the caps are the bucket's burst). The caps are accepted when they predict
 // the rate of at least 70 % of the backlogged windows within 10 %, and
 // those windows' mean in-flight counts differ by at least 2×: a device
 // saturated at a single depth fits any cap and is left to
@@ -100,7 +100,7 @@ func (w ThrottleWindows) Estimate() (t Throttle, ev ThrottleEvidence, ok bool) {
 	}
 	minCount := max(3, len(wins)/10)
 	t.IOPS = highestCluster(wins, minCount, func(w throttleWin) float64 { return w.iops })
-	t.BytesPerSec = highestCluster(wins, minCount, func(w throttleWin) float64 { return w.bps })
+	t.BytesPerSec = bandwidthCluster(wins, t.IOPS, minCount)
 	var sizes []float64
 	ev.MinInFlight = math.Inf(1)
 	for _, w := range wins {
@@ -173,6 +173,28 @@ func (t Throttle) bindingCaps(smin, smax float64) Throttle {
 		t.BytesPerSec = 0 // even the largest requests were IOPS-bound
 	}
 	return t
+}
+
+// bandwidthCluster is the bandwidth cap's highestCluster. It is sought
+// among the windows that ran below the IOPS cap iops, the only ones the
+// bandwidth cap can hold, with minCount taken as a tenth of them (at
+// least 3): a recording of mostly small requests (4 KiB reads at several
+// depths, then a few phases of 64 and 256 KiB) has too few windows of
+// large requests to make a tenth of all windows, and dropped its
+// bandwidth cap. Where fewer than 3 windows ran below the IOPS cap (one
+// request size), all windows are used with allMin, as for the IOPS cap.
+func bandwidthCluster(wins []throttleWin, iops float64, allMin int) float64 {
+	bps := func(w throttleWin) float64 { return w.bps }
+	var below []throttleWin
+	for _, w := range wins {
+		if w.iops < (1-throttleBand)*iops {
+			below = append(below, w)
+		}
+	}
+	if len(below) < 3 {
+		return highestCluster(wins, allMin, bps)
+	}
+	return highestCluster(below, max(3, len(below)/10), bps)
 }
 
 // highestCluster returns the median of the highest group of at least

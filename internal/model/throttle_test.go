@@ -128,6 +128,7 @@ func TestEstimateThrottle(t *testing.T) {
 		t      Throttle // the bucket that recorded the trace (none: an unthrottled device)
 		k      int      // the device's servers (0: unlimited)
 		phases []phase
+		lastN  int      // requests of the last phase (0: 3,000 as the others)
 		want   Throttle // zero: no throttle found
 	}{
 		{
@@ -144,6 +145,15 @@ func TestEstimateThrottle(t *testing.T) {
 			name: "bandwidth cap of large requests", t: Throttle{IOPS: 3000, BytesPerSec: 125e6},
 			phases: []phase{{2, 2048}, {8, 2048}},
 			want:   Throttle{BytesPerSec: 125e6},
+		},
+		{
+			// A few large requests beside many small ones (the VM lab's
+			// phases): the bandwidth cap is held by 7 of about 290
+			// windows, fewer than a tenth of all.
+			name: "bandwidth cap of a short phase", t: Throttle{IOPS: 3000, BytesPerSec: 125e6},
+			phases: []phase{{2, 8}, {4, 8}, {8, 8}, {16, 8}, {32, 8}, {8, 8}, {16, 128}},
+			lastN:  500,
+			want:   Throttle{IOPS: 3000, BytesPerSec: 125e6},
 		},
 		{
 			name: "one depth cannot tell", t: Throttle{IOPS: 3000},
@@ -166,8 +176,12 @@ func TestEstimateThrottle(t *testing.T) {
 			}
 			var reqs []trace.Request
 			now := int64(0)
-			for _, p := range tc.phases {
-				reqs, now = closedLoop(reqs, 3000, p.depth, p.sectors, gate, tc.k, under, now)
+			for j, p := range tc.phases {
+				n := 3000
+				if j == len(tc.phases)-1 && tc.lastN > 0 {
+					n = tc.lastN
+				}
+				reqs, now = closedLoop(reqs, n, p.depth, p.sectors, gate, tc.k, under, now)
 			}
 			got, ev, ok := EstimateThrottle(reqs)
 			if ok != tc.want.Enabled() {

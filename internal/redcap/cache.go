@@ -78,8 +78,9 @@ type Config struct {
 	// misses goes to the disk as requested (Plan.Bypass), and a segment is
 	// copied in by a background read of the whole segment (Plan.Fetches,
 	// waited on by no read) at its n-th counted miss while not cached. A
-	// miss counts only when at least PromoteGapReads reads came since the
-	// segment's (or hotspot's) last counted miss: a segment read through
+	// miss counts only when at least PromoteGapReads reads (or
+	// PromoteGapNs of time) came since the segment's (or hotspot's) last
+	// counted miss: a segment read through
 	// once (sequentially or in strides) is not hot, a segment read again
 	// later is (smq raises a hotspot's level at most once a second, so it
 	// counts hits over time, not within a pass). Miss counts are kept for
@@ -89,6 +90,17 @@ type Config struct {
 	// PromoteGapReads is the reads that must come between two counted
 	// misses under PromoteAfter (default [DefaultPromoteGapReads]).
 	PromoteGapReads int
+	// PromoteGapNs, when > 0, replaces PromoteGapReads with a time: the
+	// ns that must pass between two counted misses, on the clock the
+	// caller keeps with [Cache.SetNow] (the simulator gives each read's
+	// recorded arrival: the workload's own clock, which does not depend
+	// on how well the device is modelled).
+	// smq raises a hotspot's level at most once per tick of its policy
+	// (end_hotspot_period in dm-cache-policy-smq.c clears the hotspot
+	// hit bits; dm-cache-target.c's waker ticks it every second), so its
+	// promotions follow time, not a read count: a read count fitted at
+	// one request rate is wrong at another.
+	PromoteGapNs int64
 	// PromoteGapQuiet measures PromoteGapReads from the segment's last
 	// miss, counted or not, rather than from its last counted one: a
 	// segment counts again only after that many reads without a miss, so
@@ -153,6 +165,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redcap: HitServers must be ≥ 0, got %d", c.HitServers)
 	case c.PromoteGapReads < 0:
 		return fmt.Errorf("redcap: PromoteGapReads must be ≥ 0, got %d", c.PromoteGapReads)
+	case c.PromoteGapNs < 0:
+		return fmt.Errorf("redcap: PromoteGapNs must be ≥ 0, got %d", c.PromoteGapNs)
 	case c.HotspotSegments < 0:
 		return fmt.Errorf("redcap: HotspotSegments must be ≥ 0, got %d", c.HotspotSegments)
 	}
@@ -272,13 +286,14 @@ type Cache struct {
 	stats Stats
 
 	hot map[uint64]hotness // PromoteAfter > 0: misses per uncached segment (or hotspot)
+	now int64              // ns, the caller's clock (SetNow), for PromoteGapNs
 }
 
-// hotness is an uncached segment's counted misses and the read count
-// (Stats.Reads) at its last miss.
+// hotness is an uncached segment's counted misses and the clock at its
+// last miss (Cache.clock: the read count, or ns under PromoteGapNs).
 type hotness struct {
 	n    uint8
-	last uint64
+	last int64
 }
 
 // DefaultPromoteGapReads is Config.PromoteGapReads's default.
@@ -340,6 +355,20 @@ func (c *Cache) Reset() {
 
 // Config returns the configuration in use, with defaults filled in.
 func (c *Cache) Config() Config { return c.cfg }
+
+// SetNow sets the cache's clock to now, ns, the time of the next Read:
+// the clock of Config.PromoteGapNs. A clock that goes back counts no
+// miss until it has passed the last counted one by the gap again.
+func (c *Cache) SetNow(now int64) { c.now = now }
+
+// clock returns the time of the promotion gap and the gap: ns under
+// PromoteGapNs, else reads.
+func (c *Cache) clock() (now, gap int64) {
+	if c.cfg.PromoteGapNs > 0 {
+		return c.now, c.cfg.PromoteGapNs
+	}
+	return int64(c.stats.Reads), int64(c.cfg.PromoteGapReads)
+}
 
 // Stats returns the counters since New or Reset.
 func (c *Cache) Stats() Stats { return c.stats }
@@ -485,16 +514,17 @@ func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
 		free = c.free
 	}
 	group := uint64(max(c.cfg.HotspotSegments, 1))
+	now, gap := c.clock()
 	for i, s := range c.parts {
 		if s != none {
 			continue
 		}
 		k := first + uint64(i)
 		h, seen := c.hot[k/group]
-		if !seen || c.stats.Reads-h.last >= uint64(c.cfg.PromoteGapReads) {
-			h.n, h.last = min(h.n+1, 255), c.stats.Reads
+		if !seen || now-h.last >= gap {
+			h.n, h.last = min(h.n+1, 255), now
 		} else if c.cfg.PromoteGapQuiet {
-			h.last = c.stats.Reads
+			h.last = now
 		}
 		c.hot[k/group] = h
 		if int(h.n) < c.cfg.PromoteAfter || free == 0 {

@@ -684,3 +684,35 @@ func TestPromoteGapQuiet(t *testing.T) {
 		}
 	}
 }
+
+// PromoteGapNs: the gap between counted misses is time on the caller's
+// clock (SetNow), not reads: a second miss 0.4 s after the first is not
+// counted however many reads came between, one 0.6 s after it is; a
+// clock that went back counts nothing.
+func TestPromoteGapNs(t *testing.T) {
+	c, err := New(Config{Segments: 4, SegmentSectors: 128, PromoteAfter: 2, PromoteGapNs: 500e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(now int64, sector uint64) *Plan {
+		c.SetNow(now)
+		return c.Read(sector, 8)
+	}
+	read(1e9, 0)          // first counted miss of segment 0
+	for i := range 2000 { // fewer segments than the miss counts are kept for (4,096)
+		read(1e9+int64(i), uint64(1000+i)*128) // many reads, little time
+	}
+	if p := read(1.4e9, 8); len(p.Fetches) != 0 {
+		t.Fatalf("a miss 0.4 s after the first: %+v, want no fetch (gap 0.5 s)", *p)
+	}
+	if p := read(0.5e9, 8); len(p.Fetches) != 0 {
+		t.Fatalf("a miss at a clock that went back: %+v, want no fetch", *p)
+	}
+	p := read(1.6e9, 16)
+	if len(p.Fetches) != 1 || p.Fetches[0].Sector != 0 {
+		t.Fatalf("a miss 0.6 s after the first: %+v, want a fetch of segment 0", *p)
+	}
+	if err := (Config{PromoteGapNs: -1}).Validate(); err == nil {
+		t.Error("PromoteGapNs −1 accepted")
+	}
+}

@@ -85,6 +85,10 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 	if q.Sectors == 0 {
 		return false
 	}
+	// The cache's promotion clock (redcap.Config.PromoteGapNs) is the
+	// workload's own: the read's recorded arrival, not the simulated
+	// time, which moves with the model's error and the candidate.
+	cs.c.SetNow(r.reqs[q.ID].Arrival)
 	p := cs.c.Read(q.Sector, q.Sectors)
 	i := q.ID
 	if p.Bypass {
