@@ -36,6 +36,7 @@
 #   BENCH_WORKLOADS="" a subset of the sequence, e.g. "LKR-1 IOR-R-1"
 #   BENCH_OUT=bin     where bench-decisions.json and the agent logs go
 #   BENCH_KEEP=DIR    copy every fio output and agent log there
+#   BENCH_SCAN_KIB=1024 the read() size of the memory mix's scans, KiB
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [REPS]}
 reps=${2:-3}
@@ -83,6 +84,8 @@ die() {
 }
 [[ $(id -u) -eq 0 ]] || die "run as root (loop device, mount, cgroup, drop_caches, eBPF)"
 [[ -x $bin ]] || die "$bin: not an executable"
+export BENCH_SCAN_KIB=${BENCH_SCAN_KIB:-1024}
+[[ $BENCH_SCAN_KIB =~ ^[1-9][0-9]{0,6}$ ]] || die "BENCH_SCAN_KIB: want a whole number of KiB from 1, got '$BENCH_SCAN_KIB'"
 command -v python3 >/dev/null || die "python3 is required"
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is required (e2fsprogs)"
 if ! command -v fio >/dev/null; then

@@ -53,6 +53,10 @@ def tac(path, nbytes):
     print(n)
 
 
+# The scans' read() size, bytes (BENCH_SCAN_KIB; 1 MiB by default).
+SCAN_BYTES = int(os.environ.get("BENCH_SCAN_KIB", "1024")) * 1024
+
+
 def memmix(path, reads, phases, seed, scans):
     out = {"mmap_s": [], "scan_s": []}
     fd = os.open(path, os.O_RDONLY)
@@ -70,7 +74,7 @@ def memmix(path, reads, phases, seed, scans):
         t0 = time.perf_counter()
         for s in scans:
             with open(s, "rb", buffering=0) as f:
-                while f.read(1 << 20):
+                while f.read(SCAN_BYTES):
                     pass
         out["scan_s"].append(time.perf_counter() - t0)
     m.close()
