@@ -64,8 +64,9 @@ type throttleWin struct {
 // rate that grows with the depth up to k. The IOPS cap is the highest
 // request rate that at least 10 % of the backlogged windows share (within
 // 10 %); the bandwidth cap likewise in bytes/s, among the windows below
-// the IOPS cap (a few windows above the caps are the bucket's burst). The caps are accepted when they predict
-// the rate of at least 70 % of the backlogged windows within 10 %, and
+// the IOPS cap (a few windows above the caps are the bucket's burst).
+// The caps are accepted when they predict the rate of at least 70 % of
+// the backlogged windows within 10 %, and
 // those windows' mean in-flight counts differ by at least 2×: a device
 // saturated at a single depth fits any cap and is left to
 // [EstimateServers]. A cap that never binds on the window's request sizes

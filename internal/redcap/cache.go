@@ -80,8 +80,8 @@ type Config struct {
 	// waited on by no read) at its n-th counted miss while not cached. A
 	// miss counts only when at least PromoteGapReads reads (or
 	// PromoteGapNs of time) came since the segment's (or hotspot's) last
-	// counted miss: a segment read through
-	// once (sequentially or in strides) is not hot, a segment read again
+	// counted miss: a segment read through once (sequentially or in
+	// strides) is not hot, a segment read again
 	// later is (smq raises a hotspot's level at most once a second, so it
 	// counts hits over time, not within a pass). Miss counts are kept for
 	// at most max(4 × Segments, 4096) segments at a time, then forgotten
