@@ -1,6 +1,7 @@
 package smqcal
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,10 +16,10 @@ var probeRE = regexp.MustCompile(`(?m)^hit-probe-us ([0-9.]+)$`)
 
 // TestSavedRun re-predicts a saved TestSMQCalibration run (the VM lab's
 // bin/vm-artifacts: its output and its smq/ traces) with the stand-ins,
-// and with PromoteAfter and PromoteGapReads variants of the calibrated
-// one, for calibrating without the VM:
+// and with PromoteAfter, PromoteGapReads and PromoteGapNs variants of the
+// calibrated one, for calibrating without the VM:
 //
-//	SHADOWTUNE_SMQ_RUN=bin/vm-artifacts SHADOWTUNE_SMQ_PROMOTE="1 3" SHADOWTUNE_SMQ_GAP="512 2048" \
+//	SHADOWTUNE_SMQ_RUN=bin/vm-artifacts SHADOWTUNE_SMQ_PROMOTE="1 3" SHADOWTUNE_SMQ_GAP="1024" SHADOWTUNE_SMQ_GAP_MS="400 1000" \
 //		go test -run TestSavedRun -v ./internal/testutil/smqcal
 func TestSavedRun(t *testing.T) {
 	dir := os.Getenv("SHADOWTUNE_SMQ_RUN")
@@ -34,39 +35,28 @@ func TestSavedRun(t *testing.T) {
 		us, _ := strconv.ParseFloat(string(m[1]), 64)
 		setup.HitNs, setup.HitServers = int64(us*1e3), 2
 	}
-	variants := []struct {
+	type variant struct {
 		name string
 		tune func(*redcap.Config)
-	}{{"as calibrated", nil}}
-	for _, v := range strings.Fields(os.Getenv("SHADOWTUNE_SMQ_PROMOTE")) {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("SHADOWTUNE_SMQ_PROMOTE: %v", err)
-		}
-		variants = append(variants, struct {
-			name string
-			tune func(*redcap.Config)
-		}{"PromoteAfter " + v, func(c *redcap.Config) { c.PromoteAfter = n }})
 	}
-	for _, v := range strings.Fields(os.Getenv("SHADOWTUNE_SMQ_GAP")) {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("SHADOWTUNE_SMQ_GAP: %v", err)
+	variants := []variant{{"as calibrated", nil}}
+	for _, k := range []struct {
+		env, name string
+		set       func(c *redcap.Config, n int)
+	}{
+		{"SHADOWTUNE_SMQ_PROMOTE", "PromoteAfter %d", func(c *redcap.Config, n int) { c.PromoteAfter = n }},
+		// A gap in reads replaces the calibrated gap in time.
+		{"SHADOWTUNE_SMQ_GAP", "PromoteGapReads %d", func(c *redcap.Config, n int) { c.PromoteGapReads, c.PromoteGapNs = n, 0 }},
+		{"SHADOWTUNE_SMQ_GAP_MS", "PromoteGapNs %d ms", func(c *redcap.Config, n int) { c.PromoteGapNs = int64(n) * 1e6 }},
+	} {
+		for _, v := range strings.Fields(os.Getenv(k.env)) {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s: %v", k.env, err)
+			}
+			set := k.set
+			variants = append(variants, variant{fmt.Sprintf(k.name, n), func(c *redcap.Config) { set(c, n) }})
 		}
-		variants = append(variants, struct {
-			name string
-			tune func(*redcap.Config)
-		}{"PromoteGapReads " + v, func(c *redcap.Config) { c.PromoteGapReads = n }})
-	}
-	for _, v := range strings.Fields(os.Getenv("SHADOWTUNE_SMQ_GAP_MS")) {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			t.Fatalf("SHADOWTUNE_SMQ_GAP_MS: %v", err)
-		}
-		variants = append(variants, struct {
-			name string
-			tune func(*redcap.Config)
-		}{"PromoteGapNs " + v + " ms", func(c *redcap.Config) { c.PromoteGapNs = int64(n) * 1e6 }})
 	}
 	for _, v := range variants {
 		s := setup
