@@ -93,6 +93,14 @@ type Options struct {
 	// has the cache turned on and off (Apply mode) and restored with the
 	// device.
 	Caches CacheTool
+	// ExplainDir, when set, keeps the windows whose simulation decided a
+	// scheduler switch (made, awaiting confirmation or held back) or
+	// predicted one it did not reproduce the window well enough to make
+	// (decide.ReasonNotReproduced), for
+	// replay with `shadowtune simulate`: per window DEVICE-TIME.trace (the
+	// simulated requests, native format), .model.json and .report.json,
+	// the newest ExplainKeep per device.
+	ExplainDir string
 }
 
 // ErrNoDevice is returned when the policy of `shadowtune run` selects no

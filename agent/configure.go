@@ -125,6 +125,7 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if err != nil {
 			return nil, err
 		}
+		d.ctrl.explain = explainer{dir: a.opt.ExplainDir, log: a.opt.Log}.hook(s.sys.Name)
 		if p != nil {
 			d.carry(p)
 		} else {

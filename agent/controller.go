@@ -317,6 +317,11 @@ type deviceController struct {
 	// model's caps: a class change needs two windows in a row.
 	throttleCaps model.Throttle
 	throttleOver bool
+	// explain, when set, is given every window whose simulation decided
+	// a scheduler switch, or predicted one it did not reproduce the window
+	// well enough to make (decide.ReasonNotReproduced): the time, the
+	// requests and the model simulated, and the report (Options.ExplainDir).
+	explain func(time.Time, []trace.Request, *model.Model, engine.Report)
 }
 
 type verification struct {
@@ -410,10 +415,12 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil
 	}
-	er, simReqs, screened, err := c.simulate(reqs)
+	m := c.model.Clone() // one snapshot for both passes
+	er, simReqs, screened, err := c.simulate(reqs, m)
 	if err != nil {
 		return rep, err
 	}
+	c.keepForExplain(in.Now, simReqs, m, er)
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
 	if c.policy.ReadAhead {
@@ -434,6 +441,15 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	}
 	c.decideWindow(&rep, er, in)
 	return rep, nil
+}
+
+// keepForExplain gives the window to c.explain (when set) if its
+// simulation decided a scheduler switch, or predicted one it did not
+// reproduce the window well enough to make.
+func (c *deviceController) keepForExplain(now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) {
+	if c.explain != nil && (er.Decision.Switch || er.Decision.Reason == decide.ReasonNotReproduced) {
+		c.explain(now, reqs, m, er)
+	}
 }
 
 // learnBias averages the window's real ÷ simulated ratio of the current
@@ -505,6 +521,9 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	}
 	target := c.current
 	rep.Reason = string(d.Reason)
+	if d.Reason == decide.ReasonNotReproduced {
+		rep.Skipped = d.Message
+	}
 	// Read-ahead changes alone, so that each verification measures one
 	// change, and before a scheduler switch: its evidence is measured,
 	// the switch's is predicted. The switch waits for a later window.
@@ -596,10 +615,9 @@ func (c *deviceController) resync(s Setting) {
 
 // simulate evaluates the window over reqs (its newest requests, in arrival
 // order), screening first (Policy.ScreenRequests) unless a change is being
-// verified; it returns the evaluation, the requests it covers and whether
-// it was the screening pass.
-func (c *deviceController) simulate(reqs []trace.Request) (engine.Report, []trace.Request, bool, error) {
-	m := c.model.Clone() // one snapshot for both passes
+// verified, with model m (a snapshot it only reads); it returns the
+// evaluation, the requests it covers and whether it was the screening pass.
+func (c *deviceController) simulate(reqs []trace.Request, m *model.Model) (engine.Report, []trace.Request, bool, error) {
 	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
 		tail := reqs[len(reqs)-n:]
 		er, err := c.evaluateOver(tail, m)

@@ -35,7 +35,9 @@
 #   BENCH_SETTINGS="" a subset to run, e.g. "none/2560 bfq/16 agent"
 #   BENCH_WORKLOADS="" a subset of the sequence, e.g. "LKR-1 IOR-R-1"
 #   BENCH_OUT=bin     where bench-decisions.json and the agent logs go
-#   BENCH_KEEP=DIR    copy every fio output and agent log there
+#   BENCH_KEEP=DIR    copy every fio output and agent log there, and the
+#                     windows where the agent decided a scheduler switch
+#                     (run --explain-dir, DIR/windows.REP)
 #   BENCH_SCAN_KIB=1024 the read() size of the memory mix's scans, KiB
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [REPS]}
@@ -374,6 +376,7 @@ YAML
 start_agent() { # REP
 	set_dev "$def_sched" "$ra0"
 	"$bin" run --config "$tmp/policy.yaml" --state-dir "$tmp/state" --metrics-bind-address 0 \
+		${BENCH_KEEP:+--explain-dir "$BENCH_KEEP/windows.$1"} \
 		>"$tmp/agent.$1.out" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >"$tmp/agent.$1.log") &
 	agent_pid=$!
 	local i

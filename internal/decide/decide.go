@@ -58,6 +58,12 @@ type Config struct {
 	// administrator's choice, not the kernel's default (DADS §4.2). It must
 	// be one of the candidates of every check.
 	Default string
+	// MaxResponseRatio, when > 1, is how far the current setting's
+	// simulated mean response time may be from the window's measured one
+	// (Input.ResponseRatio, either way: within [1/r, r]) for a predicted
+	// gain to be acted on; 0 disables the check (the papers' rule, and
+	// traces without completion times).
+	MaxResponseRatio float64
 }
 
 // DefaultConfig returns the DADS parameters with the given default setting.
@@ -84,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.Default == "" {
 		errs = append(errs, errors.New("default setting must be named"))
+	}
+	if math.IsNaN(c.MaxResponseRatio) || c.MaxResponseRatio != 0 && c.MaxResponseRatio <= 1 {
+		errs = append(errs, fmt.Errorf("response ratio bound must be 0 (off) or > 1, got %v", c.MaxResponseRatio))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("decide: invalid config: %w", err)
@@ -113,6 +122,15 @@ type Input struct {
 	// MeanServiceNs is the mean I/O time per request, ns (≥ 0); with
 	// Pending it gives T_change = Pending × MeanServiceNs (DADS §4.2).
 	MeanServiceNs int64
+	// ResponseRatio is the current setting's simulated mean response time
+	// ÷ the mean response time measured on the device for the same
+	// requests (arrival to completion); 0 when not measured. The
+	// simulation of the setting in effect is the one prediction that can
+	// be checked against the window as it ran: when it is off by more
+	// than Config.MaxResponseRatio, the model does not reproduce the
+	// device's queueing, and its predictions for other settings are not
+	// trusted (ReasonNotReproduced).
+	ResponseRatio float64
 }
 
 // State is the thrash guard's memory, carried from one check to the next.
@@ -146,6 +164,11 @@ const (
 	ReasonGuardReleased Reason = "ThrashGuardReleased"
 	// ReasonAlreadyBest: the current setting has the lowest total.
 	ReasonAlreadyBest Reason = "AlreadyBest"
+	// ReasonNotReproduced: a change is predicted, but the simulation of
+	// the current setting did not reproduce the window's measured mean
+	// response time within Config.MaxResponseRatio; no switch, and the
+	// guard counts no change.
+	ReasonNotReproduced Reason = "NotReproduced"
 	// ReasonBelowMargin: a candidate is faster but not by the margin once
 	// the switch cost is added.
 	ReasonBelowMargin Reason = "BelowMargin"
@@ -213,7 +236,7 @@ type eval struct {
 type link func(e *eval) (d Decision, next State, ok bool)
 
 // chain is the order in which checks run; the last link always settles.
-var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, thrashGuard, better}
+var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, notReproduced, thrashGuard, better}
 
 // Decide runs one check. It returns an error, and the unchanged state, for
 // an invalid config or malformed input; otherwise the decision and the
@@ -227,7 +250,10 @@ var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, thrashGuard, 
 //     then the smaller name, so the result is deterministic and a tie never
 //     looks like a reason to move.
 //   - Not pinned: AlreadyBest and BelowMargin do not switch and reset
-//     ConsecutiveChanges. Otherwise a change is predicted; if it would be the
+//     ConsecutiveChanges. Otherwise a change is predicted. If the current
+//     setting's simulated mean response time is off the measured one by more
+//     than MaxResponseRatio (either way), NotReproduced: no switch, and
+//     ConsecutiveChanges is reset as for no change. Else, if it would be the
 //     GuardChanges-th change in consecutive checks, the guard trips instead:
 //     Target = Default (a switch only if the device is not on it already),
 //     Pinned = true. Else the switch to Best is made (ReasonBetter) and
@@ -261,6 +287,9 @@ func (e *eval) prepare() error {
 	in := e.in
 	if in.Pending < 0 || in.MeanServiceNs < 0 {
 		return fmt.Errorf("%w: pending %d and mean service time %d ns must be ≥ 0", ErrBadInput, in.Pending, in.MeanServiceNs)
+	}
+	if math.IsNaN(in.ResponseRatio) || math.IsInf(in.ResponseRatio, 0) || in.ResponseRatio < 0 {
+		return fmt.Errorf("%w: response ratio %v must be a finite number ≥ 0", ErrBadInput, in.ResponseRatio)
 	}
 	if len(in.Candidates) == 0 {
 		return nil
@@ -406,6 +435,22 @@ func belowMargin(e *eval) (Decision, State, bool) {
 		Reason: ReasonBelowMargin,
 		Message: fmt.Sprintf("%q predicted %.2f%% faster than %q including switch cost, margin %g%%",
 			e.best.Name, e.improvement(e.best.Name, e.best.TotalNs), e.in.Current, e.cfg.MarginPct),
+	}, State{}, true
+}
+
+// notReproduced settles when a change is predicted from a simulation whose
+// current setting is off the measured mean response time by more than
+// Config.MaxResponseRatio either way.
+func notReproduced(e *eval) (Decision, State, bool) {
+	r, limit := e.in.ResponseRatio, e.cfg.MaxResponseRatio
+	if limit == 0 || r <= 0 || r <= limit && r >= 1/limit {
+		return Decision{}, State{}, false
+	}
+	return Decision{
+		Target: e.in.Current,
+		Reason: ReasonNotReproduced,
+		Message: fmt.Sprintf("%q predicted %.1f%% faster, but the simulated mean response time of %q is %.2f× the measured one (trusted within %g×)",
+			e.best.Name, e.improvement(e.best.Name, e.best.TotalNs), e.in.Current, r, limit),
 	}, State{}, true
 }
 

@@ -46,6 +46,8 @@ func TestConfigValidate(t *testing.T) {
 		{Config{MarginPct: 5, GuardChanges: 5, QuietChecks: 0, Default: "a"}, []string{"quiet"}},
 		{Config{MarginPct: 5, GuardChanges: 5, QuietChecks: 7}, []string{"default"}},
 		{Config{}, []string{"change count", "quiet", "default"}},
+		{Config{MarginPct: 5, GuardChanges: 5, QuietChecks: 7, Default: "a", MaxResponseRatio: 1}, []string{"response ratio"}},
+		{Config{MarginPct: 5, GuardChanges: 5, QuietChecks: 7, Default: "a", MaxResponseRatio: math.NaN()}, []string{"response ratio"}},
 	} {
 		err := tc.cfg.Validate()
 		if err == nil {
@@ -84,6 +86,8 @@ func TestInputErrors(t *testing.T) {
 		{"negative total", Input{Current: "a", Candidates: cands("a", -10)}, ErrBadInput},
 		{"negative pending", Input{Current: "a", Candidates: cands("a", 10), Pending: -1}, ErrBadInput},
 		{"negative mean", Input{Current: "a", Candidates: cands("a", 10), MeanServiceNs: -1}, ErrBadInput},
+		{"negative response ratio", Input{Current: "a", Candidates: cands("a", 10), ResponseRatio: -1}, ErrBadInput},
+		{"NaN response ratio", Input{Current: "a", Candidates: cands("a", 10), ResponseRatio: math.NaN()}, ErrBadInput},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := State{ConsecutiveChanges: 3}
@@ -104,6 +108,8 @@ func TestSingleCheck(t *testing.T) {
 	zeroMargin.MarginPct = 0
 	guard1 := def
 	guard1.GuardChanges = 1
+	reproduce := def
+	reproduce.MaxResponseRatio = 2
 	for _, tc := range []struct {
 		name     string
 		cfg      Config
@@ -165,6 +171,31 @@ func TestSingleCheck(t *testing.T) {
 		{name: "zero margin tie", cfg: zeroMargin,
 			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 100)},
 			reason: ReasonAlreadyBest, target: "a", best: "a"},
+		{name: "simulation off the measured response: no switch, changes reset", cfg: reproduce,
+			in: Input{Current: "a", Candidates: cands("a", 100, "b", 50), ResponseRatio: 7.5}, st: State{ConsecutiveChanges: 2},
+			reason: ReasonNotReproduced, target: "a", best: "b", bestImp: 50},
+		{name: "simulation too fast by more than the bound", cfg: reproduce,
+			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 50), ResponseRatio: 0.49},
+			reason: ReasonNotReproduced, target: "a", best: "b", bestImp: 50},
+		{name: "simulation within the bound: switch", cfg: reproduce,
+			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 50), ResponseRatio: 2},
+			reason: ReasonBetter, doSwitch: true, target: "b", best: "b", imp: 50, bestImp: 50,
+			next: State{ConsecutiveChanges: 1}},
+		{name: "response not measured: switch", cfg: reproduce,
+			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 50)},
+			reason: ReasonBetter, doSwitch: true, target: "b", best: "b", imp: 50, bestImp: 50,
+			next: State{ConsecutiveChanges: 1}},
+		{name: "bound off: the papers' rule", cfg: def,
+			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 50), ResponseRatio: 100},
+			reason: ReasonBetter, doSwitch: true, target: "b", best: "b", imp: 50, bestImp: 50,
+			next: State{ConsecutiveChanges: 1}},
+		{name: "below margin settles before the response check", cfg: reproduce,
+			in:     Input{Current: "a", Candidates: cands("a", 100, "b", 96), ResponseRatio: 7.5},
+			reason: ReasonBelowMargin, target: "a", best: "b", bestImp: 4},
+		{name: "pinned: the default is enforced whatever the response", cfg: reproduce,
+			in: Input{Current: "b", Candidates: cands("a", 100, "b", 98), ResponseRatio: 7.5}, st: State{Pinned: true, QuietChecks: 1},
+			reason: ReasonPinned, doSwitch: true, target: "a", best: "b", imp: -100 * 2.0 / 98,
+			next: State{Pinned: true, QuietChecks: 2}},
 		{name: "better counts consecutive changes", cfg: def,
 			in: Input{Current: "b", Candidates: cands("a", 50, "b", 100)}, st: State{ConsecutiveChanges: 3},
 			reason: ReasonBetter, doSwitch: true, target: "a", best: "a", imp: 50, bestImp: 50,

@@ -236,6 +236,11 @@ type Report struct {
 	// measures were multiplied by for their dispatch cost
 	// (Options.DispatchCostNs); nil when no cost was given.
 	DispatchFactors map[string]float64
+	// ResponseRatio is the current setting's simulated mean response time
+	// ÷ the measured mean response time (arrival to completion) of the
+	// window's requests that carry both; 0 when the window has none
+	// (decide.Input.ResponseRatio).
+	ResponseRatio float64
 }
 
 // DispatchFactor is the factor the decision multiplied scheduler's
@@ -341,6 +346,9 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	}
 	cur := find(outs, opt.Current)
 	rep.Concurrency = concurrency(cur.Result)
+	if real := measuredResponseNs(w.Requests()); real > 0 && cur.Result.MeanResponseNs > 0 {
+		rep.ResponseRatio = cur.Result.MeanResponseNs / real
+	}
 	rep.PendingAtSwitch = int(rep.Concurrency + 0.5)
 
 	// The scheduler decision: among uncached candidates unless the current
@@ -361,7 +369,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	}
 	d, guard, err := decide.Decide(decide.Input{
 		Current: opt.Current.Name(), Candidates: dc,
-		Pending: rep.PendingAtSwitch, MeanServiceNs: meanSvc,
+		Pending: rep.PendingAtSwitch, MeanServiceNs: meanSvc, ResponseRatio: rep.ResponseRatio,
 	}, cfg, opt.Guard)
 	if err != nil {
 		return Report{}, err
@@ -565,6 +573,24 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 		}
 	}
 	return outs, nil
+}
+
+// measuredResponseNs is the mean response time (completion − arrival), ns,
+// of the requests of reqs that were measured to completion; 0 when none
+// was.
+func measuredResponseNs(reqs []trace.Request) float64 {
+	var sum float64
+	n := 0
+	for i := range reqs {
+		if rt := reqs[i].ResponseTime(); rt != trace.Unknown {
+			sum += float64(rt)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // concurrency is the time-averaged number of requests in the block layer

@@ -27,7 +27,7 @@ import (
 
 type runFlags struct {
 	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
-	hostToolsRoot, plot                                         string
+	hostToolsRoot, plot, explainDir                             string
 	duration                                                    time.Duration
 	keep, revert, quiet                                         bool
 }
@@ -82,9 +82,12 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
+	fl.StringVar(&f.explainDir, "explain-dir", "", fmt.Sprintf("keep there the windows whose simulation decided a scheduler switch (or predicted one it did not reproduce the window well enough to make), for replay with 'shadowtune simulate': "+
+		"DEVICE-TIME.trace (native), .model.json and .report.json, the newest %d per device", agent.ExplainKeep))
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("plot", "svg")
 	_ = cmd.MarkFlagDirname("state-dir")
+	_ = cmd.MarkFlagDirname("explain-dir")
 	_ = cmd.MarkFlagDirname("host-tools-root")
 	completeEnum(cmd, "output", outputFormats...)
 	completeEnum(cmd, "tracer", tracerKinds...)
@@ -133,6 +136,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
 		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log, f.hostToolsRoot),
+		ExplainDir: f.explainDir,
 	}
 	var timeline *runTimeline
 	if f.plot != "" {

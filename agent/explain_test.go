@@ -1,0 +1,160 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// TestExplainKeepsSwitchWindows: a window that decides a switch is kept
+// whole (its simulated requests read back equal, its model loads, its
+// report names the decision); a window that decides none is not kept.
+func TestExplainKeepsSwitchWindows(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestController(t, false)
+	c.explain = explainer{dir: dir, log: logr.Discard()}.hook("sdz")
+	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	reqs := fifoWindow(1, 2000, 4, 4, 0, 1)
+	rep, err := step(c, reqs, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Report.Decision.Switch {
+		t.Fatalf("a deep random queue on an HDD under none should decide a switch: %s", rep.Report.Decision.Message)
+	}
+	base := filepath.Join(dir, "sdz-20261128T090000.000Z")
+
+	f, err := os.Open(base + explainTrace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, err := trace.ReadAll(mustNativeReader(t, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != rep.Report.Requests {
+		t.Fatalf("kept %d requests, the window simulated %d", len(got), rep.Report.Requests)
+	}
+	if want := reqs[len(reqs)-len(got):]; !slices.Equal(got, want) {
+		t.Fatalf("kept requests differ from the simulated ones: first %+v, want %+v", got[0], want[0])
+	}
+
+	mf, err := os.Open(base + explainModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mf.Close()
+	if _, err := model.Load(mf); err != nil {
+		t.Fatalf("kept model: %v", err)
+	}
+
+	b, err := os.ReadFile(base + explainReport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var er engine.Report
+	if err := json.Unmarshal(b, &er); err != nil {
+		t.Fatalf("kept report: %v", err)
+	}
+	if er.Decision.Target != rep.Report.Decision.Target || len(er.Outcomes) != len(rep.Report.Outcomes) {
+		t.Fatalf("kept report: decision %q, %d outcomes; want %q, %d", er.Decision.Target, len(er.Outcomes),
+			rep.Report.Decision.Target, len(rep.Report.Outcomes))
+	}
+
+	// A window that decides no switch (the setting the last one chose)
+	// is not kept.
+	c2 := newTestController(t, false)
+	dir2 := t.TempDir()
+	c2.explain = explainer{dir: dir2, log: logr.Discard()}.hook("sdz")
+	c2.current.Candidate.Scheduler = rep.Report.Decision.Target
+	rep2, err := step(c2, reqs, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep2.Report.Decision.Switch {
+		t.Skipf("under %s the same window still decides a switch (%s)", c2.current.Candidate.Scheduler, rep2.Report.Decision.Message)
+	}
+	if ents, _ := os.ReadDir(dir2); len(ents) != 0 {
+		t.Fatalf("a window without a switch decision was kept: %d files", len(ents))
+	}
+}
+
+func mustNativeReader(t *testing.T, f *os.File) trace.Reader {
+	t.Helper()
+	r, err := trace.NewNativeReader(f.Name(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestExplainPrune: only the newest ExplainKeep windows of a device stay,
+// and another device whose name extends this one's keeps its own.
+func TestExplainPrune(t *testing.T) {
+	dir := t.TempDir()
+	x := explainer{dir: dir, log: logr.Discard()}
+	m := model.Default(model.SSD, 1<<21)
+	reqs := fifoWindow(2, 10, 1, 1, 0, 1)
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	if err := x.save("sda1", t0, reqs, m, engine.Report{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range ExplainKeep + 3 {
+		if err := x.save("sda", t0.Add(time.Duration(i)*time.Second), reqs, m, engine.Report{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, suffix := range []string{explainTrace, explainModel, explainReport} {
+		kept, _ := filepath.Glob(filepath.Join(dir, "sda-*"+suffix))
+		if len(kept) != ExplainKeep {
+			t.Fatalf("sda: %d %s files kept, want %d", len(kept), suffix, ExplainKeep)
+		}
+		slices.Sort(kept)
+		if want := filepath.Join(dir, "sda-20261128T090003.000Z"+suffix); kept[0] != want {
+			t.Fatalf("oldest kept %s, want %s", kept[0], want)
+		}
+		if other, _ := filepath.Glob(filepath.Join(dir, "sda1-*"+suffix)); len(other) != 1 {
+			t.Fatalf("sda1's window was removed with sda's: %v", other)
+		}
+	}
+}
+
+// TestExplainKeepsUnreproducedPredictions: a window whose predicted switch
+// is not made because the simulation of the current setting did not
+// reproduce the measured response time (decide.ReasonNotReproduced) is
+// kept, and its report says why no switch was made.
+func TestExplainKeepsUnreproducedPredictions(t *testing.T) {
+	dir := t.TempDir()
+	c := newTestController(t, false)
+	c.explain = explainer{dir: dir, log: logr.Discard()}.hook("sdz")
+	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	d := decide.Decision{Target: "none", Best: "mq-deadline", BestImprovementPct: 55.5, Reason: decide.ReasonNotReproduced,
+		Message: `"mq-deadline" predicted 55.5% faster, but the simulated mean response time of "none" is 533.00× the measured one (trusted within 2×)`}
+	er := engine.Report{Current: "none", Decision: d, ResponseRatio: 533}
+	c.keepForExplain(now, fifoWindow(3, 100, 1, 1, 0, 1), c.model, er)
+	if kept, _ := filepath.Glob(filepath.Join(dir, "sdz-*"+explainReport)); len(kept) != 1 {
+		t.Fatalf("%d reports kept, want 1", len(kept))
+	}
+	var rep WindowReport
+	c.decideWindow(&rep, er, windowInput{Now: now, Gate: Gate{Granted: true}})
+	if rep.Skipped != d.Message || rep.Reason != string(decide.ReasonNotReproduced) || rep.Action.Kind != ActionNone {
+		t.Fatalf("skipped %q, reason %q, action %+v; want the decision's message, NotReproduced, none", rep.Skipped, rep.Reason, rep.Action)
+	}
+	// Nothing else is kept: a window that decided to stay.
+	er.Decision = decide.Decision{Target: "none", Best: "none", Reason: decide.ReasonAlreadyBest}
+	c.keepForExplain(now.Add(time.Second), fifoWindow(3, 100, 1, 1, 0, 1), c.model, er)
+	if kept, _ := filepath.Glob(filepath.Join(dir, "sdz-*"+explainReport)); len(kept) != 1 {
+		t.Fatalf("%d reports kept after an AlreadyBest window, want 1", len(kept))
+	}
+}
