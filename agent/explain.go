@@ -60,11 +60,9 @@ func (x explainer) hook(dev string) func(time.Time, []trace.Request, *model.Mode
 // save writes DIR/DEV-TIME{.trace,.model.json,.report.json}, TIME being
 // now in UTC to the millisecond, and then removes the device's windows
 // beyond the newest ExplainKeep. Errors: the directory or a file could not
-// be written (wrapped with its path).
+// be written (wrapped with its path; fsutil.WriteAtomic makes the
+// directory).
 func (x explainer) save(dev string, now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) error {
-	if err := os.MkdirAll(x.dir, 0o755); err != nil {
-		return fmt.Errorf("explain dir: %w", err)
-	}
 	base := filepath.Join(x.dir, dev+"-"+now.UTC().Format("20060102T150405.000Z"))
 	writeTrace := func(w io.Writer) error {
 		tw, err := trace.NewNativeWriter(w, trace.WriterOptions{})
