@@ -21,11 +21,13 @@ import (
 
 // smqScript records each workload twice on the throttled /dev/vdb (512
 // MiB): first straight on the disk with shadowtune trace record (what the
-// agent sees while the cache is off), then through a new writethrough smq
-// dm-cache (64 MiB of brd RAM in 64 KiB blocks, metadata zeroed, so
-// empty) with the same fio seed, so the same reads in the same order, and
-// prints the cache's status before and after and both runs' times. The
-// traces go to /dev/vdc as a tar archive.
+// agent sees while the cache is off), then twice through a new
+// writethrough smq dm-cache (64 MiB of brd RAM in 64 KiB blocks, metadata
+// zeroed, so empty) with the same fio seed, so the same reads in the same
+// order, and prints the cache's status before and after and every run's
+// times. smq's hits vary from run to run (the moved hot set: 43–53 % in
+// five runs), so its two passes are pooled. The traces go to /dev/vdc as
+// a tar archive.
 const smqScript = `set -e
 ` + recordingFn + `
 modprobe brd rd_nr=1 rd_size=73728
@@ -36,6 +38,9 @@ mkdir -p /tmp/out
 fio --name=p --filename=/dev/mapper/cdata --direct=1 --ioengine=psync --rw=randread --bs=4k --number_ios=256 \
 	--output-format=terse --terse-version=3 >/tmp/probe.out
 echo "hit-probe-us $(cut -d';' -f16 /tmp/probe.out)"
+fio --name=q --filename=/dev/mapper/cdata --direct=1 --ioengine=libaio --iodepth=16 --rw=randread --bs=4k --number_ios=8192 \
+	--output-format=terse --terse-version=3 >/tmp/probe16.out
+echo "hit-probe-depth16-iops $(cut -d';' -f8 /tmp/probe16.out)"
 up() { cut -d' ' -f1 /proc/uptime; }
 r() { # dev reads seed extra fio args...
 	dev=$1; n=$2; seed=$3; shift 3
@@ -55,12 +60,18 @@ for w in @WORKLOADS@; do
 	recording $pid /tmp/rec.log
 	t0=$(up); w_$w /dev/vdb; t1=$(up)
 	kill -INT $pid; wait $pid
-	dd if=/dev/zero of=/dev/mapper/cmeta bs=1M count=4 2>/dev/null; sync
-	dmsetup create c --table "0 $SZ cache /dev/mapper/cmeta /dev/mapper/cdata /dev/vdb 128 1 writethrough smq 0"
-	s0=$(dmsetup status c)
-	t2=$(up); w_$w /dev/mapper/c; t3=$(up)
-	echo "smq $w $t0 $t1 $t2 $t3 | $s0 | $(dmsetup status c)"
-	dmsetup remove c
+	for pass in 1 2; do
+		dd if=/dev/zero of=/dev/mapper/cmeta bs=1M count=4 2>/dev/null; sync
+		dmsetup create c --table "0 $SZ cache /dev/mapper/cmeta /dev/mapper/cdata /dev/vdb 128 1 writethrough smq 0"
+		s0=$(dmsetup status c)
+		t2=$(up); w_$w /dev/mapper/c; t3=$(up)
+		if [ $pass = 1 ]; then
+			echo "smq $w $t0 $t1 $t2 $t3 | $s0 | $(dmsetup status c)"
+		else
+			echo "smq-pass $w $t2 $t3 | $s0 | $(dmsetup status c)"
+		fi
+		dmsetup remove c
+	done
 done
 tar -cf /dev/vdc -C /tmp/out .
 echo "== end"
@@ -96,8 +107,16 @@ func TestSMQCalibration(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the cache device's read time: %v", err)
 	}
-	setup := smqcal.Setup{CacheBlocks: 1024, BlockSectors: 128, HitNs: int64(us * 1e3), HitServers: 2}
-	t.Logf("the cache device reads 4 KiB in %.1f µs (fio, depth 1)", us)
+	// The calibrated stand-in is charged the cache device's pace at the
+	// workloads' depth instead: under TCG a hit costs the guest's CPU,
+	// which a busy host shares out, and smq promotes on a clock.
+	iops, err := strconv.ParseFloat(fields(t, r.Output, "hit-probe-depth16-iops")[0], 64)
+	if err != nil || iops <= 0 {
+		t.Fatalf("the cache device's rate at depth 16: %v (%v)", err, iops)
+	}
+	setup := smqcal.Setup{CacheBlocks: 1024, BlockSectors: 128, HitNs: int64(us * 1e3), HitServers: 2,
+		CalibratedHitNs: int64(2 * 1e9 / iops)}
+	t.Logf("the cache device reads 4 KiB in %.1f µs (fio, depth 1) and %.0f times a second at depth 16", us, iops)
 	rows, err := smqcal.ParseRun(r.Output, dir, setup)
 	if err != nil {
 		t.Fatal(err)

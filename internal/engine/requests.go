@@ -93,11 +93,9 @@ func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) 
 // once its hotspot (HotspotSegments adjacent blocks) has missed twice at
 // least SMQPromoteGapNs apart on the workload's own clock, and only into
 // a free block (redcap.Config.FillOnly: smq replaces blocks about once a
-// minute, not within a window). On 2026-11-28's host it predicted smq's
-// read hits from an empty cache within 3.3, 3.1, 6.2 and 7.8 points on
-// six workloads in four runs, where a gap of 1,024 reads (its first
-// calibration) was off by up to 8.2, 8.6, 11.4 and 5.6. The agent does
-// not use it yet. Carried from window to window while the real cache is
+// minute, not within a window). See SMQPromoteGapNs for how closely it
+// predicts smq's read hits from an empty cache. The agent does not use it
+// yet. Carried from window to window while the real cache is
 // off (engine.Options.CacheWarm), it fills more selectively than smq does
 // when switched on from empty (95 % of zipf(1.2)'s reads predicted to hit
 // a 64 MiB cache, 84 % measured); and where the guest's CPU bounds the
@@ -111,17 +109,22 @@ func SMQCalibrated(blocks uint64, blockSectors uint32, capacitySectors uint64) r
 	return c
 }
 
-// SMQPromoteGapNs is SMQCalibrated's redcap.Config.PromoteGapNs, ns: half
-// a second. smq raises a hotspot's level at most once per tick of its
-// policy, and dm-cache ticks it every second (end_hotspot_period in
+// SMQPromoteGapNs is SMQCalibrated's redcap.Config.PromoteGapNs, ns: 350
+// ms. smq raises a hotspot's level at most once per tick of its policy,
+// and dm-cache ticks it every second (end_hotspot_period in
 // dm-cache-policy-smq.c, do_waker in dm-cache-target.c); a miss at a
-// random moment waits half a tick on average for the next one. In the VM
-// lab 0.4–0.6 s fitted every workload; 1 s under-predicted the moved hot
-// set by 6 points and uniform reads over 32 MiB by 4–6. A gap counted in
-// reads instead (1,024, the first calibration) holds only at the request
-// rate it was fitted at: 20,000 reads took 7 s on one host and 8–9 s on
-// another, and its error on the moved hot set went from 1 to 11 points.
-const SMQPromoteGapNs = 500_000_000
+// random moment waits half a tick on average for the next one, and while
+// the cache has free blocks smq lowers the level it promotes at
+// (update_promote_levels), so a block waits less. Across six VM lab runs
+// smq's own hits from an empty cache varied by up to 16 points run to run
+// on the same reads (the moved hot set: 43–59 %; uniform reads over 32
+// MiB: 85–96 %), and 350 ms predicts near the middle of both, 52 % and
+// 88 %: within 9.1 points of every run on record, where 500 ms (86 % for
+// the uniform reads) missed one by 10.2. A gap counted in reads instead
+// (1,024, the first calibration) holds only at the request rate it was
+// fitted at: 20,000 reads took 7 s on one host and 8–9 s on another, and
+// its error on the moved hot set went from 1 to 11 points.
+const SMQPromoteGapNs = 350_000_000
 
 // HotspotSegments is how many cache blocks smq groups into one hotspot
 // block for a cache of blocks blocks of blockSectors sectors on an origin

@@ -12,7 +12,10 @@ import (
 	"github.com/shadowtune/shadowtune/internal/redcap"
 )
 
-var probeRE = regexp.MustCompile(`(?m)^hit-probe-us ([0-9.]+)$`)
+var (
+	probeRE   = regexp.MustCompile(`(?m)^hit-probe-us ([0-9.]+)$`)
+	probe16RE = regexp.MustCompile(`(?m)^hit-probe-depth16-iops ([0-9.]+)$`)
+)
 
 // TestSavedRun re-predicts a saved TestSMQCalibration run (the VM lab's
 // bin/vm-artifacts: its output and its smq/ traces) with the stand-ins,
@@ -34,6 +37,11 @@ func TestSavedRun(t *testing.T) {
 	if m := probeRE.FindSubmatch(out); m != nil {
 		us, _ := strconv.ParseFloat(string(m[1]), 64)
 		setup.HitNs, setup.HitServers = int64(us*1e3), 2
+	}
+	if m := probe16RE.FindSubmatch(out); m != nil {
+		if iops, _ := strconv.ParseFloat(string(m[1]), 64); iops > 0 {
+			setup.CalibratedHitNs = int64(2 * 1e9 / iops)
+		}
 	}
 	type variant struct {
 		name string

@@ -32,6 +32,13 @@ type Setup struct {
 	// sets them); zero: a RAM copy, unbounded.
 	HitNs      int64
 	HitServers int
+	// CalibratedHitNs, when set, is what a hit costs the calibrated
+	// stand-in instead, ns per server: the cache device's time per read
+	// at the workload's depth times HitServers (fio's 1 s ÷ IOPS). smq
+	// promotes on a clock (engine.SMQPromoteGapNs), so the pace of the
+	// hits decides how many blocks it promotes; in the VM lab a hit's
+	// cost is guest CPU, which the depth-1 read time alone leaves out.
+	CalibratedHitNs int64
 	// Tune, when set, changes the calibrated configuration before the
 	// simulation (a sweep's variant).
 	Tune func(*redcap.Config)
@@ -54,8 +61,10 @@ type Row struct {
 	Calibrated Prediction `json:"calibrated"`
 	Agent      Prediction `json:"agent"`
 	// MeasuredHitPct is smq's read hits ÷ (hits + misses) over the same
-	// reads, %; MeasuredGainPct the cut of their wall time through the
-	// cache against the disk alone (1 − CachedS ÷ PassthroughS), %.
+	// reads, each of Passes times from an empty cache, %; MeasuredGainPct
+	// the cut of their wall time through the cache (CachedS, the passes'
+	// mean) against the disk alone (1 − CachedS ÷ PassthroughS), %.
+	Passes          int     `json:"passes"`
 	MeasuredHitPct  float64 `json:"measuredHitPct"`
 	MeasuredGainPct float64 `json:"measuredGainPct"`
 	PassthroughS    float64 `json:"passthroughSeconds"`
@@ -90,11 +99,16 @@ func Predict(path string, s Setup) (Row, error) {
 	if s.Tune != nil {
 		s.Tune(&cal)
 	}
+	calHitNs := s.HitNs
+	if s.CalibratedHitNs > 0 {
+		calHitNs = s.CalibratedHitNs
+	}
 	for _, p := range []struct {
-		cfg redcap.Config
-		out *Prediction
-	}{{cal, &row.Calibrated}, {engine.CacheForBlocks(s.CacheBlocks, s.BlockSectors, capacity), &row.Agent}} {
-		p.cfg.HitOverheadNs, p.cfg.HitServers = s.HitNs, s.HitServers
+		cfg   redcap.Config
+		hitNs int64
+		out   *Prediction
+	}{{cal, calHitNs, &row.Calibrated}, {engine.CacheForBlocks(s.CacheBlocks, s.BlockSectors, capacity), s.HitNs, &row.Agent}} {
+		p.cfg.HitOverheadNs, p.cfg.HitServers = p.hitNs, s.HitServers
 		if *p.out, err = predict(reqs, m, p.cfg); err != nil {
 			return Row{}, fmt.Errorf("%s: %w", path, err)
 		}
@@ -142,14 +156,24 @@ func Table(rows []Row) string {
 // runLineRE matches one workload's line of the VM lab's calibration run:
 // "smq NAME T0 T1 T2 T3 | STATUS BEFORE | STATUS AFTER", the guest's
 // uptimes around the run on the disk alone (T0, T1) and through the
-// cache (T2, T3) and the cache's `dmsetup status` lines.
-var runLineRE = regexp.MustCompile(`(?m)^smq (\w+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) \| (.*) \| (.*)$`)
+// cache (T2, T3) and the cache's `dmsetup status` lines. passLineRE
+// matches a further pass of the same reads through a new, empty cache:
+// "smq-pass NAME T2 T3 | STATUS BEFORE | STATUS AFTER".
+var (
+	runLineRE  = regexp.MustCompile(`(?m)^smq (\w+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) \| (.*) \| (.*)$`)
+	passLineRE = regexp.MustCompile(`(?m)^smq-pass (\w+) ([0-9.]+) ([0-9.]+) \| (.*) \| (.*)$`)
+)
 
 // ParseRun reads the workloads of a calibration run's output, predicts
-// each from its trace dir/NAME.st with s, and fills in what was measured.
-// It returns an error naming the workload for a trace or a status line
-// that cannot be used.
+// each from its trace dir/NAME.st with s, and fills in what was measured,
+// pooled over the workload's passes through the cache. It returns an
+// error naming the workload for a trace or a status line that cannot be
+// used.
 func ParseRun(output, dir string, s Setup) ([]Row, error) {
+	passes := map[string][][]string{}
+	for _, m := range passLineRE.FindAllStringSubmatch(output, -1) {
+		passes[m[1]] = append(passes[m[1]], m[2:])
+	}
 	var rows []Row
 	for _, m := range runLineRE.FindAllStringSubmatch(output, -1) {
 		row, err := Predict(filepath.Join(dir, m[1]+".st"), s)
@@ -157,7 +181,7 @@ func ParseRun(output, dir string, s Setup) ([]Row, error) {
 			return nil, fmt.Errorf("%s: %w", m[1], err)
 		}
 		row.Name = m[1]
-		if err := measure(&row, m); err != nil {
+		if err := measure(&row, m, passes[m[1]]); err != nil {
 			return nil, fmt.Errorf("%s: %w", m[1], err)
 		}
 		rows = append(rows, row)
@@ -165,34 +189,50 @@ func ParseRun(output, dir string, s Setup) ([]Row, error) {
 	return rows, nil
 }
 
-// measure fills row's measured fields from a runLineRE match: the read
-// hits and misses are fields 8 and 9 of a cache target's status
+// measure fills row's measured fields from a runLineRE match and the
+// workload's further passes (passLineRE's submatches from T2 on): the read
+// hits and misses of all passes are pooled, and the time through the
+// cache is their mean.
+func measure(row *Row, m []string, more [][]string) error {
+	var hits, misses, cachedS float64
+	for _, p := range append([][]string{m[4:]}, more...) {
+		h, ms, err := readCounts(p[2], p[3])
+		if err != nil {
+			return err
+		}
+		t2, _ := strconv.ParseFloat(p[0], 64) // the pattern's digits
+		t3, _ := strconv.ParseFloat(p[1], 64)
+		hits, misses, cachedS = hits+h, misses+ms, cachedS+t3-t2
+	}
+	if hits+misses <= 0 {
+		return errors.New("no reads counted by the cache")
+	}
+	row.Passes = 1 + len(more)
+	row.MeasuredHitPct = 100 * hits / (hits + misses)
+	t0, _ := strconv.ParseFloat(m[2], 64)
+	t1, _ := strconv.ParseFloat(m[3], 64)
+	row.PassthroughS, row.CachedS = t1-t0, cachedS/float64(row.Passes)
+	row.MeasuredGainPct = 100 * (1 - row.CachedS/row.PassthroughS)
+	return nil
+}
+
+// readCounts returns the read hits and misses a cache counted between two
+// of its status lines: fields 8 and 9 of a cache target's status
 // (Documentation/admin-guide/device-mapper/cache.rst).
-func measure(row *Row, m []string) error {
+func readCounts(before, after string) (hits, misses float64, err error) {
 	var c [2][2]float64 // before, after × hits, misses
-	for i, st := range []string{m[6], m[7]} {
+	for i, st := range []string{before, after} {
 		f := strings.Fields(st)
 		if len(f) < 9 || f[2] != "cache" {
-			return fmt.Errorf("not a cache status: %q", st)
+			return 0, 0, fmt.Errorf("not a cache status: %q", st)
 		}
 		for j := range 2 {
 			v, err := strconv.ParseFloat(f[7+j], 64)
 			if err != nil {
-				return fmt.Errorf("cache status %q: %w", st, err)
+				return 0, 0, fmt.Errorf("cache status %q: %w", st, err)
 			}
 			c[i][j] = v
 		}
 	}
-	hits, misses := c[1][0]-c[0][0], c[1][1]-c[0][1]
-	if hits+misses <= 0 {
-		return errors.New("no reads counted by the cache")
-	}
-	row.MeasuredHitPct = 100 * hits / (hits + misses)
-	var t [4]float64
-	for i := range t {
-		t[i], _ = strconv.ParseFloat(m[2+i], 64) // the pattern's digits
-	}
-	row.PassthroughS, row.CachedS = t[1]-t[0], t[3]-t[2]
-	row.MeasuredGainPct = 100 * (1 - row.CachedS/row.PassthroughS)
-	return nil
+	return c[1][0] - c[0][0], c[1][1] - c[0][1], nil
 }
