@@ -385,11 +385,13 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 		if !c.calibrated {
 			c.calibrate(reqs)
 		}
+		c.model.StartWindow()
 		c.learner.observe(c.disk, reqs)
 	}
 	if c.calibrated && c.checkThrottle(reqs) {
 		// A new throttled model: it learns the window afresh.
 		c.learner.result()
+		c.model.StartWindow()
 		c.learner.observe(c.disk, reqs)
 	}
 	l := c.learner.result()
@@ -398,10 +400,14 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 }
 
 // nextWindow empties the window; it is learned online once the model is
-// calibrated.
+// calibrated, and the model keeps what its cells learn in it
+// (model.StartWindow) for the window's simulation.
 func (c *deviceController) nextWindow() {
 	c.win.reset()
 	c.online = c.calibrated
+	if c.online {
+		c.model.StartWindow()
+	}
 }
 
 // evaluate decides on a window whose requests were learned already (l,
@@ -415,7 +421,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil
 	}
-	m := c.model.Clone() // one snapshot for both passes
+	// One snapshot for both passes, whose busy cells predict the mean of
+	// the whole window rather than of its last moments (model.WindowModel).
+	m := c.model.WindowModel()
 	er, simReqs, screened, err := c.simulate(reqs, m)
 	if err != nil {
 		return rep, err

@@ -100,6 +100,9 @@ func newDevice(s selected, stateDir string) (*device, error) {
 	}
 	ctrl.calibrated = loaded // a saved model was calibrated when it was learned
 	ctrl.online = loaded
+	if loaded {
+		m.StartWindow() // the first window is learned online
+	}
 	d := &device{sys: sd, ctrl: ctrl, policy: s.policy, key: policyKey(s.policy)}
 	d.status = v1alpha1.DeviceState{
 		Current: v1alpha1.DeviceSettings{Scheduler: sd.Scheduler, ReadAheadKiB: int32(sd.ReadAheadKiB)},

@@ -47,6 +47,9 @@ type table struct {
 	colSum  []int64 // Σ mean over the non-empty cells of the column, ns
 	colN    []int32 // number of non-empty cells in the column
 	nearest []int32 // nearest column with data (itself if it has data), −1 if the table is empty
+	// win is, per cell, what it learned since Model.StartWindow; nil
+	// until then, and in a clone.
+	win []windowCell
 }
 
 func (t *table) init(cols int) {
@@ -89,6 +92,10 @@ func (t *table) clone() table {
 // update adds one sample v (ns) to cell (row, col).
 func (t *table) update(row, col int, v int64) {
 	c := &t.cells[col*NumRows+row]
+	if t.win != nil {
+		w := &t.win[col*NumRows+row]
+		w.sum, w.n = w.sum+v, w.n+1
+	}
 	var old int64
 	fresh := c.n == 0
 	if !fresh {
