@@ -298,6 +298,9 @@ type deviceController struct {
 	calibrated bool
 	// note records what calibration found, for the status.
 	note string
+	// serversWait counts down the windows until fitServers may search
+	// for k again.
+	serversWait int
 	// raAdvice is the window's competitive read-ahead depth (KiB), one of
 	// decide.ReadAhead's inputs; raPending the depth the previous window
 	// asked for (0: none), so that a change waits for two windows that
@@ -448,7 +451,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.learnBias(sliceReal, c.simulatedTotal(er, c.current.Candidate.Name()))
 	}
 	c.decideWindow(&rep, er, in)
-	return rep, nil
+	return rep, c.fitServers(simReqs, er.ResponseRatio)
 }
 
 // keepForExplain gives the window to c.explain (when set) if its

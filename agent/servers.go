@@ -1,0 +1,109 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// serverSteps are the k fitServers tries, up to the most requests the
+// window had in flight.
+var serverSteps = []int{1, 2, 4, 8, 16, 32, 64, 128}
+
+// serversTolerance is how close (a ratio, either way) a k's simulated
+// mean response time must come to the measured one for fitServers to
+// stop at it. More servers than that explains always reproduce a window
+// too (with as many servers as requests in flight, none ever waits), but
+// they hide the queue the elevators work on.
+const serversTolerance = 1.25
+
+// serversSearchEvery is how many windows a k search waits for after the
+// last one, so that its simulations (one candidate per k) stay a small
+// share of the agent's work.
+const serversSearchEvery = 4
+
+// serverFit is one k tried: the simulated mean response time of the
+// setting in effect ÷ the measured one, and the model learned with it.
+type serverFit struct {
+	k     int
+	ratio float64
+	model *model.Model
+}
+
+// fitServers learns k, the requests a non-rotational device serves at
+// once, by what it must reproduce: when the simulation of the setting in
+// effect missed the window's measured mean response time by more than
+// MaxResponseRatio either way (ratio, engine.Report.ResponseRatio), it
+// learns the window again on a copy of the model for every k of
+// serverSteps up to the window's most requests in flight (the service
+// times net of the wait for k servers, model.NetServiceTimes), simulates
+// the setting in effect with each copy (model.WindowModel), from the
+// fewest servers up. It stops at the first k within serversTolerance,
+// else takes the k whose ratio came nearest 1, and puts that copy in
+// place of the model when its ratio is within MaxResponseRatio. The next
+// windows are simulated with it; the window's own decision stands.
+//
+// model.EstimateServers learns k once, from throughput against depth on
+// the first window, and throughput says little when a window's sizes
+// change with its depth or it never ran deep: on the decision benchmark's
+// loop device it gave 1, the device had up to 128 requests in flight, and
+// the simulated response times were 4 to 78 times the measured ones
+// (docs/bench-decisions.md). It does nothing for a rotational model (k =
+// 1, DESIGN §3), while a change is being verified (the verification
+// compares against the current model), or within serversSearchEvery
+// windows of the last search. It returns an error from the simulation.
+func (c *deviceController) fitServers(reqs []trace.Request, ratio float64) error {
+	c.serversWait--
+	if c.model.Class() == model.HDD || c.verify != nil || ratio <= 0 ||
+		math.Abs(math.Log(ratio)) <= math.Log(MaxResponseRatio) || c.serversWait > 0 {
+		return nil
+	}
+	c.serversWait = serversSearchEvery
+	most := model.MaxInFlight(reqs)
+	best := serverFit{k: c.model.Servers(), ratio: ratio}
+	for _, k := range serverSteps {
+		if k > max(most, 1) {
+			break
+		}
+		if k == c.model.Servers() {
+			continue
+		}
+		f, err := c.tryServers(reqs, k)
+		if err != nil {
+			return err
+		}
+		if d, b := math.Abs(math.Log(f.ratio)), math.Abs(math.Log(best.ratio)); d < b {
+			best = f
+		}
+		if math.Abs(math.Log(f.ratio)) <= math.Log(serversTolerance) {
+			break // the fewest servers that reproduce the window
+		}
+	}
+	if best.model == nil || math.Abs(math.Log(best.ratio)) > math.Log(MaxResponseRatio) {
+		return nil
+	}
+	c.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
+		best.k, c.current.Candidate.Name(), ratio, c.model.Servers(), best.ratio, best.k))
+	return nil
+}
+
+// tryServers learns reqs on a copy of the model with k servers, as the
+// agent learns a window, and simulates the setting in effect with it.
+func (c *deviceController) tryServers(reqs []trace.Request, k int) (serverFit, error) {
+	m := c.model.Clone()
+	m.SetServers(k)
+	m.StartWindow()
+	var l windowLearner
+	l.observe(m.NewDisk(0), reqs)
+	opt := c.policy.Engine
+	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), c.current.Candidate
+	opt.Decide = c.policy.Decide
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{c.current.Candidate}, opt)
+	if err != nil {
+		return serverFit{}, fmt.Errorf("%s: servers: %w", c.name, err)
+	}
+	return serverFit{k: k, ratio: er.ResponseRatio, model: m}, nil
+}

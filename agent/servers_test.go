@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"compress/gzip"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// openWindow is n random reads arriving at random (Poisson, not waiting
+// for each other, as read-ahead and asynchronous I/O do) from start (ns),
+// one in ten of 1 MiB, taking 2 ms, the others of 4 KiB, taking 100 µs,
+// at load times what a device of k servers can serve. The device accepts
+// every request at once and serves k at a time (as a loop device or an
+// NVMe queue does), so the small reads complete past the large ones.
+func openWindow(seed uint64, n, k int, load float64, start int64) []trace.Request {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	free := make([]int64, k)
+	for i := range free {
+		free[i] = start
+	}
+	reqs := make([]trace.Request, 0, n)
+	t := float64(start)
+	const meanNs = 0.1*2e6 + 0.9*100e3
+	for range n {
+		t += rng.ExpFloat64() * meanNs / (load * float64(k))
+		arr := int64(t)
+		sectors, svc := uint32(8), int64(100_000)
+		if rng.IntN(10) == 0 {
+			sectors, svc = 2048, 2_000_000
+		}
+		s := 0
+		for j := range free {
+			if free[j] < free[s] {
+				s = j
+			}
+		}
+		done := max(arr, free[s]) + svc
+		free[s] = done
+		reqs = append(reqs, trace.Request{Arrival: arr, Dispatch: arr, Complete: done,
+			Sector: rng.Uint64N(90*gib) &^ 7, Sectors: sectors, Op: trace.Read, PID: 100, Think: trace.Unknown})
+	}
+	sortByArrival(reqs)
+	return reqs
+}
+
+// loadGzipModel reads a gzipped model.json.
+func loadGzipModel(t *testing.T, path string) *model.Model {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	z, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := model.Load(z)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// A window the decision benchmark kept (ext4 over a loop device on
+// 2026-11-28's host, `shadowtune run --explain-dir`: 14,056 requests, up
+// to 128 in flight) and the model it was simulated with, whose k was 1:
+// its simulation of none put the mean response time at 4.2 times the
+// measured one. fitServers learns a k that reproduces it, and the same
+// requests as the next window are simulated within MaxResponseRatio.
+func TestFitServersReproducesTheWindow(t *testing.T) {
+	reqs := readTrace(t, "native", "testdata/loop-ext4-window.st.gz")
+	m := loadGzipModel(t, "testdata/loop-ext4-window.model.json.gz")
+	if m.Servers() != 1 {
+		t.Fatalf("the kept model has k = %d, want 1", m.Servers())
+	}
+	c, err := newDeviceController("loop0", m, Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.calibrated, c.online = true, true
+	c.model.StartWindow()
+	now := time.Unix(1000, 0)
+	rep, err := step(c, reqs, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Report.ResponseRatio; r < MaxResponseRatio {
+		t.Fatalf("k = 1: simulated ÷ measured mean response %.2f, want above %v", r, float64(MaxResponseRatio))
+	}
+	k := c.model.Servers()
+	if k == 1 || !strings.Contains(c.note, fmt.Sprintf("k = %d", k)) {
+		t.Fatalf("after the window: k = %d, note %q; want a larger k and why", k, c.note)
+	}
+	t.Logf("%s", c.note)
+	last := reqs[len(reqs)-1].Complete
+	rep, err = step(c, shifted(reqs, last+1e6), now.Add(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rep.Report.ResponseRatio; r > MaxResponseRatio || r < 1/float64(MaxResponseRatio) {
+		t.Errorf("k = %d: simulated ÷ measured mean response %.2f, want within %v× either way", k, r, float64(MaxResponseRatio))
+	}
+}
+
+// fitServers leaves a rotational model at one server, and a window the
+// simulation reproduces, alone.
+func TestFitServersLeavesAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		class model.Class
+		ratio float64
+	}{
+		{"hdd", model.HDD, 20},
+		{"reproduced", model.SSD, 1.9},
+		{"reproduced, faster", model.SSD, 0.6},
+	} {
+		c, err := newDeviceController("sdz", model.Default(tc.class, 100*gib),
+			Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.fitServers(openWindow(1, 5000, 4, 0.7, 0), tc.ratio); err != nil {
+			t.Fatal(err)
+		}
+		if k := c.model.Servers(); k != 1 || c.note != "" {
+			t.Errorf("%s: k = %d, note %q; want 1 and none", tc.name, k, c.note)
+		}
+	}
+}
