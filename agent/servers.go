@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -100,7 +101,10 @@ func (c *deviceController) tryServers(reqs []trace.Request, k int) (serverFit, e
 	l.observe(m.NewDisk(0), reqs)
 	opt := c.policy.Engine
 	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), c.current.Candidate
-	opt.Decide = c.policy.Decide
+	// One candidate, the setting in effect, is simulated: only its
+	// response ratio is wanted, and a decision over it alone needs it as
+	// the default.
+	opt.Decide = decide.DefaultConfig(c.current.Candidate.Name())
 	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{c.current.Candidate}, opt)
 	if err != nil {
 		return serverFit{}, fmt.Errorf("%s: servers: %w", c.name, err)

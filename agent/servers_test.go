@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -82,7 +83,10 @@ func TestFitServersReproducesTheWindow(t *testing.T) {
 	if m.Servers() != 1 {
 		t.Fatalf("the kept model has k = %d, want 1", m.Servers())
 	}
-	c, err := newDeviceController("loop0", m, Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
+	// The device's default is another scheduler than the one in effect.
+	pol := testPolicy(false)
+	pol.Decide = decide.DefaultConfig("mq-deadline")
+	c, err := newDeviceController("loop0", m, Setting{Candidate: engine.Candidate{Scheduler: "none"}}, pol)
 	if err != nil {
 		t.Fatal(err)
 	}
