@@ -35,9 +35,11 @@
 #   BENCH_SETTINGS="" a subset to run, e.g. "none/2560 bfq/16 agent"
 #   BENCH_WORKLOADS="" a subset of the sequence, e.g. "LKR-1 IOR-R-1"
 #   BENCH_OUT=bin     where bench-decisions.json and the agent logs go
-#   BENCH_KEEP=DIR    copy every fio output and agent log there, and the
+#   BENCH_KEEP=DIR    copy every fio output and agent log there, the
 #                     windows where the agent decided a scheduler switch
-#                     (run --explain-dir, DIR/windows.REP)
+#                     (run --explain-dir, DIR/windows.REP) and its state
+#                     directory as the last repetition left it (DIR/state:
+#                     the learned model, with its k)
 #   BENCH_SCAN_KIB=1024 the read() size of the memory mix's scans, KiB
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [REPS]}
@@ -144,6 +146,7 @@ cleanup() {
 	fi
 	if [[ -n ${BENCH_KEEP:-} ]]; then
 		mkdir -p "$BENCH_KEEP" && cp -r "$tmp"/fio "$tmp"/*.log "$tmp"/*.out "$tmp"/*.jsonl "$BENCH_KEEP"/ 2>/dev/null
+		[[ -d $tmp/state ]] && cp -r "$tmp/state" "$BENCH_KEEP"/
 	fi
 	rm -rf "$tmp"
 }
