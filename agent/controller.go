@@ -451,7 +451,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.learnBias(sliceReal, c.simulatedTotal(er, c.current.Candidate.Name()))
 	}
 	c.decideWindow(&rep, er, in)
-	return rep, c.fitServers(simReqs, er.ResponseRatio)
+	return rep, c.fitServers(simReqs, er)
 }
 
 // keepForExplain gives the window to c.explain (when set) if its

@@ -35,9 +35,10 @@ type serverFit struct {
 }
 
 // fitServers learns k, the requests a non-rotational device serves at
-// once, by what it must reproduce: when the simulation of the setting in
-// effect missed the window's measured mean response time by more than
-// MaxResponseRatio either way (ratio, engine.Report.ResponseRatio), it
+// once, by what it must reproduce: when a predicted gain was not acted on
+// because the simulation of the setting in effect missed the window's
+// measured mean response time by more than MaxResponseRatio either way
+// (decide.ReasonNotReproduced; er.ResponseRatio), it
 // learns the window again on a copy of the model for every k of
 // serverSteps up to the window's most requests in flight (the service
 // times net of the wait for k servers, model.NetServiceTimes), simulates
@@ -54,12 +55,15 @@ type serverFit struct {
 // the simulated response times were 4 to 78 times the measured ones
 // (docs/bench-decisions.md). It does nothing for a rotational model (k =
 // 1, DESIGN §3), while a change is being verified (the verification
-// compares against the current model), or within serversSearchEvery
-// windows of the last search. It returns an error from the simulation.
-func (c *deviceController) fitServers(reqs []trace.Request, ratio float64) error {
+// compares against the current model), within serversSearchEvery windows
+// of the last search, or where no decision waits on it: its simulations
+// take CPU from the node's work (in the VM lab's TCG guest, seconds). It
+// returns an error from the simulation.
+func (c *deviceController) fitServers(reqs []trace.Request, er engine.Report) error {
 	c.serversWait--
-	if c.model.Class() == model.HDD || c.verify != nil || ratio <= 0 ||
-		math.Abs(math.Log(ratio)) <= math.Log(MaxResponseRatio) || c.serversWait > 0 {
+	ratio := er.ResponseRatio
+	if er.Decision.Reason != decide.ReasonNotReproduced || c.model.Class() == model.HDD || c.verify != nil ||
+		ratio <= 0 || c.serversWait > 0 {
 		return nil
 	}
 	c.serversWait = serversSearchEvery

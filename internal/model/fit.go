@@ -104,6 +104,8 @@ func observeAll(d *Disk, reqs []trace.Request, order []int, net []int64) {
 // trace has no measured time and trace.ErrEmpty for an empty trace. A
 // Throttled model learns the service times net of the bucket's wait; it
 // returns an error when the caps are not given and the trace shows none.
+// The whole trace is learned as one window (Model.StartWindow), so that
+// WindowModel gives a model whose busy cells hold their mean over it.
 func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	if len(reqs) == 0 {
 		return nil, fmt.Errorf("model fit: %w", trace.ErrEmpty)
@@ -149,6 +151,7 @@ func Fit(reqs []trace.Request, opt FitOptions) (*Model, error) {
 	}
 	var net NetService
 	net.SetThrottle(s.cfg.Throttle)
+	m.StartWindow() // the whole trace is one window: Model.WindowModel
 	observeAll(m.NewDisk(0), reqs, order, net.Times(reqs, s.cfg.Servers, nil))
 	return m, nil
 }

@@ -109,7 +109,7 @@ func predictPhase(name string, phases [][]trace.Request, i int) (Row, error) {
 		if err != nil {
 			return row, fmt.Errorf("%s: learning on the other phases: %w", name, err)
 		}
-		ns, err := makespan(test, m)
+		ns, err := makespan(test, m.WindowModel()) // as the agent simulates a window
 		if err != nil {
 			return row, fmt.Errorf("%s: %w", name, err)
 		}
