@@ -174,4 +174,3 @@ func checkAgentThrottle(t *testing.T, out string) {
 	}
 	t.Fatalf("vdb is not in the agent's status: %s", line)
 }
-
