@@ -54,18 +54,10 @@ func replay(path string) error {
 	if err != nil {
 		return err
 	}
-	var resp float64
-	n := 0
-	for i := range reqs {
-		if rt := reqs[i].ResponseTime(); rt != trace.Unknown {
-			resp += float64(rt)
-			n++
-		}
-	}
-	if n == 0 {
+	resp := engine.MeasuredResponseNs(reqs)
+	if resp == 0 {
 		return fmt.Errorf("no measured response times")
 	}
-	resp /= float64(n)
 	m := kept.Clone()
 	m.StartWindow()
 	busy := relearn(m, reqs)

@@ -346,7 +346,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	}
 	cur := find(outs, opt.Current)
 	rep.Concurrency = concurrency(cur.Result)
-	if real := measuredResponseNs(w.Requests()); real > 0 && cur.Result.MeanResponseNs > 0 {
+	if real := MeasuredResponseNs(w.Requests()); real > 0 && cur.Result.MeanResponseNs > 0 {
 		rep.ResponseRatio = cur.Result.MeanResponseNs / real
 	}
 	rep.PendingAtSwitch = int(rep.Concurrency + 0.5)
@@ -575,10 +575,10 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 	return outs, nil
 }
 
-// measuredResponseNs is the mean response time (completion − arrival), ns,
+// MeasuredResponseNs is the mean response time (completion − arrival), ns,
 // of the requests of reqs that were measured to completion; 0 when none
 // was.
-func measuredResponseNs(reqs []trace.Request) float64 {
+func MeasuredResponseNs(reqs []trace.Request) float64 {
 	var sum float64
 	n := 0
 	for i := range reqs {
