@@ -32,7 +32,10 @@
 #                     smaller files, 2 memory phases), a few minutes
 #   BENCH_DIR=/var/tmp  where the sparse image goes (must be a real disk)
 #   BENCH_MEM=256M    memory.max / memory.limit_in_bytes of the workloads
-#   BENCH_SETTINGS="" a subset to run, e.g. "none/2560 bfq/16 agent"
+#   BENCH_SETTINGS="" a subset to run, e.g. "none/2560 bfq/16 agent"; a
+#                     setting agent.V runs the binary BINARY.V instead (a
+#                     variant of the agent, compared in the same runs; its
+#                     state directory is its own)
 #   BENCH_WORKLOADS="" a subset of the sequence, e.g. "LKR-1 IOR-R-1"
 #   BENCH_OUT=bin     where bench-decisions.json and the agent logs go
 #   BENCH_KEEP=DIR    copy every fio output and agent log there, the
@@ -132,7 +135,10 @@ cleanup() {
 		kill -TERM "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
 	fi
 	# Anything the agent recorded and did not restore (it was killed).
-	[[ -d $tmp/state ]] && "$bin" run --revert --state-dir "$tmp/state" >/dev/null 2>&1
+	local d
+	for d in "$tmp"/state "$tmp"/state.*; do
+		[[ -d $d ]] && "$bin" run --revert --state-dir "$d" >/dev/null 2>&1
+	done
 	if [[ -n $cg ]]; then
 		# Every process of ours in it has exited; move stragglers out and remove it.
 		for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do echo "$p" >"$cg_parent/cgroup.procs"; done
@@ -146,7 +152,9 @@ cleanup() {
 	fi
 	if [[ -n ${BENCH_KEEP:-} ]]; then
 		mkdir -p "$BENCH_KEEP" && cp -r "$tmp"/fio "$tmp"/*.log "$tmp"/*.out "$tmp"/*.jsonl "$BENCH_KEEP"/ 2>/dev/null
-		[[ -d $tmp/state ]] && cp -r "$tmp/state" "$BENCH_KEEP"/
+		for d in "$tmp"/state "$tmp"/state.*; do
+			[[ -d $d ]] && cp -r "$d" "$BENCH_KEEP"/
+		done
 	fi
 	rm -rf "$tmp"
 }
@@ -360,6 +368,13 @@ done
 settings=("${statics[@]}" agent)
 if [[ -n ${BENCH_SETTINGS:-} ]]; then
 	read -ra settings <<<"$BENCH_SETTINGS"
+	for s in "${settings[@]}"; do
+		if [[ $s == agent.* ]]; then
+			[[ -x $bin${s#agent} ]] || die "BENCH_SETTINGS: $s runs $bin${s#agent}, which is not an executable"
+		elif [[ $s != agent && " ${statics[*]} " != *" $s "* ]]; then
+			die "BENCH_SETTINGS: no setting $s (have: ${statics[*]} agent agent.VARIANT)"
+		fi
+	done
 fi
 nset=${#settings[@]}
 
@@ -376,23 +391,27 @@ spec:
     minDwell: 0s
 YAML
 
-start_agent() { # REP
+# start_agent REP SETTING: SETTING agent runs BINARY, agent.V runs BINARY.V,
+# each with a state directory of its own kept across the repetitions.
+start_agent() {
+	local b=$bin sfx=${2#agent} log=$tmp/$2.$1.log
+	b+=$sfx
 	set_dev "$def_sched" "$ra0"
-	"$bin" run --config "$tmp/policy.yaml" --state-dir "$tmp/state" --metrics-bind-address 0 \
-		${BENCH_KEEP:+--explain-dir "$BENCH_KEEP/windows.$1"} \
-		>"$tmp/agent.$1.out" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >"$tmp/agent.$1.log") &
+	"$b" run --config "$tmp/policy.yaml" --state-dir "$tmp/state$sfx" --metrics-bind-address 0 \
+		${BENCH_KEEP:+--explain-dir "$BENCH_KEEP/windows$sfx.$1"} \
+		>"$tmp/$2.$1.out" 2> >(while IFS= read -r l; do printf '%s %s\n' "$EPOCHREALTIME" "$l"; done >"$log") &
 	agent_pid=$!
 	local i
 	for ((i = 0; i < 300; i++)); do
-		grep -q '"tracing"' "$tmp/agent.$1.log" 2>/dev/null && return 0
-		kill -0 "$agent_pid" 2>/dev/null || { cat "$tmp/agent.$1.log" >&2; agent_pid=""; die "the agent exited at start"; }
+		grep -q '"tracing"' "$log" 2>/dev/null && return 0
+		kill -0 "$agent_pid" 2>/dev/null || { cat "$log" >&2; agent_pid=""; die "the agent exited at start"; }
 		sleep 0.1
 	done
 	die "the agent did not start tracing within 30 s"
 }
-stop_agent() { # REP
+stop_agent() { # REP SETTING
 	kill -TERM "$agent_pid"
-	wait "$agent_pid" || echo "bench-decisions: warning: the agent exited with status $? (see $tmp/agent.$1.log)" >&2
+	wait "$agent_pid" || echo "bench-decisions: warning: the agent exited with status $? (see $tmp/$2.$1.log)" >&2
 	agent_pid=""
 	sleep 0.2 # the time-stamping reader drains
 	[[ $(devstate) == "$default_setting" ]] ||
@@ -405,9 +424,9 @@ runs=$tmp/runs.jsonl
 # run_sequence REP SETTING
 run_sequence() {
 	local rep=$1 set=$2 i w s0 s1 t0 t1 pre
-	if [[ $set == agent ]]; then
-		start_agent "$rep"
-		echo "{\"agent_start\": $EPOCHREALTIME, \"rep\": $rep, \"log\": \"agent.$rep.log\"}" >>"$runs"
+	if [[ $set == agent || $set == agent.* ]]; then
+		start_agent "$rep" "$set"
+		echo "{\"agent_start\": $EPOCHREALTIME, \"rep\": $rep, \"setting\": \"$set\", \"log\": \"$set.$rep.log\"}" >>"$runs"
 	else
 		set_dev "${set%/*}" "${set#*/}"
 	fi
@@ -427,7 +446,7 @@ run_sequence() {
 		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "dev_reads": %d, "dev_read_mib": %.1f, "out": "%s"}\n' \
 			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" $((d1[0] - d0[0])) "$(((d1[2] - d0[2]) * 10 / 2048))e-1" "${pre#"$tmp"/}" >>"$runs"
 	done
-	[[ $set == agent ]] && stop_agent "$rep"
+	[[ $set == agent || $set == agent.* ]] && stop_agent "$rep" "$set"
 	return 0
 }
 
@@ -464,7 +483,8 @@ runs, starts = [], {}
 for line in open(os.path.join(tmp, "runs.jsonl")):
     r = json.loads(line)
     if "agent_start" in r:
-        starts[r["rep"]] = r
+        if r.get("setting", "agent") == "agent":  # a variant's changes are in its log
+            starts[r["rep"]] = r
         continue
     r["wall_s"] = r["t1"] - r["t0"]
     base = os.path.join(tmp, r.pop("out"))

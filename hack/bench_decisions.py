@@ -161,7 +161,7 @@ def report(runs_path, out_path, markdown=False):
     if not complete:
         print("bench-decisions: no complete repetition: nothing to report", file=sys.stderr)
         return 1
-    statics = [s for s in settings if s != "agent"]
+    statics = [s for s in settings if s != "agent" and not s.startswith("agent.")]
     has_agent = "agent" in settings
 
     def med(s, w, rs):
