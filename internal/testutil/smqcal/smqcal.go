@@ -74,7 +74,8 @@ type Row struct {
 // Predict reads the native trace at path and simulates it as the agent
 // judges a window with an empty cache of s's geometry, with each stand-in:
 // an SSD model fitted on the trace (net service times, k servers
-// estimated), the device's tags at the most requests the trace had
+// estimated) and simulated as the agent simulates a window
+// (model.WindowModel: the trace is one window), the device's tags at the most requests the trace had
 // outstanding, none with and without the cache. The row's measured fields
 // are left zero. It returns the trace's read error, model.Fit's, or the
 // engine's.
@@ -123,7 +124,7 @@ func predict(reqs []trace.Request, m *model.Model, cfg redcap.Config) (Predictio
 	on := none
 	on.Cache = true
 	rep, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{none, on}, engine.Options{
-		Model: m, Seed: 1, Tags: model.MaxInFlight(reqs), Cache: cfg, Current: none,
+		Model: m.WindowModel(), Seed: 1, Tags: model.MaxInFlight(reqs), Cache: cfg, Current: none,
 		Rank: engine.RankWait, Parallel: 1, Decide: decide.DefaultConfig(none.Name())})
 	if err != nil {
 		return Prediction{}, err
