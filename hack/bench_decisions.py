@@ -137,6 +137,20 @@ def regret(t, cols, statics, default, complete, ws, label):
     }
 
 
+def versus(t, a, b, complete, ws):
+    """Returns the ratio of a's median total over ws to b's, with a 95 %
+    bootstrap interval (the repetitions resampled BOOT times)."""
+    per_rep = {s: {rep: sum(t[(s, w)][rep] for w in ws) for rep in complete} for s in (a, b)}
+    ratio = st.median(per_rep[a].values()) / st.median(per_rep[b].values())
+    rng = random.Random(SEED)
+    boot = []
+    for _ in range(BOOT):
+        rs = rng.choices(complete, k=len(complete))
+        boot.append(st.median(per_rep[a][r] for r in rs) / st.median(per_rep[b][r] for r in rs))
+    boot.sort()
+    return [ratio, pct(boot, .025), pct(boot, .975)]
+
+
 def report(runs_path, out_path, markdown=False):
     raw = json.load(open(runs_path))
     runs = raw["runs"]
@@ -246,6 +260,18 @@ def report(runs_path, out_path, markdown=False):
         print("  workloads where the agent is slower than the device's defaults by more than 5 %: "
               + (", ".join(f"{w} ({table[w]['agent'] / table[w][default]:.2f}×)" for w in slow) or "none"))
         summary["agent"]["slower_than_default"] = slow
+        variants = [s for s in cols if s.startswith("agent.")]
+        if variants:
+            print()
+            print("variants of the agent (ratio of median totals over all workloads, 95 % bootstrap interval):")
+            summary["variants"] = {}
+            for v in variants:
+                summary["variants"][v] = {}
+                for base in ("agent", default):
+                    if base in cols:
+                        r = versus(t, v, base, complete, workloads)
+                        summary["variants"][v][base] = r
+                        print(f"  {v} / {base}: {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})")
         ev = raw.get("agent_events", [])
         if ev:
             print()
