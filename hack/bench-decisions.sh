@@ -85,6 +85,8 @@ nbig=$((nproc_max > 2 ? nproc_max : 2)) # large files: one per process; the memo
 scan_mib=$((nbig * big))
 img_gib=$(((nbig * big + mm_mib + nproc_max * tree_files * 40 / 1024) / 1024 + 2))
 
+# is_agent SETTING: the agent (agent) or a variant of it (agent.V).
+is_agent() { [[ $1 == agent || $1 == agent.* ]]; }
 die() {
 	echo "bench-decisions: $*" >&2
 	exit 1
@@ -371,7 +373,7 @@ if [[ -n ${BENCH_SETTINGS:-} ]]; then
 	for s in "${settings[@]}"; do
 		if [[ $s == agent.* ]]; then
 			[[ -x $bin${s#agent} ]] || die "BENCH_SETTINGS: $s runs $bin${s#agent}, which is not an executable"
-		elif [[ $s != agent && " ${statics[*]} " != *" $s "* ]]; then
+		elif ! is_agent "$s" && [[ " ${statics[*]} " != *" $s "* ]]; then
 			die "BENCH_SETTINGS: no setting $s (have: ${statics[*]} agent agent.VARIANT)"
 		fi
 	done
@@ -424,7 +426,7 @@ runs=$tmp/runs.jsonl
 # run_sequence REP SETTING
 run_sequence() {
 	local rep=$1 set=$2 i w s0 s1 t0 t1 pre
-	if [[ $set == agent || $set == agent.* ]]; then
+	if is_agent "$set"; then
 		start_agent "$rep" "$set"
 		echo "{\"agent_start\": $EPOCHREALTIME, \"rep\": $rep, \"setting\": \"$set\", \"log\": \"$set.$rep.log\"}" >>"$runs"
 	else
@@ -446,7 +448,7 @@ run_sequence() {
 		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "dev_reads": %d, "dev_read_mib": %.1f, "out": "%s"}\n' \
 			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" $((d1[0] - d0[0])) "$(((d1[2] - d0[2]) * 10 / 2048))e-1" "${pre#"$tmp"/}" >>"$runs"
 	done
-	[[ $set == agent || $set == agent.* ]] && stop_agent "$rep" "$set"
+	is_agent "$set" && stop_agent "$rep" "$set"
 	return 0
 }
 

@@ -75,8 +75,9 @@ type Row struct {
 // judges a window with an empty cache of s's geometry, with each stand-in:
 // an SSD model fitted on the trace (net service times, k servers
 // estimated) and simulated as the agent simulates a window
-// (model.WindowModel: the trace is one window), the device's tags at the most requests the trace had
-// outstanding, none with and without the cache. The row's measured fields
+// (model.WindowModel: the trace is one window), the device's tags at the
+// most requests the trace had outstanding, none with and without the
+// cache. The row's measured fields
 // are left zero. It returns the trace's read error, model.Fit's, or the
 // engine's.
 func Predict(path string, s Setup) (Row, error) {
@@ -92,10 +93,11 @@ func Predict(path string, s Setup) (Row, error) {
 			row.Reads++
 		}
 	}
-	m, err := model.Fit(reqs, model.FitOptions{Class: model.SSD})
+	fitted, err := model.Fit(reqs, model.FitOptions{Class: model.SSD})
 	if err != nil {
 		return Row{}, fmt.Errorf("%s: %w", path, err)
 	}
+	m := fitted.WindowModel() // as the agent simulates a window
 	cal := engine.SMQCalibrated(s.CacheBlocks, s.BlockSectors, capacity)
 	if s.Tune != nil {
 		s.Tune(&cal)
@@ -124,7 +126,7 @@ func predict(reqs []trace.Request, m *model.Model, cfg redcap.Config) (Predictio
 	on := none
 	on.Cache = true
 	rep, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{none, on}, engine.Options{
-		Model: m.WindowModel(), Seed: 1, Tags: model.MaxInFlight(reqs), Cache: cfg, Current: none,
+		Model: m, Seed: 1, Tags: model.MaxInFlight(reqs), Cache: cfg, Current: none,
 		Rank: engine.RankWait, Parallel: 1, Decide: decide.DefaultConfig(none.Name())})
 	if err != nil {
 		return Prediction{}, err
