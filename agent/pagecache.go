@@ -23,27 +23,38 @@ type pageCacheWatch struct {
 	prev, cur map[uint32]tracer.PageCacheStats
 }
 
-// track makes the probe count the file systems on the given devices (and
-// their partitions); a device whose partitions cannot be listed counts
-// for the disk alone.
+// track makes the probe count the file systems of pageCacheDevs(devs).
 func (w *pageCacheWatch) track(hostRoot string, devs []*device) error {
-	w.devs = map[string][]uint32{}
+	var all []uint32
+	w.devs, all = pageCacheDevs(hostRoot, devs)
+	if err := w.p.Track(all); err != nil {
+		return fmt.Errorf("page-cache probe: %w", err)
+	}
+	return nil
+}
+
+// pageCacheDevs maps each device that is there and whose policy governs
+// read-ahead (the counts' only use) to the s_dev values of the disk and
+// its partitions, and lists them all; a device whose partitions cannot
+// be listed counts for the disk alone. The probe's programs run on every
+// page-cache event of the node, but only a tracked device's events touch
+// its maps, so the readers of a device whose read-ahead is not governed
+// pay almost nothing for it.
+func pageCacheDevs(hostRoot string, devs []*device) (map[string][]uint32, []uint32) {
+	byName := map[string][]uint32{}
 	var all []uint32
 	for _, d := range devs {
-		if d.status.Gone != "" {
+		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead {
 			continue
 		}
 		ids := []uint32{d.sys.Dev}
 		if parts, err := sysfs.PartitionDevs(hostRoot, d.sys.Name); err == nil {
 			ids = append(ids, parts...)
 		}
-		w.devs[d.sys.Name] = ids
+		byName[d.sys.Name] = ids
 		all = append(all, ids...)
 	}
-	if err := w.p.Track(all); err != nil {
-		return fmt.Errorf("page-cache probe: %w", err)
-	}
-	return nil
+	return byName, all
 }
 
 // read takes the counters at the end of a window; the window of a device

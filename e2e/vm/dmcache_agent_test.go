@@ -173,12 +173,22 @@ type cacheCase struct {
 // exit it restores the cache's original mode (passthrough); the origin's
 // data is unchanged. The cases go into the summary with the measured and
 // predicted gains (percent less time per request).
+// agentCacheDisk is the throttle of TestAgentDMCache's two origins: a
+// cloud volume of 2,000 IOPS and 125 MiB/s (the IOPS of a 667 GiB gp2
+// volume on AWS; Azure's P20 gives 2,300), below vmlab.CloudDisk's 3,000.
+// Under TCG the guest's CPU, not the disk, bounds its rate beside the
+// agent: passthrough reached 1,973-2,796 of 3,000 IOPS on machines of
+// this project's kind, so at 3,000 the rate checks below measured the
+// host's CPU and were never asserted there. At 2,000 the guest keeps up
+// with the disk, and the checks judge the cache and its prediction.
+var agentCacheDisk = vmlab.Throttle{IOPS: 2000, BytesPerSec: vmlab.CloudDisk.BytesPerSec}
+
 func TestAgentDMCache(t *testing.T) {
 	imgB, imgC := t.TempDir()+"/big.img", t.TempDir()+"/small.img"
 	wantB, wantC := randomImage(t, imgB, 512<<20), randomImage(t, imgC, 512<<20)
 	script := strings.NewReplacer("@POLICY@", agentPolicy, "@AFTER@", "3", "@ZIPF@", "24", "@UNI@", "8").Replace(agentCacheScript)
 	r := boot(t, script, vmlab.Options{Disks: []vmlab.Disk{{SizeMiB: 16},
-		{Image: imgB, Throttle: &vmlab.CloudDisk}, {Image: imgC, Throttle: &vmlab.CloudDisk}},
+		{Image: imgB, Throttle: &agentCacheDisk}, {Image: imgC, Throttle: &agentCacheDisk}},
 		Files: map[string]string{"/usr/local/bin/shadowtune": binary}, Timeout: 15 * time.Minute}, 0)
 	out := r.Output
 	var sl []slice
@@ -202,27 +212,28 @@ func TestAgentDMCache(t *testing.T) {
 	}
 	// The rates are the cache's only where the guest keeps up with the
 	// disk: beside the agent, its best passthrough slice must reach the
-	// throttle's rate within 3 % (a guest that keeps up measures 3,040-
-	// 3,055 IOPS behind QEMU's 3,000; the first slice can share the CPU
-	// with the agent's start). Under TCG every read costs guest CPU, and
-	// on a slow host the guest is the bottleneck: on one machine of this
-	// project's kind passthrough reached 1,973-2,757 of the disk's 3,000
-	// IOPS beside the agent and the cache 4,154-4,836 (7,219 with no agent,
-	// TestDMCache), where another machine gave 3,050 and 9,000-10,000.
-	// There the rate checks below measure the host's CPU, not the cache or
-	// its prediction: they are logged and recorded in the summary, not
-	// asserted; the decisions, the restore, the revert after a SIGKILL and
-	// the data are checked on every host.
+	// throttle's rate within 3 % (a guest that keeps up measures 2,030 IOPS
+	// behind QEMU's 2,000; the first slice can share the CPU with the
+	// agent's start). Under TCG every read costs guest CPU, and on a slow
+	// host the guest is the bottleneck: behind a 3,000 IOPS throttle,
+	// machines of this project's kind reached 1,973-2,796 IOPS in
+	// passthrough beside the agent and 4,154-5,801 with the cache on
+	// (7,219-8,700 with no agent, TestDMCache), where another machine gave
+	// 3,050 and 9,000-10,000; hence agentCacheDisk's 2,000. Where even that
+	// is out of the guest's reach the rate checks below measure the host's
+	// CPU, not the cache or its prediction: they are then logged and
+	// recorded in the summary, not asserted; the decisions, the restore,
+	// the revert after a SIGKILL and the data are checked on every host.
 	ptSlices := iopsOf(sl, "zipf", "passthrough")
 	best := 0.0
 	if len(ptSlices) > 0 {
 		best = slices.Max(ptSlices)
 	}
 	rateErr := t.Errorf
-	if best < 0.97*float64(vmlab.CloudDisk.IOPS) {
+	if best < 0.97*float64(agentCacheDisk.IOPS) {
 		note := fmt.Sprintf("not asserted: the guest's best passthrough slice beside the agent was %.0f IOPS (slices %v), "+
 			"below 97 %% of the disk's %d: the guest's CPU, not the disk, bounds the rates on this host",
-			best, ptSlices, vmlab.CloudDisk.IOPS)
+			best, ptSlices, agentCacheDisk.IOPS)
 		t.Logf("rate checks %s", note)
 		set("rateChecks", note)
 		rateErr = func(format string, args ...any) { t.Logf("rate check (not asserted): "+format, args...) }
@@ -360,7 +371,7 @@ func cacheCaseOf(name, phase, cache string, sl []slice, log []string) cacheCase 
 	// and 3,582 IOPS in two slices of the same phase), while passthrough
 	// runs at the throttle's rate whatever the host does. TestDMCache
 	// takes the cache's best run for the same reason.
-	c.PassthroughIOPS, c.FinalIOPS = max(median(pt), float64(vmlab.CloudDisk.IOPS)), median(last)
+	c.PassthroughIOPS, c.FinalIOPS = max(median(pt), float64(agentCacheDisk.IOPS)), median(last)
 	c.FinalMedianIOPS = c.FinalIOPS
 	if c.Decision == "writethrough" && len(last) > 0 {
 		c.FinalIOPS = slices.Max(last)
