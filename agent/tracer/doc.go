@@ -221,9 +221,11 @@
 // [ErrPageCacheUnsupported] that names the first missing tracepoint (it
 // checks kernel BTF for each before loading, so nothing is half attached).
 //
-// Every page-cache event of the node runs a program, whichever file
-// system it is on; the programs return after a filter of up to 8 tracked
-// devices, read without a map lookup (a hash map beyond 8). Measured by
+// While it tracks a device, every page-cache event of the node runs a
+// program, whichever file system it is on; the programs return after a
+// filter of up to 8 tracked devices, read without a map lookup (a hash
+// map beyond 8). While it tracks none (no policy governs read-ahead) the
+// programs are detached ([PageCacheProbe.Track]). Measured by
 // TestPageCacheReadCost (4 KiB read() calls of a cached file), a read()
 // of an untracked file system costs about 43 ns more with the probe
 // attached, of a tracked one about 67 ns, on a 730–755 ns call; as

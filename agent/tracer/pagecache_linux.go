@@ -55,13 +55,14 @@ type PageCacheProbe struct {
 	devs map[uint32]uint32 // s_dev → index into stats
 }
 
-// NewPageCacheProbe loads the probe and attaches it to its nine
-// tracepoints, as BTF-enabled raw tracepoints (tp_btf). It needs root
-// (CAP_BPF and CAP_PERFMON) and kernel BTF. When the kernel lacks one of the
-// tracepoints (Linux 6.1 lacks most; 6.18 has them) it returns an error wrapping
-// ErrPageCacheUnsupported that names it, before anything is attached;
-// other errors (memlock, BTF, load, attach) are returned wrapped, and
-// nothing stays attached.
+// NewPageCacheProbe loads the probe and checks that it attaches to its nine
+// tracepoints, as BTF-enabled raw tracepoints (tp_btf); it stays attached
+// only while Track has devices to count. It needs root (CAP_BPF and
+// CAP_PERFMON) and kernel BTF. When the kernel lacks one of the
+// tracepoints (Linux 6.1 lacks most; 6.18 has them) it returns an error
+// wrapping ErrPageCacheUnsupported that names it, before anything is
+// attached; other errors (memlock, BTF, load, attach) are returned wrapped,
+// and nothing stays attached.
 func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("page-cache probe: memlock: %w", err)
@@ -91,24 +92,83 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
 		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
 		fastMany: coll.Variables[pagecacheVarFastMany], devs: map[uint32]uint32{}}
+	err = p.attach()
+	if err == nil {
+		err = p.detach()
+	}
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// attach attaches the programs to their tracepoints; on an error none
+// stays attached (p.mu held, or p not yet shared).
+func (p *PageCacheProbe) attach() error {
 	for _, h := range pageCacheHooks {
-		l, err := link.AttachTracing(link.TracingOptions{Program: coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			_ = p.Close()
-			return nil, fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err)
+			_ = p.detach()
+			return fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err)
 		}
 		p.links = append(p.links, l)
 	}
-	return p, nil
+	return nil
+}
+
+// detach detaches the programs and forgets the per-page and per-task
+// state, which the events missed while detached would leave stale (p.mu
+// held, or p not yet shared). Every page-cache event of the node runs the
+// attached programs, a tracked device's or not: on 4 KiB reads of a
+// device not tracked, about 10 ms of each second of reading
+// (hack/bench-bpf-programs.sh, docs/bench-decisions.md).
+func (p *PageCacheProbe) detach() error {
+	var errs []error
+	for _, l := range p.links {
+		errs = append(errs, l.Close())
+	}
+	p.links = nil
+	for _, name := range []string{pagecacheMapChunks, pagecacheMapTasks} {
+		m := p.coll.Maps[name]
+		if m == nil {
+			continue
+		}
+		if err := clearMap(m); err != nil {
+			errs = append(errs, fmt.Errorf("page-cache probe: clear %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// clearMap deletes every key of a hash map (programs detached: nothing
+// adds keys meanwhile).
+func clearMap(m *ebpf.Map) error {
+	key, val := make([]byte, m.KeySize()), make([]byte, m.ValueSize())
+	var keys [][]byte
+	it := m.Iterate()
+	for it.Next(key, val) {
+		keys = append(keys, slices.Clone(key))
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Track sets the devices counted: s_dev values, the kernel's encoding
 // major<<20 | minor (KernelDev converts stat's st_dev). A device already
 // tracked keeps its counters; one dropped loses them, and restarts from
 // zero if tracked again. Pages a device had in the page cache before it
-// was tracked are never counted as used or wasted. It returns an error
-// for more than 64 devices or when a map update fails (the set is then
-// partly applied).
+// was tracked are never counted as used or wasted. The programs are
+// attached while at least one device is tracked and detached while none
+// is. It returns an error for more than 64 devices or when a map update,
+// an attach or a detach fails (the set is then partly applied).
 func (p *PageCacheProbe) Track(devs []uint32) error {
 	devs = slices.Compact(slices.Sorted(slices.Values(devs)))
 	if len(devs) > pageCacheMaxDevs {
@@ -143,7 +203,16 @@ func (p *PageCacheProbe) Track(devs []uint32) error {
 		}
 		p.devs[dev] = idx
 	}
-	return p.syncFilter()
+	if err := p.syncFilter(); err != nil {
+		return err
+	}
+	switch {
+	case len(p.devs) == 0 && p.links != nil:
+		return p.detach()
+	case len(p.devs) > 0 && p.links == nil:
+		return p.attach()
+	}
+	return nil
 }
 
 // pageCacheFastDevs is FAST_DEVS in bpf/pagecache.c.

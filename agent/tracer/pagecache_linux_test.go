@@ -403,6 +403,63 @@ func TestPageCacheWaste(t *testing.T) {
 	}
 }
 
+// TestPageCacheAttachedWhileTracking: the probe's programs are attached
+// only while it tracks a device, so that a node whose read-ahead no policy
+// governs does not pay for them on every page-cache event; tracked again,
+// it counts from zero with no state left from before.
+func TestPageCacheAttachedWhileTracking(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	p := newProbe(t, 1)
+	if len(p.links) != 0 {
+		t.Fatalf("a new probe tracking nothing has %d programs attached, want 0", len(p.links))
+	}
+	fx := newPCFixture(t)
+	const readBytes = 64 << 20
+	for round := range 2 {
+		if err := p.Track([]uint32{fx.dev}); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.links) != len(pageCacheHooks) {
+			t.Fatalf("round %d: tracking a device, %d programs attached, want %d", round, len(p.links), len(pageCacheHooks))
+		}
+		fx.evict(t)
+		readFirst(t, fx.data, readBytes)
+		s := pcStats(t, p, fx.dev)
+		if want := uint64(readBytes >> 12); s.UsedPages < want*9/10 || s.UsedPages > want*2 {
+			t.Errorf("round %d: %d pages used after reading %d, want about that (counted from zero)", round, s.UsedPages, want)
+		}
+		if err := p.Track(nil); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.links) != 0 {
+			t.Fatalf("round %d: tracking nothing, %d programs attached, want 0", round, len(p.links))
+		}
+		for _, name := range []string{pagecacheMapChunks, pagecacheMapTasks} {
+			n := 0
+			key, val := make([]byte, p.coll.Maps[name].KeySize()), make([]byte, p.coll.Maps[name].ValueSize())
+			for it := p.coll.Maps[name].Iterate(); it.Next(key, val); {
+				n++
+			}
+			if n != 0 {
+				t.Errorf("round %d: detached, map %s holds %d entries, want 0", round, name, n)
+			}
+		}
+	}
+}
+
+// readFirst reads the first n bytes of path in 1 MiB read() calls.
+func readFirst(t *testing.T, path string, n int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(io.Discard, io.LimitReader(f, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestPageCacheOverhead times a buffered sequential read of the 1 GiB file
 // (1 MiB read() calls, from a cold cache) without and with the probe
 // attached and tracking the device, alternating, and logs the medians and
