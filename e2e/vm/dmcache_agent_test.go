@@ -210,36 +210,7 @@ func TestAgentDMCache(t *testing.T) {
 		// carries the simulated one, the slices' counters the cache's.
 		t.Errorf("zipf: read hits predicted %.1f %%, measured %.1f %%: want both", zipf.PredictedReadHitPct, zipf.MeasuredReadHitPct)
 	}
-	// The rates are the cache's only where the guest keeps up with the
-	// disk: beside the agent, its best passthrough slice must reach the
-	// throttle's rate within 3 % (a guest that keeps up measures 2,030 IOPS
-	// behind QEMU's 2,000; the first slice can share the CPU with the
-	// agent's start). Under TCG every read costs guest CPU, and on a slow
-	// host the guest is the bottleneck: behind a 3,000 IOPS throttle,
-	// machines of this project's kind reached 1,973-2,796 IOPS in
-	// passthrough beside the agent and 4,154-5,801 with the cache on
-	// (7,219-8,700 with no agent, TestDMCache), where another machine gave
-	// 3,050 and 9,000-10,000; hence agentCacheDisk's 2,000. Where even that
-	// is out of the guest's reach the rate checks below measure the host's
-	// CPU, not the cache or its prediction: they are then logged and
-	// recorded in the summary, not asserted; the decisions, the restore,
-	// the revert after a SIGKILL and the data are checked on every host.
-	ptSlices := iopsOf(sl, "zipf", "passthrough")
-	best := 0.0
-	if len(ptSlices) > 0 {
-		best = slices.Max(ptSlices)
-	}
-	rateErr := t.Errorf
-	if best < 0.97*float64(agentCacheDisk.IOPS) {
-		note := fmt.Sprintf("not asserted: the guest's best passthrough slice beside the agent was %.0f IOPS (slices %v), "+
-			"below 97 %% of the disk's %d: the guest's CPU, not the disk, bounds the rates on this host",
-			best, ptSlices, agentCacheDisk.IOPS)
-		t.Logf("rate checks %s", note)
-		set("rateChecks", note)
-		rateErr = func(format string, args ...any) { t.Logf("rate check (not asserted): "+format, args...) }
-	} else {
-		set("rateChecks", "asserted")
-	}
+	rateErr := rateCheck(t, sl)
 	if zipf.Decision != "writethrough" {
 		t.Errorf("zipf: the agent left the cache %s, want writethrough", zipf.Decision)
 	} else if zipf.FinalIOPS < 2*zipf.PassthroughIOPS {
@@ -299,6 +270,41 @@ func TestAgentDMCache(t *testing.T) {
 	}
 	set("cases", []cacheCase{zipf, uni, uni2})
 	intact(ok)
+}
+
+// rateCheck returns how the test reports a failed rate check: t.Errorf
+// where the guest keeps up with the disk, else t.Logf. The rates are the
+// cache's only where the guest keeps up with the disk: beside the agent,
+// its best zipf passthrough slice must reach the throttle's rate within
+// 3 % (a guest that keeps up measures 2,030 IOPS behind QEMU's 2,000; the
+// first slice can share the CPU with the agent's start). Under TCG every
+// read costs guest CPU, and on a slow host the guest is the bottleneck:
+// behind a 3,000 IOPS throttle, machines of this project's kind reached
+// 1,973-2,796 IOPS in passthrough beside the agent and 4,154-5,801 with
+// the cache on (7,219-8,700 with no agent, TestDMCache), where another
+// machine gave 3,050 and 9,000-10,000; hence agentCacheDisk's 2,000.
+// Where even that is out of the guest's reach the rate checks measure the
+// host's CPU, not the cache or its prediction: they are then logged and
+// recorded in the summary (rateChecks), not asserted; the decisions, the
+// restore, the revert after a SIGKILL and the data are checked on every
+// host.
+func rateCheck(t *testing.T, sl []slice) func(format string, args ...any) {
+	t.Helper()
+	ptSlices := iopsOf(sl, "zipf", "passthrough")
+	best := 0.0
+	if len(ptSlices) > 0 {
+		best = slices.Max(ptSlices)
+	}
+	if best >= 0.97*float64(agentCacheDisk.IOPS) {
+		set("rateChecks", "asserted")
+		return t.Errorf
+	}
+	note := fmt.Sprintf("not asserted: the guest's best passthrough slice beside the agent was %.0f IOPS (slices %v), "+
+		"below 97 %% of the disk's %d: the guest's CPU, not the disk, bounds the rates on this host",
+		best, ptSlices, agentCacheDisk.IOPS)
+	t.Logf("rate checks %s", note)
+	set("rateChecks", note)
+	return func(format string, args ...any) { t.Logf("rate check (not asserted): "+format, args...) }
 }
 
 func iopsOf(sl []slice, phase, mode string) []float64 {
