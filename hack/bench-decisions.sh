@@ -108,13 +108,20 @@ mnt=$tmp/mnt
 loop="" name="" mounted="" cg="" agent_pid="" sched0="" ra0=""
 bg_pids=()
 # killtree PID...: SIGTERM to PID and all its descendants (collected first,
-# by parent id), then wait for them to go.
+# by parent id), then wait for them to go; SIGKILL to any still there after 5 s.
 descendants() {
 	local p c
 	for p in "$@"; do
 		echo "$p"
 		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do descendants "$c"; done
 	done
+}
+# running PID: PID exists and is not a zombie (an exited child not yet
+# reaped still answers kill -0).
+running() {
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	[[ -n $st && ${st%% *} != Z ]]
 }
 killtree() {
 	local all p i
@@ -123,12 +130,17 @@ killtree() {
 	# shellcheck disable=SC2086
 	kill -TERM $all 2>/dev/null || true
 	for p in $all; do
-		wait "$p" 2>/dev/null || true # ours: reap; others: poll below
 		for ((i = 0; i < 100; i++)); do
-			kill -0 "$p" 2>/dev/null || break
+			running "$p" || break
 			sleep 0.05
 		done
+		# A fio stopped in its start-up can block SIGTERM and wait forever
+		# (seen twice in 60 AIP runs: an orphan asleep on a futex, its file
+		# system gone): after 5 s, SIGKILL.
+		running "$p" && kill -KILL "$p" 2>/dev/null
+		wait "$p" 2>/dev/null || true # ours: reap
 	done
+	return 0
 }
 cleanup() {
 	set +e
