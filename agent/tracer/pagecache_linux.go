@@ -130,11 +130,7 @@ func (p *PageCacheProbe) detach() error {
 	}
 	p.links = nil
 	for _, name := range []string{pagecacheMapChunks, pagecacheMapTasks} {
-		m := p.coll.Maps[name]
-		if m == nil {
-			continue
-		}
-		if err := clearMap(m); err != nil {
+		if err := clearMap(p.coll.Maps[name]); err != nil {
 			errs = append(errs, fmt.Errorf("page-cache probe: clear %s: %w", name, err))
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -447,19 +448,6 @@ func TestPageCacheAttachedWhileTracking(t *testing.T) {
 	}
 }
 
-// readFirst reads the first n bytes of path in 1 MiB read() calls.
-func readFirst(t *testing.T, path string, n int64) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := io.Copy(io.Discard, io.LimitReader(f, n)); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestPageCacheOverhead times a buffered sequential read of the 1 GiB file
 // (1 MiB read() calls, from a cold cache) without and with the probe
 // attached and tracking the device, alternating, and logs the medians and
@@ -583,7 +571,11 @@ func readCached(t *testing.T, path string, size int) {
 	}
 }
 
-func readAll(t *testing.T, path string) {
+func readAll(t *testing.T, path string) { readFirst(t, path, math.MaxInt64) }
+
+// readFirst reads the first n bytes of path (all of it if shorter) in
+// 1 MiB read() calls.
+func readFirst(t *testing.T, path string, n int64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -591,8 +583,9 @@ func readAll(t *testing.T, path string) {
 	}
 	defer f.Close()
 	buf := make([]byte, 1<<20)
-	for {
-		_, err := f.Read(buf)
+	for n > 0 {
+		got, err := f.Read(buf[:min(int64(len(buf)), n)])
+		n -= int64(got)
 		if err == io.EOF {
 			return
 		}
