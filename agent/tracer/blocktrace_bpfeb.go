@@ -96,6 +96,7 @@ const (
 	blocktraceProgReap            = "reap"
 	blocktraceVarFastDevs         = "fast_devs"
 	blocktraceVarFastMany         = "fast_many"
+	blocktraceVarFastPaused       = "fast_paused"
 	blocktraceVarOverflowUsed     = "overflow_used"
 	blocktraceVarReapAfterNs      = "reap_after_ns"
 	blocktraceVarSlotMask         = "slot_mask"
@@ -175,6 +176,7 @@ type blocktraceMapSpecs struct {
 type blocktraceVariableSpecs struct {
 	FastDevs       *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany       *ebpf.VariableSpec `ebpf:"fast_many"`
+	FastPaused     *ebpf.VariableSpec `ebpf:"fast_paused"`
 	OverflowUsed   *ebpf.VariableSpec `ebpf:"overflow_used"`
 	ReapAfterNs    *ebpf.VariableSpec `ebpf:"reap_after_ns"`
 	SlotMask       *ebpf.VariableSpec `ebpf:"slot_mask"`
@@ -230,6 +232,7 @@ func (m *blocktraceMaps) Close() error {
 type blocktraceVariables struct {
 	FastDevs       *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany       *ebpf.Variable `ebpf:"fast_many"`
+	FastPaused     *ebpf.Variable `ebpf:"fast_paused"`
 	OverflowUsed   *ebpf.Variable `ebpf:"overflow_used"`
 	ReapAfterNs    *ebpf.Variable `ebpf:"reap_after_ns"`
 	SlotMask       *ebpf.Variable `ebpf:"slot_mask"`

@@ -7,8 +7,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,17 +68,20 @@ type ebpfTracer struct {
 	ringFile *os.File
 	ringConn syscall.RawConn
 
-	// fastDevs and fastMany are the programs' device filter (fast_devs,
-	// fast_many in bpf/blocktrace.c).
-	fastDevs, fastMany *ebpf.Variable
+	// fastDevs, fastPaused and fastMany are the programs' device filter
+	// (fast_devs, fast_paused, fast_many in bpf/blocktrace.c).
+	fastDevs, fastPaused, fastMany *ebpf.Variable
 	// reapAfter is the reaper's age limit (reap_after_ns).
 	reapAfter *ebpf.Variable
 
 	col    collector     // used by Run's goroutine only (its counters are atomic)
 	lostGC atomic.Uint64 // abandoned after StaleAfter
 
-	mu      sync.Mutex // guards curDevs
+	mu      sync.Mutex // guards curDevs and paused
 	curDevs map[uint32]bool
+	// paused is the set given to SetPaused (a disk in it is paused only
+	// while it is traced).
+	paused map[uint32]bool
 
 	run runState
 }
@@ -133,7 +138,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}}
+	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}, paused: map[uint32]bool{}}
 	if err := t.load(spec, kspec); err != nil {
 		return nil, err
 	}
@@ -236,6 +241,7 @@ func (t *ebpfTracer) load(spec *ebpf.CollectionSpec, kspec *btf.Spec) error {
 	t.cnts = coll.Maps[blocktraceMapCounters]
 	t.reap = coll.Programs[blocktraceProgReap]
 	t.fastDevs, t.fastMany = coll.Variables[blocktraceVarFastDevs], coll.Variables[blocktraceVarFastMany]
+	t.fastPaused = coll.Variables[blocktraceVarFastPaused]
 	t.reapAfter = coll.Variables[blocktraceVarReapAfterNs]
 	return nil
 }
@@ -297,15 +303,6 @@ func (t *ebpfTracer) SetDevices(devs []uint32) error {
 	for _, d := range devs {
 		want[d] = true
 	}
-	one := uint8(1)
-	for d := range want {
-		if !t.curDevs[d] {
-			if err := t.devs.Update(d, one, ebpf.UpdateAny); err != nil {
-				return fmt.Errorf("select device %s: %w", DevString(d), err)
-			}
-			t.curDevs[d] = true
-		}
-	}
 	for d := range t.curDevs {
 		if !want[d] {
 			if err := t.devs.Delete(d); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
@@ -314,23 +311,69 @@ func (t *ebpfTracer) SetDevices(devs []uint32) error {
 			delete(t.curDevs, d)
 		}
 	}
-	// The programs compare up to fastDevs disks in a global array and look
-	// the others up in the map (kept complete above), once fast_many says
-	// so.
-	if len(want) > fastDevs {
+	for d := range want {
+		t.curDevs[d] = true
+	}
+	return t.writeSelection()
+}
+
+// SetPaused pauses the traced disks in devs and resumes the others: a
+// paused disk's new requests are not recorded, while those already
+// followed are delivered at their completion, so that pausing and
+// resuming lose nothing and count no completion missed. A disk in devs
+// that is not traced is paused once SetDevices selects it.
+func (t *ebpfTracer) SetPaused(devs []uint32) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.paused)
+	for _, d := range devs {
+		t.paused[d] = true
+	}
+	return t.writeSelection()
+}
+
+// writeSelection writes curDevs and paused into the programs' filter:
+// the devices map always (its value the SEL_* state), and up to fastDevs
+// disks, in order, into the global arrays, which the programs read
+// instead of the map while fast_many is 0. t.mu is held.
+func (t *ebpfTracer) writeSelection() error {
+	sel := slices.Sorted(maps.Keys(t.curDevs))
+	var fast, paused [fastDevs]uint32
+	for i, d := range sel {
+		state := uint8(selTraced)
+		if t.paused[d] {
+			state = selPaused
+		}
+		if err := t.devs.Update(d, state, ebpf.UpdateAny); err != nil {
+			return fmt.Errorf("select device %s: %w", DevString(d), err)
+		}
+		if i < fastDevs {
+			fast[i] = d
+			if state == selPaused {
+				paused[i] = 1
+			}
+		}
+	}
+	if len(sel) > fastDevs {
 		return t.fastMany.Set(uint32(1))
 	}
-	var fast [fastDevs]uint32
-	i := 0
-	for d := range want {
-		fast[i] = d
-		i++
+	// A request that meets the arrays half-written gets an entry or not,
+	// as at any pause or resume: either way it is counted once.
+	if err := t.fastPaused.Set(paused); err != nil {
+		return fmt.Errorf("pause devices: %w", err)
 	}
 	if err := t.fastDevs.Set(fast); err != nil {
 		return fmt.Errorf("select devices: %w", err)
 	}
 	return t.fastMany.Set(uint32(0))
 }
+
+// selTraced and selPaused are SEL_TRACED and SEL_PAUSED in
+// bpf/blocktrace.c.
+const (
+	selTraced = 1
+	selPaused = 2
+)
 
 // fastDevs is FAST_DEVS in bpf/blocktrace.c.
 const fastDevs = 8

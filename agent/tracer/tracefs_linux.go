@@ -213,6 +213,16 @@ func (t *tracefsTracer) Info() Info {
 	return Info{Kind: KindTracefs, Base: t.opts.Base, Resolution: time.Microsecond, EBPFError: t.ebpfErr, Notes: t.notes}
 }
 
+// SetPaused returns ErrPauseUnsupported unless devs is empty: the trace
+// events pair a request's start and completion in user space, after the
+// kernel filter, so a filter change would lose the requests in flight.
+func (t *tracefsTracer) SetPaused(devs []uint32) error {
+	if len(devs) == 0 {
+		return nil
+	}
+	return ErrPauseUnsupported
+}
+
 // SetDevices writes the dev filter of every block event of the instance.
 func (t *tracefsTracer) SetDevices(devs []uint32) error {
 	var b strings.Builder

@@ -30,6 +30,14 @@ type Tracer interface {
 	// minor; see [ResolveDevice]). It may be called while Run is running.
 	// An empty set traces nothing.
 	SetDevices(devs []uint32) error
+	// SetPaused pauses the traced disks in devs and resumes the others:
+	// a paused disk's new requests are not recorded, and those in flight
+	// when it was paused are still delivered, so that a disk can be traced
+	// in samples (the agent traces a settled disk's windows in part). A
+	// disk in devs that is not traced is paused once it is. It may be
+	// called while Run is running; it returns ErrPauseUnsupported when the
+	// tracer cannot pause (tracefs).
+	SetPaused(devs []uint32) error
 	// Stats returns the counters so far. It is safe to call at any time.
 	Stats() Stats
 	// Kind returns KindEBPF or KindTracefs.
@@ -189,3 +197,7 @@ func New(opts Options) (Tracer, error) {
 
 // errClosed is returned by Run after Close.
 var errClosed = errors.New("tracer closed")
+
+// ErrPauseUnsupported is returned by [Tracer.SetPaused] of a tracer that
+// cannot pause a disk (tracefs).
+var ErrPauseUnsupported = errors.New("this tracer cannot pause a disk: it traces every request of its disks")

@@ -147,15 +147,25 @@ struct {
 // SetDevices. Up to FAST_DEVS of them are listed in fast_devs (unused
 // entries 0, which no disk is), read without a map lookup; with more,
 // fast_many is set and the devices hash map holds them all.
+//
+// A selected disk is traced (SEL_TRACED) or paused (SEL_PAUSED, set by
+// SetPaused): a paused disk's new requests get no entry and are not
+// recorded, while those that had one are followed to their completion
+// and recorded as usual. fast_paused[i] is 1 for a paused fast_devs[i];
+// in the devices map the value is the SEL_* state.
 #define FAST_DEVS 8
+#define SEL_NONE 0
+#define SEL_TRACED 1
+#define SEL_PAUSED 2
 __u32 fast_devs[FAST_DEVS] SEC(".data.select");
+__u32 fast_paused[FAST_DEVS] SEC(".data.select");
 __u32 fast_many SEC(".data.select");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 64);
 	__type(key, __u32);   // dev_t, major<<20 | minor
-	__type(value, __u8);  // 1
+	__type(value, __u8);  // SEL_TRACED or SEL_PAUSED
 } devices SEC(".maps");
 
 // The requests in flight. A request's entry is one of PROBES consecutive
@@ -245,22 +255,32 @@ static __always_inline __u32 rq_dev(struct request *rq)
 	return ((__u32)disk->major << 20) | (__u32)disk->first_minor;
 }
 
-// selected reports whether rq belongs to a selected disk; it stores the
-// disk's dev_t in *dev.
-static __always_inline bool selected(struct request *rq, __u32 *dev)
+// selection returns the SEL_* state of rq's disk; it stores the disk's
+// dev_t in *dev.
+static __always_inline __u32 selection(struct request *rq, __u32 *dev)
 {
 	__u32 d = rq_dev(rq);
 
 	*dev = d;
 	if (!d)
-		return false;
-	if (fast_many)
-		return bpf_map_lookup_elem(&devices, &d);
+		return SEL_NONE;
+	if (fast_many) {
+		__u8 *v = bpf_map_lookup_elem(&devices, &d);
+
+		return v ? *v : SEL_NONE;
+	}
 #pragma unroll
 	for (int i = 0; i < FAST_DEVS; i++)
 		if (fast_devs[i] == d)
-			return true;
-	return false;
+			return fast_paused[i] ? SEL_PAUSED : SEL_TRACED;
+	return SEL_NONE;
+}
+
+// selected reports whether rq belongs to a selected disk, traced or
+// paused; it stores the disk's dev_t in *dev.
+static __always_inline bool selected(struct request *rq, __u32 *dev)
+{
+	return selection(rq, dev) != SEL_NONE;
 }
 
 // rq_op maps cmd_flags' operation to OP_*.
@@ -451,6 +471,19 @@ static __always_inline struct inflight_req *current_entry(struct request *rq, __
 	return e;
 }
 
+// paused_entry returns key's entry if the request had one before its
+// disk was paused and it belongs to its present life (inserted, not yet
+// issued, or requeued), else NULL: a paused disk's requests get none.
+static __always_inline struct inflight_req *paused_entry(struct request *rq, __u64 key, bool *fresh)
+{
+	struct slot *s = find(key);
+
+	*fresh = false;
+	if (!s || s->r.life == LIFE_CLOSED || stale(&s->r, rq_born(rq)))
+		return NULL;
+	return &s->r;
+}
+
 SEC("tp_btf/block_io_start")
 int BPF_PROG(block_io_start, struct request *rq)
 {
@@ -469,7 +502,7 @@ int BPF_PROG(block_io_start, struct request *rq)
 	cmd_flags = rq->cmd_flags;
 	if (!(cmd_flags & (1U << bpf_core_enum_value(enum req_flag_bits, __REQ_PREFLUSH))))
 		return 0;
-	if (!selected(rq, &dev))
+	if (selection(rq, &dev) != SEL_TRACED)
 		return 0;
 	key = (__u64)rq;
 	if (rq_op(cmd_flags) == OP_SKIP)
@@ -494,7 +527,9 @@ int BPF_PROG(block_rq_insert, struct request *rq)
 	bool fresh;
 	__u32 dev;
 
-	if (!selected(rq, &dev))
+	// A paused disk's request gets no entry; one that has an entry
+	// already (inserted again after a requeue) keeps its first arrival.
+	if (selection(rq, &dev) != SEL_TRACED)
 		return 0;
 	key = (__u64)rq;
 	if (rq_op(rq->cmd_flags) == OP_SKIP)
@@ -513,9 +548,11 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	struct inflight_req *e;
 	__u32 dev, cmd_flags;
 	bool fresh;
+	__u32 sel;
 	__u8 op;
 
-	if (!selected(rq, &dev))
+	sel = selection(rq, &dev);
+	if (sel == SEL_NONE)
 		return 0;
 	key = (__u64)rq;
 	cmd_flags = rq->cmd_flags;
@@ -523,7 +560,10 @@ int BPF_PROG(block_rq_issue, struct request *rq)
 	if (op == OP_SKIP)
 		return 0;
 	now = bpf_ktime_get_ns();
-	e = current_entry(rq, key, &fresh);
+	if (sel == SEL_PAUSED)
+		e = paused_entry(rq, key, &fresh);
+	else
+		e = current_entry(rq, key, &fresh);
 	if (!e)
 		return 0;
 	if (fresh) {
@@ -562,9 +602,10 @@ int BPF_PROG(block_rq_requeue, struct request *rq)
 {
 	__u64 key;
 	struct slot *s;
-	__u32 dev;
+	__u32 dev, sel;
 
-	if (!selected(rq, &dev))
+	sel = selection(rq, &dev);
+	if (sel == SEL_NONE)
 		return 0;
 	key = (__u64)rq;
 	s = find(key);
@@ -576,6 +617,8 @@ int BPF_PROG(block_rq_requeue, struct request *rq)
 			__sync_val_compare_and_swap(&s->r.life, life, LIFE_OPEN);
 		if (s->r.requeues < 0xffff)
 			s->r.requeues++;
+	} else if (sel == SEL_PAUSED) {
+		return 0; // not followed
 	}
 	count(CNT_REQUEUE);
 	return 0;
@@ -609,21 +652,24 @@ int BPF_PROG(block_rq_complete, struct request *rq, blk_status_t error, unsigned
 	struct inflight_req *e;
 	struct event *ev;
 	struct slot *s;
-	__u32 dev, left;
+	__u32 dev, left, sel;
 
-	if (!selected(rq, &dev))
+	sel = selection(rq, &dev);
+	if (sel == SEL_NONE)
 		return 0;
 	key = (__u64)rq;
 	if (rq_op(rq->cmd_flags) == OP_SKIP) {
-		count(CNT_SKIPPED);
+		if (sel == SEL_TRACED)
+			count(CNT_SKIPPED);
 		return 0;
 	}
 	s = find(key);
 	if (!s) {
-		// In flight when tracing began; or the second, empty completion
-		// of a request whose data part already completed (FUA emulated
-		// by a post-flush), which is not counted.
-		if (nr_bytes)
+		// In flight when tracing began or resumed; or the second, empty
+		// completion of a request whose data part already completed (FUA
+		// emulated by a post-flush), which is not counted; or a request
+		// of a paused disk.
+		if (nr_bytes && sel == SEL_TRACED)
 			count(CNT_ORPHAN);
 		return 0;
 	}

@@ -1,0 +1,186 @@
+//go:build linux
+
+package tracer
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestEBPFPauseFilter checks the filter SetPaused leaves: fast_paused set
+// at the indexes of the paused disks in fast_devs, the devices map's
+// value SEL_PAUSED for them and SEL_TRACED for the others, with up to
+// fastDevs disks and with more (fast_many), and a pause of a disk not
+// traced taking effect once it is.
+func TestEBPFPauseFilter(t *testing.T) {
+	needRoot(t)
+	tr, err := New(Options{Kind: KindEBPF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	et := tr.(*ebpfTracer)
+	var devs []uint32
+	for i := range uint32(fastDevs + 2) {
+		devs = append(devs, Mkdev(7, 100+i))
+	}
+	check := func(sel, paused []uint32) {
+		t.Helper()
+		if err := tr.SetDevices(sel); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.SetPaused(paused); err != nil {
+			t.Fatal(err)
+		}
+		want := map[uint32]uint8{}
+		for _, d := range sel {
+			want[d] = selTraced
+		}
+		for _, d := range paused {
+			if _, ok := want[d]; ok {
+				want[d] = selPaused
+			}
+		}
+		var k uint32
+		var v uint8
+		n := 0
+		for it := et.devs.Iterate(); it.Next(&k, &v); n++ {
+			if want[k] != v {
+				t.Errorf("devices map: %s is %d, want %d", DevString(k), v, want[k])
+			}
+		}
+		if n != len(want) {
+			t.Errorf("devices map holds %d disks, want %d", n, len(want))
+		}
+		if len(sel) > fastDevs {
+			return
+		}
+		var fast, fp [fastDevs]uint32
+		if err := et.fastDevs.Get(&fast); err != nil {
+			t.Fatal(err)
+		}
+		if err := et.fastPaused.Get(&fp); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range fast {
+			if got := fp[i] == 1; d != 0 && got != (want[d] == selPaused) {
+				t.Errorf("fast_devs[%d] = %s: paused %v, want %v", i, DevString(d), got, !got)
+			}
+		}
+	}
+	check(devs[:4], devs[1:3])
+	check(devs[:4], nil)
+	check(devs[:2], devs[3:4]) // devs[3] paused, not traced
+	check(devs[:4], devs[3:4]) // now traced: paused
+	check(devs, devs[fastDevs:])
+	check(devs[2:5], devs[:3])
+}
+
+// TestEBPFPauseLosesNothing traces a loop device while reads run, pausing
+// and resuming it: reads made while it is paused are not delivered, and
+// the requests in flight at a pause are delivered, not counted lost (the
+// reaper would count an entry its completion left behind), at a resume
+// they are orphans, and delivery is never held back.
+func TestEBPFPauseLosesNothing(t *testing.T) {
+	needRoot(t)
+	l := newLoop(t, 64<<20)
+	rec := startRecording(t, KindEBPF, l.dev)
+	tr := rec.tr
+	mustRead := func(n int, seed uint64) {
+		t.Helper()
+		if err := randomReads(l.path, l.size, n, seed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRead(20, 1)
+	if err := tr.SetPaused([]uint32{l.dev}); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(30, 2)
+	if err := tr.SetPaused(nil); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(10, 3)
+	if n := rec.waitFor(30, 5*time.Second); n != 30 {
+		t.Fatalf("%d requests delivered, want the 30 made while traced; stats %+v", n, tr.Stats())
+	}
+	time.Sleep(300 * time.Millisecond)
+	if n := rec.count(); n != 30 {
+		t.Fatalf("%d requests delivered, want 30: reads made while paused were recorded", n)
+	}
+
+	// Four readers while the disk is paused and resumed every 2 ms.
+	const readers, each = 4, 4000
+	var wg sync.WaitGroup
+	errs := make(chan error, readers)
+	for i := range readers {
+		wg.Go(func() {
+			if err := randomReads(l.path, l.size, each, uint64(10+i)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	toggles := 0
+	for paused := true; ; paused = !paused {
+		select {
+		case <-done:
+		case <-time.After(2 * time.Millisecond):
+			var devs []uint32
+			if paused {
+				devs = []uint32{l.dev}
+			}
+			if err := tr.SetPaused(devs); err != nil {
+				t.Fatal(err)
+			}
+			toggles++
+			continue
+		}
+		break
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if err := tr.SetPaused(nil); err != nil {
+		t.Fatal(err)
+	}
+	mustRead(10, 4)
+	time.Sleep(1500 * time.Millisecond) // past the reaper's age limit
+	reqs := rec.stop(t)
+	st := tr.Stats()
+	t.Logf("%d pauses and resumes; %d of %d reads delivered; stats %+v", toggles, len(reqs), 70+readers*each, st)
+	if st.Lost != 0 || st.Dropped != 0 {
+		t.Errorf("stats %+v: a pause lost requests", st)
+	}
+	if toggles < 4 || len(reqs) <= 40 || len(reqs) >= 40+readers*each {
+		t.Errorf("%d requests delivered in %d toggles: want some, not all, of the %d concurrent reads", len(reqs)-40, toggles, readers*each)
+	}
+	for _, q := range reqs {
+		if q.Arrival <= 0 || q.Dispatch < q.Arrival || q.Complete < q.Dispatch {
+			t.Fatalf("request %+v: times out of order", q)
+		}
+	}
+}
+
+// waitFor waits until n requests were delivered or d passed, and returns
+// how many were.
+func (r *recording) waitFor(n int, d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		got := r.count()
+		if got >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// count is how many requests were delivered so far.
+func (r *recording) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.reqs)
+}
