@@ -101,6 +101,10 @@ type Options struct {
 	// simulated requests, native format), .model.json and .report.json,
 	// the newest ExplainKeep per device.
 	ExplainDir string
+	// TraceSample is the traced part of a settled device's window
+	// (sampling.go): 0 takes DefaultTraceSample; negative traces every
+	// window whole. A window of at most twice the sample is traced whole.
+	TraceSample time.Duration
 }
 
 // ErrNoDevice is returned when the policy of `shadowtune run` selects no
@@ -145,6 +149,10 @@ type Agent struct {
 	writers WriterWatcher
 	window  time.Duration
 	budget  *cpuBudget
+	// paused are the devices whose tracing is paused now (sampling.go);
+	// noPause: the tracer cannot pause, and no window is sampled.
+	paused  []uint32
+	noPause bool
 	// volumes attaches caches to LVM volumes (spec.cache.provision): the
 	// Caches tool when it can, else nil.
 	volumes actuate.CacheVolumes
@@ -298,6 +306,10 @@ func (a *Agent) loop(ctx context.Context) error {
 
 	ticker := time.NewTicker(a.window)
 	defer ticker.Stop()
+	// resume ends the pause of the sampled devices' tracing (sampling.go).
+	resume := time.NewTimer(time.Hour)
+	resume.Stop()
+	defer resume.Stop()
 	var lastStats tracer.Stats
 	// cpuMark is the process CPU time at the end of the last window's
 	// evaluations: what the process uses between windows (the tracer's
@@ -321,14 +333,21 @@ func (a *Agent) loop(ctx context.Context) error {
 			a.ingest()
 		case <-a.poke:
 			if a.reconfigure() {
+				a.resumeSamples()
+				resume.Stop()
 				ticker.Reset(a.window)
 			}
+		case <-resume.C:
+			a.resumeSamples()
 		case now := <-ticker.C:
 			a.ingest()
 			stats := a.tr.Stats()
 			a.budget.refill()
 			a.budget.spend(processCPU() - cpuMark)
 			a.windows(now, stats, stats.Dropped-lastStats.Dropped)
+			if at := a.startSamples(now); !at.IsZero() {
+				resume.Reset(time.Until(at))
+			}
 			if err := a.act.Flush(); err != nil {
 				a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
 			}
@@ -468,7 +487,7 @@ func (a *Agent) trackPageCache() {
 	if a.pcache == nil {
 		return
 	}
-	if err := a.pcache.track(a.opt.HostRoot, a.devs); err != nil {
+	if err := a.pcache.track(a.opt.HostRoot, a.devs, a.paused); err != nil {
 		a.opt.Log.Error(err, "track the devices' page cache")
 	}
 }

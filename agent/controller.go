@@ -233,6 +233,9 @@ type WindowReport struct {
 	// ReasonRegressionBackoff.
 	Target *Setting
 	Reason string
+	// Sampled: the window was traced for its last part only
+	// (windowInput.Sampled).
+	Sampled bool
 }
 
 // windowInput is what ends a window besides its requests.
@@ -246,6 +249,9 @@ type windowInput struct {
 	// PageCache is what the page-cache probe counted of the device's
 	// files in the window (Measured false: no probe).
 	PageCache PageCacheWindow
+	// Sampled: the window was traced for its last part only (sampling.go);
+	// its read-ahead evidence asks for a fully traced window before a cut.
+	Sampled bool
 }
 
 // deviceController is the per-device state carried between windows.
@@ -293,6 +299,10 @@ type deviceController struct {
 	// proposed is the switch target the last evaluated window decided
 	// ("": none; confirmSwitch).
 	proposed string
+	// settled counts the consecutive windows that left the device
+	// settled (settledWindow): its windows may then be traced in part
+	// (sampleNext).
+	settled int
 	// calibrated is set once a window with enough measured requests has
 	// checked the device class and learned k (see calibrate).
 	calibrated bool
@@ -375,7 +385,10 @@ func (c *deviceController) skip(n int) { c.win.unlearned += n }
 // starts empty.
 func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err error) {
 	defer c.nextWindow()
-	defer func() { rep.Unlearned = c.win.unlearned }()
+	defer func() {
+		rep.Unlearned, rep.Sampled = c.win.unlearned, in.Sampled
+		c.countSettled(&rep, err)
+	}()
 	if in.Skip != "" {
 		if !c.online {
 			c.learner.observe(c.disk, c.win.simulated())
@@ -539,7 +552,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	// change, and before a scheduler switch: its evidence is measured,
 	// the switch's is predicted. The switch waits for a later window.
 	if c.policy.ReadAhead && c.verify == nil && c.raVerify == nil {
-		if kib := c.chooseReadAhead(&c.ra, in.Now); kib != c.current.ReadAheadKiB {
+		if kib := c.chooseReadAhead(&c.ra, in.Now, in.Sampled); kib != c.current.ReadAheadKiB {
 			d.Switch = false // the guard does not count it
 			target.ReadAheadKiB = kib
 		}

@@ -38,6 +38,9 @@ type device struct {
 	// cache is the dm-cache in front of the device, when the policy
 	// governs caches and there is one (cacheBefore).
 	cache *governedCache
+	// sampled: the current window is traced for its last part only
+	// (sampling.go).
+	sampled bool
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -154,7 +157,7 @@ func (d *device) gate(e *windowEnv) Gate {
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	d.cacheBefore(e)
-	in := windowInput{Now: now, Gate: d.gate(e)}
+	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled}
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
@@ -188,7 +191,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	st, m := &d.status, e.metrics
 	st.TotalRequests += int64(rep.Requests)
 	st.UnlearnedRequests += int64(rep.Unlearned)
-	w := &v1alpha1.WindowState{Requests: int64(rep.Requests)}
+	w := &v1alpha1.WindowState{Requests: int64(rep.Requests), Sampled: in.Sampled}
 	st.Window = w
 	if in.Skip != "" {
 		w.Skipped = in.Skip

@@ -483,6 +483,7 @@ type devView struct {
 	GainPct, ModelErrorPct                   float64
 	DeviceVariationPct                       float64 // -1: not given
 	LastChange                               time.Time
+	Sampled                                  bool
 }
 
 func deviceStatus(s agent.Status, name string) (devView, bool) {
@@ -513,7 +514,7 @@ func viewOf(d v1alpha1.DeviceState) devView {
 	}
 	if w := d.Window; w != nil {
 		v.Requests, v.Best, v.GainPct = int(w.Requests), w.Best, pct(w.BestGainPercent)
-		v.Skipped, v.Error, v.Note = w.Skipped, w.Error, w.Note
+		v.Skipped, v.Error, v.Note, v.Sampled = w.Skipped, w.Error, w.Note, w.Sampled
 	}
 	return v
 }

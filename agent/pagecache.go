@@ -8,6 +8,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -23,10 +24,21 @@ type pageCacheWatch struct {
 	prev, cur map[uint32]tracer.PageCacheStats
 }
 
-// track makes the probe count the file systems of pageCacheDevs(devs).
-func (w *pageCacheWatch) track(hostRoot string, devs []*device) error {
-	var all []uint32
-	w.devs, all = pageCacheDevs(hostRoot, devs)
+// track makes the probe count the file systems of pageCacheDevs(devs),
+// but for the devices whose tracing is paused (sampling.go). The probe
+// counts a device tracked again from zero, and so does the window's
+// share of it.
+func (w *pageCacheWatch) track(hostRoot string, devs []*device, paused []uint32) error {
+	byName, all := pageCacheDevs(hostRoot, devs, paused)
+	for name, ids := range byName {
+		if _, was := w.devs[name]; was || w.cur == nil {
+			continue
+		}
+		for _, id := range ids {
+			w.cur[id] = tracer.PageCacheStats{}
+		}
+	}
+	w.devs = byName
 	if err := w.p.Track(all); err != nil {
 		return fmt.Errorf("page-cache probe: %w", err)
 	}
@@ -40,11 +52,11 @@ func (w *pageCacheWatch) track(hostRoot string, devs []*device) error {
 // page-cache event of the node, but only a tracked device's events touch
 // its maps, so the readers of a device whose read-ahead is not governed
 // pay almost nothing for it.
-func pageCacheDevs(hostRoot string, devs []*device) (map[string][]uint32, []uint32) {
+func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (map[string][]uint32, []uint32) {
 	byName := map[string][]uint32{}
 	var all []uint32
 	for _, d := range devs {
-		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead {
+		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead || slices.Contains(paused, d.sys.Dev) {
 			continue
 		}
 		ids := []uint32{d.sys.Dev}

@@ -11,7 +11,7 @@ import (
 
 // TestPageCacheDevs: the probe counts the disk and its partitions of each
 // device whose policy governs read-ahead, and nothing of a device whose
-// read-ahead is not governed or that is gone.
+// read-ahead is not governed, that is gone or whose tracing is paused.
 func TestPageCacheDevs(t *testing.T) {
 	root := t.TempDir()
 	part := filepath.Join(sysfs.Dir(root, "block"), "sda", "sda1")
@@ -33,7 +33,8 @@ func TestPageCacheDevs(t *testing.T) {
 		dev("sdb", 8<<20|16, false, ""),    // read-ahead not governed
 		dev("vdc", 254<<20|32, true, ""),   // governed, no sysfs entry: the disk alone
 		dev("sdd", 8<<20|48, true, "gone"), // gone
-	})
+		dev("sde", 8<<20|64, true, ""),     // paused
+	}, []uint32{8<<20 | 64})
 	if want := []uint32{8 << 20, 8<<20 | 1, 254<<20 | 32}; !slices.Equal(all, want) {
 		t.Errorf("tracked %v, want %v", all, want)
 	}

@@ -129,11 +129,12 @@ func busyTime(reqs []trace.Request, scratch *[][2]int64) int64 {
 }
 
 // chooseReadAhead applies decide.ReadAhead to the window's evidence and
-// the pacing: a cut on StrongWastePct or more is made at once; any other
-// change when the previous window asked for a change the same way; a
-// direction that regressed before waits out its back-off. It returns the
-// depth to set (the current one for none).
-func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
+// the pacing: a cut on StrongWastePct or more is made at once, unless the
+// window was traced in part (sampled); any other change when the previous
+// window asked for a change the same way; a direction that regressed
+// before waits out its back-off. It returns the depth to set (the current
+// one for none).
+func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time, sampled bool) int {
 	cur := c.current.ReadAheadKiB
 	kib, reason := decide.ReadAhead(decide.ReadAheadInput{
 		CurrentKiB: cur, OriginalKiB: c.originalRA,
@@ -147,7 +148,7 @@ func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 		c.raPending = 0
 		return cur
 	}
-	strong := reason == decide.RAWaste && e.wastePct >= StrongWastePct
+	strong := !sampled && reason == decide.RAWaste && e.wastePct >= StrongWastePct
 	agree := c.raPending != 0 && (c.raPending < cur) == (kib < cur)
 	c.raPending = kib
 	if !strong && !agree {

@@ -146,6 +146,8 @@ type Options struct {
 	HostRoot, StateDir, Tracer string
 	// MemoryLimit is agent.Options.MemoryLimit (bytes; 0: none).
 	MemoryLimit int64
+	// TraceSample is agent.Options.TraceSample.
+	TraceSample time.Duration
 	// Caches is agent.Options.Caches (nil: no dm-cache is governed).
 	Caches agent.CacheTool
 	// Metrics, when non-nil, receives every window's figures (register it
@@ -393,7 +395,7 @@ func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]st
 	return agent.Options{
 		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer, MemoryLimit: a.opt.MemoryLimit,
 		Caches: a.opt.Caches, Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
-		Grant: a.mayChange,
+		Grant: a.mayChange, TraceSample: a.opt.TraceSample,
 		Ready: func(err error) {
 			a.mu.Lock()
 			a.ready = err

@@ -710,6 +710,13 @@ type WindowState struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ReadAheadAdviceKiB int32 `json:"readAheadAdviceKiB,omitempty"`
+	// sampled says the window was traced for its last part only (the
+	// agent's --trace-sample, 1 s by default): the device was settled,
+	// with nothing decided, pending or being verified in the windows
+	// before, so the agent traced less of it to cost the application
+	// less. Every window is still evaluated.
+	// +optional
+	Sampled bool `json:"sampled,omitempty"`
 	// skipped says why the window was not evaluated.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional

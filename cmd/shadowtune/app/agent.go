@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	goflag "flag"
@@ -24,6 +26,7 @@ type agentFlags struct {
 	nodeName, hostRoot, stateDir, metricsAddr, probeAddr, tracerKind string
 	hostToolsRoot, podName, podNamespace                             string
 	metricsSecure                                                    bool
+	traceSample                                                      time.Duration
 	zapOpts                                                          zap.Options
 }
 
@@ -67,6 +70,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	fl.StringVar(&f.metricsAddr, "metrics-bind-address", ":9464", `address of the Prometheus /metrics endpoint ("0" disables it)`)
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9465", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
+	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
 	fl.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (self-signed), authenticated and authorized by the API server (TokenReview, SubjectAccessReview)")
 	addKubeconfigFlag(fl)
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
@@ -107,7 +111,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
-		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace,
+		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace, TraceSample: traceSample(f.traceSample),
 		Caches: cacheTool(ctrl.Log.WithName("dm-cache"), f.hostToolsRoot),
 	}); err != nil {
 		return err

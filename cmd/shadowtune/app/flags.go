@@ -1,6 +1,8 @@
 package app
 
 import (
+	"time"
+
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -85,4 +87,16 @@ func completeZapFlags(cmd *cobra.Command) {
 	completeEnum(cmd, "zap-stacktrace-level", "info", "error", "panic")
 	completeEnum(cmd, "zap-encoder", "json", "console")
 	completeEnum(cmd, "zap-time-encoding", "epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano")
+}
+
+// traceSampleUsage documents --trace-sample of run and agent.
+const traceSampleUsage = "the traced part of a settled device's window, whose tracing is paused for the rest to cost the application less; every window is still evaluated (0: trace every window whole)"
+
+// traceSample maps --trace-sample to agent.Options.TraceSample, where 0
+// takes the default and a negative value traces windows whole.
+func traceSample(flag time.Duration) time.Duration {
+	if flag <= 0 {
+		return -1
+	}
+	return flag
 }

@@ -28,7 +28,7 @@ import (
 type runFlags struct {
 	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
 	hostToolsRoot, plot, explainDir                             string
-	duration                                                    time.Duration
+	duration, traceSample                                       time.Duration
 	keep, revert, quiet                                         bool
 }
 
@@ -80,6 +80,7 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.StringVar(&f.hostRoot, "host-root", "", "prefix of the host's /sys (e.g. /host in a container)")
 	fl.StringVar(&f.hostToolsRoot, "host-tools-root", "", hostToolsRootUsage)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
+	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	fl.StringVar(&f.explainDir, "explain-dir", "", fmt.Sprintf("keep there the windows whose simulation decided a scheduler switch (or predicted one it did not reproduce the window well enough to make), for replay with 'shadowtune simulate': "+
@@ -136,7 +137,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
 		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log, f.hostToolsRoot),
-		ExplainDir: f.explainDir,
+		ExplainDir: f.explainDir, TraceSample: traceSample(f.traceSample),
 	}
 	var timeline *runTimeline
 	if f.plot != "" {

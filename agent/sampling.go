@@ -1,0 +1,161 @@
+package agent
+
+// Sampled tracing: a settled device's windows are traced for their last
+// part only.
+//
+// Tracing costs the traced application in its own I/O calls: the BPF
+// programs run in every request's submission and completion and in every
+// page-cache event of a tracked file system, and the agent learns every
+// request it delivers. On a device where no candidate beats the current
+// setting, that cost is all the agent adds (docs/bench-decisions.md: 5.8 %
+// of the AIR/AIP suite's wall time on a loop device where the agent made
+// no change). So once SettleWindows windows in a row left the device
+// settled (evaluated, nothing decided, held, pending or being verified),
+// each following window pauses the device's tracing
+// (tracer.Tracer.SetPaused) and its page-cache tracking at its start and
+// resumes both Options.TraceSample before its end: the window is then
+// evaluated over that sample, the newest part of it. Every window is
+// still evaluated, so a workload change is seen within a window as
+// before. A sample that decides anything, or is too small to evaluate,
+// makes the next window traced whole, and a change is verified on whole
+// windows. A sample's read-ahead waste asks for a whole window before a
+// cut (chooseReadAhead), and a scheduler switch a sample decides needs the
+// next, whole, window to decide it too (confirmSwitch). A device whose
+// policy governs a cache is traced whole: the simulated cache is carried
+// warm from window to window (engine.CacheWarm).
+
+import (
+	"errors"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+)
+
+// DefaultTraceSample is the traced part of a settled device's window
+// (Options.TraceSample).
+const DefaultTraceSample = time.Second
+
+// SettleWindows is how many settled windows in a row let a device's
+// windows be sampled.
+const SettleWindows = 2
+
+// sampleInput is what decides whether a device's next window may be
+// traced in part.
+type sampleInput struct {
+	// Enabled: the agent samples (Options.TraceSample, a tracer that can
+	// pause, a window longer than twice the sample).
+	Enabled bool
+	// Settled counts the consecutive settled windows (settledWindow).
+	Settled int
+	// Calibrated: the model has been calibrated on the device.
+	Calibrated bool
+	// Verifying: a scheduler or read-ahead change is being verified.
+	Verifying bool
+	// Proposed: a switch awaits the next window's confirmation;
+	// RAPending: a read-ahead change awaits the next window's agreement.
+	Proposed, RAPending bool
+	// Cache: the policy governs a cache in front of the device.
+	Cache bool
+}
+
+// sampleNext reports whether a device's next window may be traced in
+// part.
+func sampleNext(in sampleInput) bool {
+	return in.Enabled && in.Calibrated && !in.Verifying && !in.Proposed && !in.RAPending && !in.Cache &&
+		in.Settled >= SettleWindows
+}
+
+// settledWindow reports whether a window left the device settled: it
+// was evaluated without error, and decided no change, held back none and
+// verifies none.
+func settledWindow(rep *WindowReport, err error) bool {
+	return err == nil && rep.Report != nil && rep.Skipped == "" && !rep.Report.Decision.Switch &&
+		rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0
+}
+
+// countSettled counts the window towards c.settled, or starts it over.
+func (c *deviceController) countSettled(rep *WindowReport, err error) {
+	if settledWindow(rep, err) && c.verify == nil && c.raVerify == nil && c.proposed == "" && c.raPending == 0 {
+		c.settled++
+		return
+	}
+	c.settled = 0
+}
+
+// sampleInput is the controller's part of the decision whether its next
+// window may be sampled.
+func (c *deviceController) sampleInput(enabled, cache bool) sampleInput {
+	return sampleInput{
+		Enabled: enabled, Settled: c.settled, Calibrated: c.calibrated,
+		Verifying: c.verify != nil || c.raVerify != nil,
+		Proposed:  c.proposed != "", RAPending: c.raPending != 0, Cache: cache,
+	}
+}
+
+// sampleLen is the traced part of a sampled window, 0 when the agent
+// does not sample (Options.TraceSample negative, or a window of at most
+// twice the sample).
+func (a *Agent) sampleLen() time.Duration {
+	s := a.opt.TraceSample
+	if s == 0 {
+		s = DefaultTraceSample
+	}
+	if s < 0 || a.window <= 2*s || a.noPause {
+		return 0
+	}
+	return s
+}
+
+// startSamples begins the window that started at now: it pauses the
+// tracing of every device whose window may be sampled, and returns when
+// to resume them (the zero time when it paused none).
+func (a *Agent) startSamples(now time.Time) time.Time {
+	s := a.sampleLen()
+	var paused []uint32
+	for _, d := range a.devs {
+		d.sampled = d.status.Gone == "" && sampleNext(d.ctrl.sampleInput(s > 0, d.policy.Spec.Cache.Enabled))
+		if d.sampled {
+			paused = append(paused, d.sys.Dev)
+		}
+	}
+	if len(paused) == 0 {
+		return time.Time{}
+	}
+	if !a.setPaused(paused) {
+		return time.Time{}
+	}
+	return now.Add(a.window - s)
+}
+
+// resumeSamples resumes the tracing of every device; the windows stay
+// marked sampled until they end.
+func (a *Agent) resumeSamples() {
+	a.setPaused(nil)
+}
+
+// setPaused pauses the tracing and page-cache tracking of devs and
+// resumes every other device's, reporting whether it did. A tracer that
+// cannot pause turns sampling off for good (noted in the status); on any
+// other error every device is traced whole.
+func (a *Agent) setPaused(devs []uint32) bool {
+	err := a.tr.SetPaused(devs)
+	if err != nil {
+		if errors.Is(err, tracer.ErrPauseUnsupported) {
+			a.noPause = true
+			a.notes = append(a.notes, "windows are traced whole: "+err.Error())
+			a.st.Notes = append(a.st.Notes, a.notes[len(a.notes)-1])
+		} else {
+			a.opt.Log.Error(err, "pause the tracing of settled devices")
+		}
+		devs = nil
+		for _, d := range a.devs {
+			d.sampled = false
+		}
+		if rerr := a.tr.SetPaused(nil); rerr != nil {
+			a.opt.Log.Error(rerr, "resume the tracing of every device")
+		}
+	}
+	a.paused = devs
+	a.trackPageCache()
+	return err == nil
+}

@@ -1,0 +1,113 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
+)
+
+func TestSampleNext(t *testing.T) {
+	settled := sampleInput{Enabled: true, Settled: SettleWindows, Calibrated: true}
+	with := func(f func(*sampleInput)) sampleInput {
+		in := settled
+		f(&in)
+		return in
+	}
+	for _, tc := range []struct {
+		name string
+		in   sampleInput
+		want bool
+	}{
+		{"settled", settled, true},
+		{"settled longer", with(func(in *sampleInput) { in.Settled = 40 }), true},
+		{"sampling off", with(func(in *sampleInput) { in.Enabled = false }), false},
+		{"one settled window", with(func(in *sampleInput) { in.Settled = SettleWindows - 1 }), false},
+		{"not calibrated", with(func(in *sampleInput) { in.Calibrated = false }), false},
+		{"verifying a change", with(func(in *sampleInput) { in.Verifying = true }), false},
+		{"a switch awaits confirmation", with(func(in *sampleInput) { in.Proposed = true }), false},
+		{"a read-ahead change awaits agreement", with(func(in *sampleInput) { in.RAPending = true }), false},
+		{"a governed cache", with(func(in *sampleInput) { in.Cache = true }), false},
+	} {
+		if got := sampleNext(tc.in); got != tc.want {
+			t.Errorf("%s: sampleNext(%+v) = %v, want %v", tc.name, tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSettledWindow(t *testing.T) {
+	evaluated := func(f func(*WindowReport)) *WindowReport {
+		rep := &WindowReport{Report: &engine.Report{}}
+		if f != nil {
+			f(rep)
+		}
+		return rep
+	}
+	for _, tc := range []struct {
+		name string
+		rep  *WindowReport
+		err  error
+		want bool
+	}{
+		{"kept the setting", evaluated(nil), nil, true},
+		{"not evaluated", &WindowReport{}, nil, false},
+		{"skipped", evaluated(func(r *WindowReport) { r.Skipped = "12 requests (fewer than 100)" }), nil, false},
+		{"an error", evaluated(nil), errNoModel, false},
+		{"decided a switch", evaluated(func(r *WindowReport) { r.Report.Decision.Switch = true }), nil, false},
+		{"asks for a change", evaluated(func(r *WindowReport) { r.Action.Kind = ActionApply }), nil, false},
+		{"held a change back", evaluated(func(r *WindowReport) { r.Held = HoldGrant }), nil, false},
+		{"verifying", evaluated(func(r *WindowReport) { r.Verifying = 1 }), nil, false},
+	} {
+		if got := settledWindow(tc.rep, tc.err); got != tc.want {
+			t.Errorf("%s: settledWindow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSampledWindowsOfASettledDevice: windows that keep the setting
+// settle the device after SettleWindows; a sample whose read-ahead waste
+// would cut at once only asks for the cut, which the next, whole, window
+// makes; the change's verification then keeps the device traced whole.
+func TestSampledWindowsOfASettledDevice(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := raController(t, 2560)
+	c.policy.Candidates = []engine.Candidate{{Scheduler: "none"}}
+	c.policy.Decide = decide.DefaultConfig("none")
+	used := PageCacheWindow{Measured: true, UsedPages: 4000, WastedPages: 10}
+	seq := raWindow(0, 400, 256, 200_000, true)
+	sampled := func() bool { return sampleNext(c.sampleInput(true, false)) }
+	for i := range SettleWindows {
+		if sampled() {
+			t.Fatalf("window %d: sampled before %d settled windows", i, SettleWindows)
+		}
+		rep := raStep(c, seq, used, now.Add(time.Duration(i)*5*time.Second))
+		if rep.Action.Kind != ActionNone || rep.Report == nil {
+			t.Fatalf("window %d: %+v, want an evaluated window that keeps the setting", i, rep)
+		}
+	}
+	if !sampled() || sampleNext(c.sampleInput(true, true)) {
+		t.Fatalf("after %d settled windows: sampled %v (with a cache %v), want true (false)", SettleWindows, sampled(), sampleNext(c.sampleInput(true, true)))
+	}
+	thrash := raWindow(0, 400, 5120, 2_000_000, false)
+	waste := PageCacheWindow{Measured: true, UsedPages: 400, WastedPages: 400 * 639}
+	now = now.Add(time.Minute)
+	c.add(thrash)
+	rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: waste, Sampled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionNone || !rep.Sampled {
+		t.Fatalf("a sample with 99.8 %% waste: action %+v (sampled %v), want none yet", rep.Action, rep.Sampled)
+	}
+	if sampled() {
+		t.Fatal("a sample that asked for a cut: the next window is sampled too")
+	}
+	rep = raStep(c, thrash, waste, now.Add(5*time.Second))
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB >= 2560 {
+		t.Fatalf("the whole window after the sample: action %+v, want a cut", rep.Action)
+	}
+	if sampled() {
+		t.Fatal("while the cut is verified, windows are sampled")
+	}
+}
