@@ -310,6 +310,9 @@ func (a *Agent) loop(ctx context.Context) error {
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
+	if at := a.startSamples(time.Now()); !at.IsZero() {
+		resume.Reset(time.Until(at))
+	}
 	var lastStats tracer.Stats
 	// cpuMark is the process CPU time at the end of the last window's
 	// evaluations: what the process uses between windows (the tracer's

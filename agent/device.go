@@ -105,6 +105,9 @@ func newDevice(s selected, stateDir string) (*device, error) {
 	ctrl.online = loaded
 	if loaded {
 		m.StartWindow() // the first window is learned online
+		// The device was learned before: its windows may be sampled from
+		// the first (sampling.go); any decision makes the next one whole.
+		ctrl.settled = SettleWindows
 	}
 	d := &device{sys: sd, ctrl: ctrl, policy: s.policy, key: policyKey(s.policy)}
 	d.status = v1alpha1.DeviceState{

@@ -73,6 +73,10 @@ func settledWindow(rep *WindowReport, err error) bool {
 		rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0
 }
 
+// A device whose model was loaded from the state directory starts
+// settled (newDevice): it was learned before, and its first window may be
+// sampled.
+
 // countSettled counts the window towards c.settled, or starts it over.
 func (c *deviceController) countSettled(rep *WindowReport, err error) {
 	if settledWindow(rep, err) && c.verify == nil && c.raVerify == nil && c.proposed == "" && c.raPending == 0 {
