@@ -267,8 +267,18 @@ func runRow(d v1alpha1.DeviceState) []string {
 	return []string{
 		d.Name, string(d.Class), d.Current.Scheduler, fmt.Sprintf("%d KiB", d.Current.ReadAheadKiB),
 		orDash(win.Best), orZero(win.BestGainPercent) + "%", fmt.Sprintf("%d KiB", win.ReadAheadAdviceKiB),
-		raWaste(d.ReadAhead), orZero(d.ModelErrorPercent) + "%", fmt.Sprint(win.Requests), fmt.Sprint(d.EventsDropped), last + note,
+		raWaste(d.ReadAhead), orZero(d.ModelErrorPercent) + "%", requestsCell(win), fmt.Sprint(d.EventsDropped), last + note,
 	}
+}
+
+// requestsCell is the REQS cell: the window's traced requests, marked
+// "sampled" when only its last part was traced (agent.md, Sampled
+// tracing).
+func requestsCell(w v1alpha1.WindowState) string {
+	if w.Sampled {
+		return fmt.Sprintf("%d sampled", w.Requests)
+	}
+	return fmt.Sprint(w.Requests)
 }
 
 // raWaste is the RA WASTE cell: the window's read-ahead waste, or "-"
