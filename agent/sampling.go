@@ -79,7 +79,7 @@ func settledWindow(rep *WindowReport, err error) bool {
 
 // countSettled counts the window towards c.settled, or starts it over.
 func (c *deviceController) countSettled(rep *WindowReport, err error) {
-	if settledWindow(rep, err) && c.verify == nil && c.raVerify == nil && c.proposed == "" && c.raPending == 0 {
+	if in := c.sampleInput(true, false); settledWindow(rep, err) && !in.Verifying && !in.Proposed && !in.RAPending {
 		c.settled++
 		return
 	}

@@ -107,17 +107,24 @@ func TestEBPFMissedCompletionCountedAtStop(t *testing.T) {
 	}
 }
 
-// TestEBPFDeviceFilter checks the programs' device filter as SetDevices
-// leaves it: up to fastDevs disks in the global array, more in the map
-// (fast_many set), and back.
-func TestEBPFDeviceFilter(t *testing.T) {
+// newFilterTracer is an eBPF tracer selecting no disk, for the tests of
+// its device filter; it is closed when the test ends.
+func newFilterTracer(t *testing.T) (Tracer, *ebpfTracer) {
+	t.Helper()
 	needRoot(t)
 	tr, err := New(Options{Kind: KindEBPF})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tr.Close()
-	et := tr.(*ebpfTracer)
+	t.Cleanup(func() { tr.Close() })
+	return tr, tr.(*ebpfTracer)
+}
+
+// TestEBPFDeviceFilter checks the programs' device filter as SetDevices
+// leaves it: up to fastDevs disks in the global array, more in the map
+// (fast_many set), and back.
+func TestEBPFDeviceFilter(t *testing.T) {
+	tr, et := newFilterTracer(t)
 	check := func(devs []uint32, many uint32) {
 		t.Helper()
 		if err := tr.SetDevices(devs); err != nil {

@@ -14,13 +14,7 @@ import (
 // fastDevs disks and with more (fast_many), and a pause of a disk not
 // traced taking effect once it is.
 func TestEBPFPauseFilter(t *testing.T) {
-	needRoot(t)
-	tr, err := New(Options{Kind: KindEBPF})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	et := tr.(*ebpfTracer)
+	tr, et := newFilterTracer(t)
 	var devs []uint32
 	for i := range uint32(fastDevs + 2) {
 		devs = append(devs, Mkdev(7, 100+i))
