@@ -87,7 +87,11 @@ func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 
 // rounds measures scheds in rotated rounds until each has opt.Rounds
 // uncontended phases, for at most 3 × opt.Rounds rounds; it returns
-// ErrContended when they did not come.
+// ErrContended when they did not come, or as soon as 2 × len(scheds)
+// phases were contended: on a busy node the agent measures at every start
+// until it succeeds, and each contended phase takes a CPU from the node's
+// work (beside a fio load on 2 CPUs, a start took 10.4 s, 4.5 s of it
+// CPU, before this limit).
 func (l *memLoop) rounds(ctx context.Context, schedFile string, scheds []string, opt Options) (map[string][]phaseResult, error) {
 	samples := make(map[string][]phaseResult, len(scheds))
 	enough := func() bool {
@@ -117,6 +121,10 @@ func (l *memLoop) rounds(ctx context.Context, schedFile string, scheds []string,
 			}
 			if ratio := r.waitRatio(); ratio > MaxWaitRatio {
 				contended, worst = contended+1, max(worst, ratio)
+				if contended >= 2*len(scheds) {
+					return nil, fmt.Errorf("%w: %d phases of %d, up to %.1f× their CPU time waiting for a CPU", ErrContended,
+						contended, contended+countPhases(samples), worst)
+				}
 				continue
 			}
 			samples[s] = append(samples[s], r)

@@ -3,6 +3,7 @@ package schedcost
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,7 +117,17 @@ func TestMeasureDeclinesWhenContended(t *testing.T) {
 	}
 	_, err := Measure(context.Background(), "", Options{Rounds: 2})
 	if !errors.Is(err, ErrContended) {
-		t.Errorf("measured beside %d busy processes: %v, want ErrContended", n, err)
+		t.Fatalf("measured beside %d busy processes: %v, want ErrContended", n, err)
+	}
+	// It gives up after 2 × 4 contended phases (4 schedulers at most),
+	// not after all 3 × Rounds rounds (24 phases).
+	var contended, phases int
+	msg := err.Error()
+	if _, serr := fmt.Sscanf(msg[strings.LastIndex(msg, "measure: ")+len("measure: "):], "%d phases of %d", &contended, &phases); serr != nil {
+		t.Fatalf("%v: %v", err, serr)
+	}
+	if contended > 8 || phases > 12 {
+		t.Errorf("%v: ran %d phases, %d contended; want it to give up after 8 contended", err, phases, contended)
 	}
 }
 
