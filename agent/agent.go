@@ -142,6 +142,12 @@ type Agent struct {
 	// (dispatchcost.go), or schedcost.Prior when it could not be
 	// measured.
 	dispatch schedcost.Costs
+	// dispatchRetry is when a declined measurement of the costs is tried
+	// again (zero: not), and dispatchSaved the state directory's record
+	// of the declined attempts.
+	dispatchRetry time.Time
+	dispatchSaved schedcost.Costs
+	remeasure     measureFunc // measureAgain unless a test sets it
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pageCacheWatch
 	// writers names other writers of the devices' settings (nil when no
@@ -321,6 +327,8 @@ func (a *Agent) loop(ctx context.Context) error {
 	// their own. (The BPF programs run in the I/O's own context and are
 	// not counted.)
 	cpuMark := processCPU()
+	idle := idleMeter{path: "/proc/stat"}
+	idle.share()
 	for {
 		select {
 		case <-ctx.Done():
@@ -354,6 +362,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			if err := a.act.Flush(); err != nil {
 				a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
 			}
+			a.retryDispatch(ctx, now, idle.share())
 			lastStats = stats
 			cpuMark = processCPU()
 		}

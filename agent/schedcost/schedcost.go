@@ -97,6 +97,50 @@ type Costs struct {
 	// NoneNs is none's own CPU time per request on the submission path,
 	// ns: the scale the extra costs are measured against.
 	NoneNs float64 `json:"noneNs"`
+	// Contended counts the attempts in a row, since the last measurement
+	// or kernel change, that found the CPUs too busy (ErrContended), and
+	// LastTry is when the last of them was; Plan waits Backoff(Contended)
+	// after it before measuring again. Both are zero in a measurement.
+	Contended int       `json:"contended,omitempty"`
+	LastTry   time.Time `json:"lastTry,omitzero"`
+}
+
+// Backoff is how long the agent waits after n contended attempts in a row
+// before it measures again: 5 minutes after the first, doubling to at
+// most an hour. An attempt on a busy node gives up after a few contended
+// phases (about 2.5 s, 1.2 s of it CPU, on the 2-core test machine), and
+// an agent restarted in a loop would otherwise pay that at every start.
+func Backoff(n int) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	return min(5*time.Minute<<min(n-1, 8), time.Hour)
+}
+
+// Contention is the record of a contended attempt at now following saved
+// (what Load returned): the next in the series on this kernel and CPU
+// count, else the first.
+func Contention(saved Costs, kernel string, cpus int, now time.Time) Costs {
+	n := 1
+	if saved.Kernel == kernel && saved.CPUs == cpus && saved.PerRequestNs == nil {
+		n = saved.Contended + 1
+	}
+	return Costs{Kernel: kernel, CPUs: cpus, Contended: n, LastTry: now.UTC().Truncate(time.Second)}
+}
+
+// Plan tells what to do with saved (what Load returned) at now on this
+// kernel release and CPU count: use it (a measurement there), or measure
+// now, or neither (contended attempts there whose back-off has not
+// elapsed: charge Prior until retryAt).
+func Plan(saved Costs, kernel string, cpus int, now time.Time) (use, measure bool, retryAt time.Time) {
+	if saved.Usable(kernel, cpus) {
+		return true, false, time.Time{}
+	}
+	if saved.Kernel != kernel || saved.CPUs != cpus || saved.Contended == 0 {
+		return false, true, time.Time{}
+	}
+	retryAt = saved.LastTry.Add(Backoff(saved.Contended))
+	return false, !now.Before(retryAt), retryAt
 }
 
 // Prior is what the agent charges when it cannot measure: the CPU times
@@ -104,7 +148,7 @@ type Costs struct {
 // §1: ~1.9 µs for bfq, ~0.7 µs for mq-deadline, on a 2012 CPU), kyber
 // taken as mq-deadline. On this project's test machine the measured
 // figures were 3–6 times these, so the prior under-charges: it is a floor,
-// never saved, and the next start measures again.
+// never saved, and the agent measures again (Plan).
 func Prior(cpus int) Costs {
 	return Costs{CPUs: cpus, PerRequestNs: map[string]float64{"none": 0, "mq-deadline": 700, "kyber": 700, "bfq": 1900}}
 }

@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/shadowtune/shadowtune/agent/schedcost"
+)
+
+// TestDispatchBackoff: a measurement the busy CPUs declined is recorded
+// in the state directory; the next start within the back-off charges the
+// prior without measuring; a window's end tries again only after the
+// back-off and only when the CPUs were idle; a success there is charged
+// from then on, saved, and its note of the prior goes; a second decline
+// doubles the back-off.
+func TestDispatchBackoff(t *testing.T) {
+	dir := t.TempDir()
+	calls := 0
+	contended := func(context.Context, string, string) (schedcost.Costs, error) {
+		calls++
+		return schedcost.Costs{}, fmt.Errorf("%w: 8 phases of 8", schedcost.ErrContended)
+	}
+	a := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
+	before := time.Now()
+	note := a.tryDispatch(context.Background(), schedcost.Costs{}, contended)
+	if !strings.HasPrefix(note, dispatchPriorNote) || !strings.Contains(note, "tried again after") {
+		t.Errorf("note %q", note)
+	}
+	if a.dispatch.PerRequestNs["bfq"] != schedcost.Prior(runtime.NumCPU()).PerRequestNs["bfq"] {
+		t.Errorf("charged %v, want the prior", a.dispatch.PerRequestNs)
+	}
+	if d := a.dispatchRetry.Sub(before); d < 4*time.Minute || d > 6*time.Minute {
+		t.Errorf("retry %v after the attempt, want 5 min", d)
+	}
+	saved, err := schedcost.Load(dir)
+	if err != nil || saved.Contended != 1 || saved.LastTry.IsZero() {
+		t.Fatalf("the state directory's record: %+v, %v; want 1 contended attempt and its time", saved, err)
+	}
+
+	// A start within the back-off does not measure (measureOnce would).
+	b := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
+	b.measureDispatch(context.Background())
+	if len(b.notes) != 1 || !strings.Contains(b.notes[0], "too busy in the last 1 attempts") || b.dispatchRetry.IsZero() {
+		t.Fatalf("start within the back-off: notes %q, retry %v", b.notes, b.dispatchRetry)
+	}
+	b.st.Notes = slices.Clone(b.notes)
+
+	ok := func(context.Context, string, string) (schedcost.Costs, error) {
+		calls++
+		return schedcost.Costs{Kernel: schedcost.Kernel(), CPUs: runtime.NumCPU(),
+			PerRequestNs: map[string]float64{"none": 0, "mq-deadline": 2500, "bfq": 4000}}, nil
+	}
+	b.remeasure, calls = ok, 0
+	b.retryDispatch(context.Background(), b.dispatchRetry.Add(-time.Second), 0.99)
+	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), 0.5)
+	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), -1)
+	if calls != 0 {
+		t.Fatalf("measured %d times before the back-off ended or with busy CPUs", calls)
+	}
+	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), 0.9)
+	if calls != 1 || b.dispatch.PerRequestNs["bfq"] != 4000 || !b.dispatchRetry.IsZero() {
+		t.Fatalf("after the retry: %d calls, charged %v, retry %v", calls, b.dispatch.PerRequestNs, b.dispatchRetry)
+	}
+	if len(b.notes) != 0 || len(b.st.Notes) != 0 {
+		t.Errorf("notes after the measurement: %q, status %q", b.notes, b.st.Notes)
+	}
+	if c, err := schedcost.Load(dir); err != nil || c.PerRequestNs["bfq"] != 4000 || c.Contended != 0 {
+		t.Errorf("saved after the retry: %+v, %v", c, err)
+	}
+
+	// Declined twice in a row: 10 minutes.
+	if err := os.Remove(filepath.Join(dir, schedcost.FileName)); err != nil {
+		t.Fatal(err)
+	}
+	c := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
+	c.tryDispatch(context.Background(), schedcost.Costs{}, contended)
+	first, _ := schedcost.Load(dir)
+	at := time.Now()
+	c.remeasure = contended
+	c.retryDispatch(context.Background(), c.dispatchRetry, 1)
+	second, _ := schedcost.Load(dir)
+	if second.Contended != 2 || first.Contended != 1 {
+		t.Fatalf("contended %d then %d, want 1 then 2", first.Contended, second.Contended)
+	}
+	if d := c.dispatchRetry.Sub(at); d < 9*time.Minute || d > 11*time.Minute {
+		t.Errorf("retry %v after the second attempt, want 10 min", d)
+	}
+	if len(c.st.Notes) != 1 || !strings.HasPrefix(c.st.Notes[0], dispatchPriorNote) {
+		t.Errorf("status notes after the second decline: %q", c.st.Notes)
+	}
+}
+
+func TestIdleMeter(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "stat")
+	write := func(line string) {
+		if err := os.WriteFile(p, []byte(line+"\ncpu0 1 2 3 4\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := idleMeter{path: p}
+	write("cpu  100 0 100 700 100 0 0 0 0 0")
+	if s := m.share(); s != -1 {
+		t.Errorf("first read: %v, want -1", s)
+	}
+	// 400 more ticks, 300 of them idle or iowait.
+	write("cpu  150 0 150 950 150 0 0 0 0 0")
+	if s := m.share(); s != 0.75 {
+		t.Errorf("idle share %v, want 0.75", s)
+	}
+	if s := m.share(); s != -1 {
+		t.Errorf("counters that did not move: %v, want -1", s)
+	}
+	write("intr 1 2 3")
+	if s := m.share(); s != -1 {
+		t.Errorf("no cpu line: %v, want -1", s)
+	}
+	if _, _, err := readCPUTicks(p); err == nil || !strings.Contains(err.Error(), p+":1:") {
+		t.Errorf("no cpu line: %v, want an error naming %s:1", err, p)
+	}
+	write("cpu  1 2 x 4")
+	if _, _, err := readCPUTicks(p); err == nil || !strings.Contains(err.Error(), "counter 3") {
+		t.Errorf("a bad counter: %v, want an error naming it", err)
+	}
+}
