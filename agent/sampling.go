@@ -17,7 +17,10 @@ package agent
 // evaluated over that sample, the newest part of it. Every window is
 // still evaluated, so a workload change is seen within a window as
 // before. A sample that decides anything, or is too small to evaluate,
-// makes the next window traced whole, and a change is verified on whole
+// makes the next window traced whole (after a sample that was only too
+// small, or not reproduced by the model, one settled whole window returns
+// the device to sampling; a whole window too idle to evaluate leaves the
+// count as it was: nextSettle), and a change is verified on whole
 // windows. A sample's read-ahead waste asks for a whole window before a
 // cut (chooseReadAhead), and a scheduler switch a sample decides needs the
 // next, whole, window to decide it too (confirmSwitch). A device whose
@@ -29,6 +32,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/internal/decide"
 )
 
 // DefaultTraceSample is the traced part of a settled device's window
@@ -77,13 +81,65 @@ func settledWindow(rep *WindowReport, err error) bool {
 // settled (newDevice): it was learned before, and its first window may be
 // sampled.
 
-// countSettled counts the window towards c.settled, or starts it over.
-func (c *deviceController) countSettled(rep *WindowReport, err error) {
-	if in := c.sampleInput(true, false); settledWindow(rep, err) && !in.Verifying && !in.Proposed && !in.RAPending {
-		c.settled++
-		return
+// settleStep is what a window does to the count of settled windows.
+type settleStep int
+
+const (
+	// settleReset starts the count over: the window decided, held back
+	// or verifies something, or failed.
+	settleReset settleStep = iota
+	// settleCount counts the window: it settled (settledWindow).
+	settleCount
+	// settleKeep leaves the count: a whole window too idle to evaluate
+	// (fewer than the policy's minRequests) says nothing either way.
+	settleKeep
+	// settleRecheck makes the next window whole and lets the device be
+	// sampled again after it if it settles: a sample skipped because it
+	// was too small to evaluate, or because the model did not reproduce
+	// its measured response time (decide.ReasonNotReproduced), decided
+	// nothing, but one second is not enough to tell.
+	settleRecheck
+)
+
+// nextSettle is the step of a window (rep, err; sampled or whole) of a
+// device with nothing pending (no switch awaiting confirmation, no
+// read-ahead change awaiting agreement, no verification), under a policy
+// that evaluates windows of at least minRequests requests. A device with
+// something pending always starts over.
+func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) settleStep {
+	switch {
+	case pending || err != nil:
+		return settleReset
+	case settledWindow(rep, err):
+		return settleCount
 	}
-	c.settled = 0
+	quiet := rep.Skipped != "" && rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0 &&
+		(rep.Report == nil || !rep.Report.Decision.Switch)
+	idle := rep.Requests < minRequests
+	switch {
+	case !quiet || !(idle || rep.Reason == string(decide.ReasonNotReproduced)):
+		return settleReset
+	case rep.Sampled:
+		return settleRecheck
+	case idle:
+		return settleKeep
+	}
+	return settleReset
+}
+
+// countSettled counts the window towards c.settled, or starts it over
+// (nextSettle).
+func (c *deviceController) countSettled(rep *WindowReport, err error) {
+	in := c.sampleInput(true, false)
+	switch nextSettle(rep, err, c.policy.MinRequests, in.Verifying || in.Proposed || in.RAPending) {
+	case settleCount:
+		c.settled++
+	case settleKeep:
+	case settleRecheck:
+		c.settled = SettleWindows - 1
+	default:
+		c.settled = 0
+	}
 }
 
 // sampleInput is the controller's part of the decision whether its next

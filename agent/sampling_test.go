@@ -111,3 +111,46 @@ func TestSampledWindowsOfASettledDevice(t *testing.T) {
 		t.Fatal("while the cut is verified, windows are sampled")
 	}
 }
+
+func TestNextSettle(t *testing.T) {
+	rep := func(f func(*WindowReport)) *WindowReport {
+		r := &WindowReport{Report: &engine.Report{}, Requests: 5000}
+		f(r)
+		return r
+	}
+	idle := func(sampled bool) *WindowReport {
+		return &WindowReport{Requests: 12, Skipped: "12 requests (fewer than 100)", Sampled: sampled}
+	}
+	notReproduced := func(sampled bool) *WindowReport {
+		return rep(func(r *WindowReport) {
+			r.Sampled, r.Reason, r.Skipped = sampled, string(decide.ReasonNotReproduced), "the simulated mean response time is 30× the measured one"
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		rep     *WindowReport
+		err     error
+		pending bool
+		want    settleStep
+	}{
+		{"settled, whole", rep(func(*WindowReport) {}), nil, false, settleCount},
+		{"settled, sampled", rep(func(r *WindowReport) { r.Sampled = true }), nil, false, settleCount},
+		{"settled but a switch awaits confirmation", rep(func(*WindowReport) {}), nil, true, settleReset},
+		{"an error", rep(func(*WindowReport) {}), errNoModel, false, settleReset},
+		{"whole and idle", idle(false), nil, false, settleKeep},
+		{"whole and idle, pending", idle(false), nil, true, settleReset},
+		{"a sample too small", idle(true), nil, false, settleRecheck},
+		{"a sample not reproduced", notReproduced(true), nil, false, settleRecheck},
+		{"a whole window not reproduced", notReproduced(false), nil, false, settleReset},
+		{"a sample decided a switch", rep(func(r *WindowReport) { r.Sampled, r.Report.Decision.Switch = true, true }), nil, false, settleReset},
+		{"a sample asks for a change", rep(func(r *WindowReport) { r.Sampled, r.Action.Kind = true, ActionApply }), nil, false, settleReset},
+		{"a sample skipped by a regression back-off", rep(func(r *WindowReport) {
+			r.Sampled, r.Report.Decision.Switch, r.Skipped, r.Reason = true, true, "bfq regressed before", ReasonRegressionBackoff
+		}), nil, false, settleReset},
+		{"a sample held back", rep(func(r *WindowReport) { r.Sampled, r.Skipped, r.Held = true, "x", HoldGrant }), nil, false, settleReset},
+	} {
+		if got := nextSettle(tc.rep, tc.err, 100, tc.pending); got != tc.want {
+			t.Errorf("%s: nextSettle = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
