@@ -140,7 +140,27 @@ killtree() {
 		running "$p" && kill -KILL "$p" 2>/dev/null
 		wait "$p" 2>/dev/null || true # ours: reap
 	done
+	sweep_cg
 	return 0
+}
+# sweep_cg: SIGKILL whatever is still in the workloads' cgroup and wait
+# (up to 5 s) until it is empty. killtree finds descendants by parent id
+# when it signals them, so a fio job process forked just after that, or
+# reparented to init when its fio parent died first, escaped it: after a
+# 30-repetition run a 512k-SR-4 fio was left asleep on a futex, its
+# parent 1. Every workload process runs in the cgroup (incg) and nothing
+# else does, so the cgroup finds them all.
+sweep_cg() {
+	[[ -n ${cg_procs:-} && -r $cg_procs ]] || return 0
+	local p i procs
+	for ((i = 0; i < 100; i++)); do
+		procs=$(cat "$cg_procs" 2>/dev/null) # (a cgroup file's size is 0: test what it reads)
+		[[ -n $procs ]] || return 0
+		((i == 0)) && echo "bench-decisions: SIGKILL to what killtree left in the cgroup: $(echo $procs)" >&2
+		for p in $procs; do kill -KILL "$p" 2>/dev/null; done
+		sleep 0.05
+	done
+	echo "bench-decisions: warning: processes still in $cg after SIGKILL: $(tr '\n' ' ' <"$cg_procs")" >&2
 }
 cleanup() {
 	set +e
@@ -154,6 +174,7 @@ cleanup() {
 		[[ -d $d ]] && "$bin" run --revert --state-dir "$d" >/dev/null 2>&1
 	done
 	if [[ -n $cg ]]; then
+		sweep_cg
 		# Every process of ours in it has exited; move stragglers out and remove it.
 		for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do echo "$p" >"$cg_parent/cgroup.procs"; done
 		rmdir "$cg" || echo "bench-decisions: could not remove the cgroup $cg" >&2
@@ -433,11 +454,22 @@ stop_agent() { # REP SETTING
 }
 
 drop_caches() { sync && echo 3 >/proc/sys/vm/drop_caches; }
+# agent_cpu_ns: the CPU time of the agent's threads so far (the first
+# field of each thread's schedstat), ns; 0 without an agent. A variant
+# that wraps the binary in a shell counts the shell's threads.
+agent_cpu_ns() {
+	local f a s=0
+	[[ -n $agent_pid ]] || { echo 0; return 0; }
+	for f in /proc/"$agent_pid"/task/*/schedstat; do
+		read -r a _ <"$f" 2>/dev/null && s=$((s + a))
+	done
+	echo "$s"
+}
 runs=$tmp/runs.jsonl
 : >"$runs"
 # run_sequence REP SETTING
 run_sequence() {
-	local rep=$1 set=$2 i w s0 s1 t0 t1 pre
+	local rep=$1 set=$2 i w s0 s1 t0 t1 c0 c1 pre
 	if is_agent "$set"; then
 		start_agent "$rep" "$set"
 		echo "{\"agent_start\": $EPOCHREALTIME, \"rep\": $rep, \"setting\": \"$set\", \"log\": \"$set.$rep.log\"}" >>"$runs"
@@ -450,15 +482,18 @@ run_sequence() {
 		drop_caches
 		s0=$(devstate)
 		read -ra d0 <"$q/../stat" # reads completed, merged, sectors, ms (the device's counters)
+		c0=$(agent_cpu_ns)
 		t0=$EPOCHREALTIME
 		aip_end=""
 		"${seq_fns[i]}" "${seq_n[i]}" "$pre" || die "$w failed under $set (rep $rep)"
 		t1=${aip_end:-$EPOCHREALTIME}
+		c1=$(agent_cpu_ns)
 		read -ra d1 <"$q/../stat"
 		[[ -n $aip_end ]] && d1=("${aip_d1[@]}")
 		s1=$(devstate)
-		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "dev_reads": %d, "dev_read_mib": %.1f, "out": "%s"}\n' \
-			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" $((d1[0] - d0[0])) "$(((d1[2] - d0[2]) * 10 / 2048))e-1" "${pre#"$tmp"/}" >>"$runs"
+		printf '{"rep": %d, "setting": "%s", "workload": "%s", "t0": %s, "t1": %s, "state0": "%s", "state1": "%s", "dev_reads": %d, "dev_read_mib": %.1f, "agent_cpu_ms": %.1f, "out": "%s"}\n' \
+			"$rep" "$set" "$w" "$t0" "$t1" "$s0" "$s1" $((d1[0] - d0[0])) "$(((d1[2] - d0[2]) * 10 / 2048))e-1" \
+			"$(((c1 - c0) / 100000))e-1" "${pre#"$tmp"/}" >>"$runs"
 	done
 	is_agent "$set" && stop_agent "$rep" "$set"
 	return 0

@@ -233,6 +233,26 @@ def report(runs_path, out_path, markdown=False):
             print(f"{w:<{wcol}}" + "".join(
                 f"{st.median(dev[(s, w)]):>17.0f}" if (s, w) in dev else f"{'-':>17}" for s in cols))
 
+    acpu = {}
+    for r in runs:
+        if r.get("agent_cpu_ms") and (r["setting"] == "agent" or r["setting"].startswith("agent.")):
+            acpu.setdefault((r["setting"], r["workload"]), []).append(r["agent_cpu_ms"])
+    if acpu:
+        acols = [s for s in cols if any((s, w) in acpu for w in workloads)]
+        print()
+        print("the agent's own CPU time while each workload ran, median ms and % of one CPU "
+              "(its threads' schedstat; its BPF programs run in the workloads' own context and are not in it)")
+        print(" " * wcol + "".join(f"{c:>17}" for c in acols))
+        for w in workloads:
+            cells = []
+            for s in acols:
+                if (s, w) not in acpu:
+                    cells.append(f"{'-':>17}")
+                    continue
+                ms = st.median(acpu[(s, w)])
+                cells.append(f"{f'{ms:.1f} ({100 * ms / 1000 / med(s, w, complete):.1f} %)':>17}")
+            print(f"{w:<{wcol}}" + "".join(cells))
+
     summary = {"repetitions": complete, "median_s": table, "total_s": totals, "default": default}
     best = min(statics, key=lambda s: totals[s]) if statics else None
     if best:
