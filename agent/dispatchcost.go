@@ -111,8 +111,8 @@ func (a *Agent) retryDispatch(ctx context.Context, now time.Time, idle float64) 
 		m = measureAgain
 	}
 	note := a.tryDispatch(ctx, a.dispatchSaved, m)
-	a.notes = slices.DeleteFunc(a.notes, func(n string) bool { return strings.HasPrefix(n, dispatchPriorNote) })
-	a.st.Notes = slices.DeleteFunc(a.st.Notes, func(n string) bool { return strings.HasPrefix(n, dispatchPriorNote) })
+	isPrior := func(n string) bool { return strings.HasPrefix(n, dispatchPriorNote) }
+	a.notes, a.st.Notes = slices.DeleteFunc(a.notes, isPrior), slices.DeleteFunc(a.st.Notes, isPrior)
 	if note != "" {
 		a.notes = append(a.notes, note)
 		a.st.Notes = append(a.st.Notes, note)

@@ -113,15 +113,15 @@ func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) set
 	case settledWindow(rep, err):
 		return settleCount
 	}
+	// Skipped with nothing decided, held or verified: too idle to
+	// evaluate, or not reproduced by the model.
 	quiet := rep.Skipped != "" && rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0 &&
 		(rep.Report == nil || !rep.Report.Decision.Switch)
 	idle := rep.Requests < minRequests
 	switch {
-	case !quiet || !(idle || rep.Reason == string(decide.ReasonNotReproduced)):
-		return settleReset
-	case rep.Sampled:
+	case quiet && rep.Sampled && (idle || rep.Reason == string(decide.ReasonNotReproduced)):
 		return settleRecheck
-	case idle:
+	case quiet && idle:
 		return settleKeep
 	}
 	return settleReset

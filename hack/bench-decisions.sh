@@ -156,7 +156,7 @@ sweep_cg() {
 	for ((i = 0; i < 100; i++)); do
 		procs=$(cat "$cg_procs" 2>/dev/null) # (a cgroup file's size is 0: test what it reads)
 		[[ -n $procs ]] || return 0
-		((i == 0)) && echo "bench-decisions: SIGKILL to what killtree left in the cgroup: $(echo $procs)" >&2
+		((i == 0)) && echo "bench-decisions: SIGKILL to what killtree left in the cgroup: ${procs//$'\n'/ }" >&2
 		for p in $procs; do kill -KILL "$p" 2>/dev/null; done
 		sleep 0.05
 	done

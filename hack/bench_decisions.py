@@ -235,7 +235,7 @@ def report(runs_path, out_path, markdown=False):
 
     acpu = {}
     for r in runs:
-        if r.get("agent_cpu_ms") and (r["setting"] == "agent" or r["setting"].startswith("agent.")):
+        if r.get("agent_cpu_ms") is not None and (r["setting"] == "agent" or r["setting"].startswith("agent.")):
             acpu.setdefault((r["setting"], r["workload"]), []).append(r["agent_cpu_ms"])
     if acpu:
         acols = [s for s in cols if any((s, w) in acpu for w in workloads)]
