@@ -309,8 +309,9 @@ type deviceController struct {
 	// note records what calibration found, for the status.
 	note string
 	// serversWait counts down the windows until fitServers may search
-	// for k again.
-	serversWait int
+	// for k again; serversReach is the largest k the last search could
+	// try (serversReach).
+	serversWait, serversReach int
 	// raAdvice is the window's competitive read-ahead depth (KiB), one of
 	// decide.ReadAhead's inputs; raPending the depth the previous window
 	// asked for (0: none), so that a change waits for two windows that

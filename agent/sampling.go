@@ -18,10 +18,10 @@ package agent
 // still evaluated, so a workload change is seen within a window as
 // before. A sample that decides anything, or is too small to evaluate,
 // makes the next window traced whole (after a sample that was only too
-// small, or not reproduced by the model, one settled whole window returns
-// the device to sampling; a whole window too idle to evaluate leaves the
-// count as it was: nextSettle), and a change is verified on whole
-// windows. A sample's read-ahead waste asks for a whole window before a
+// small, or a window not reproduced by the model, one settled whole
+// window returns the device to sampling; a whole window too idle to
+// evaluate leaves the count as it was: nextSettle), and a change is
+// verified on whole windows. A sample's read-ahead waste asks for a whole window before a
 // cut (chooseReadAhead), and a scheduler switch a sample decides needs the
 // next, whole, window to decide it too (confirmSwitch). A device whose
 // policy governs a cache is traced whole: the simulated cache is carried
@@ -95,9 +95,12 @@ const (
 	settleKeep
 	// settleRecheck makes the next window whole and lets the device be
 	// sampled again after it if it settles: a sample skipped because it
-	// was too small to evaluate, or because the model did not reproduce
-	// its measured response time (decide.ReasonNotReproduced), decided
-	// nothing, but one second is not enough to tell.
+	// was too small to evaluate decided nothing, but one second is not
+	// enough to tell; a window, sampled or whole, whose model did not
+	// reproduce its measured response time (decide.ReasonNotReproduced)
+	// decided nothing either, and the model it failed may be replaced by
+	// then (fitServers). A model that keeps failing keeps the windows
+	// whole.
 	settleRecheck
 )
 
@@ -119,7 +122,7 @@ func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) set
 		(rep.Report == nil || !rep.Report.Decision.Switch)
 	idle := rep.Requests < minRequests
 	switch {
-	case quiet && rep.Sampled && (idle || rep.Reason == string(decide.ReasonNotReproduced)):
+	case quiet && (rep.Sampled && idle || rep.Reason == string(decide.ReasonNotReproduced)):
 		return settleRecheck
 	case quiet && idle:
 		return settleKeep

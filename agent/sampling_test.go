@@ -141,7 +141,8 @@ func TestNextSettle(t *testing.T) {
 		{"whole and idle, pending", idle(false), nil, true, settleReset},
 		{"a sample too small", idle(true), nil, false, settleRecheck},
 		{"a sample not reproduced", notReproduced(true), nil, false, settleRecheck},
-		{"a whole window not reproduced", notReproduced(false), nil, false, settleReset},
+		{"a whole window not reproduced", notReproduced(false), nil, false, settleRecheck},
+		{"a whole window not reproduced, pending", notReproduced(false), nil, true, settleReset},
 		{"a sample decided a switch", rep(func(r *WindowReport) { r.Sampled, r.Report.Decision.Switch = true, true }), nil, false, settleReset},
 		{"a sample asks for a change", rep(func(r *WindowReport) { r.Sampled, r.Action.Kind = true, ActionApply }), nil, false, settleReset},
 		{"a sample skipped by a regression back-off", rep(func(r *WindowReport) {

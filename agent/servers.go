@@ -55,22 +55,30 @@ type serverFit struct {
 // the simulated response times were 4 to 78 times the measured ones
 // (docs/bench-decisions.md). It does nothing for a rotational model (k =
 // 1, DESIGN §3), while a change is being verified (the verification
-// compares against the current model), within serversSearchEvery windows
-// of the last search, or where no decision waits on it: its simulations
-// take CPU from the node's work (in the VM lab's TCG guest, seconds). It
-// returns an error from the simulation.
+// compares against the current model), or where no decision waits on it.
+// Within serversSearchEvery windows of the last search it searches only a
+// window that ran deeper than that search could try (serversReach): a
+// first window of one second, at 4 requests in flight, can try no more
+// than 4 servers, and on the decision benchmark the next window, at 9,
+// needed 8 (it waited four windows for them before). Its simulations take
+// CPU from the node's work (in the VM lab's TCG guest, seconds), and each
+// early search raises the reach, so at most len(serverSteps) run in a
+// row. It returns an error from the simulation.
 func (c *deviceController) fitServers(reqs []trace.Request, er engine.Report) error {
 	c.serversWait--
 	ratio := er.ResponseRatio
 	if er.Decision.Reason != decide.ReasonNotReproduced || c.model.Class() == model.HDD || c.verify != nil ||
-		ratio <= 0 || c.serversWait > 0 {
+		ratio <= 0 {
 		return nil
 	}
-	c.serversWait = serversSearchEvery
-	most := model.MaxInFlight(reqs)
+	reach := serversReach(model.MaxInFlight(reqs))
+	if c.serversWait > 0 && reach <= c.serversReach {
+		return nil
+	}
+	c.serversWait, c.serversReach = serversSearchEvery, reach
 	best := serverFit{k: c.model.Servers(), ratio: ratio}
 	for _, k := range serverSteps {
-		if k > max(most, 1) {
+		if k > reach {
 			break
 		}
 		if k == c.model.Servers() {
@@ -93,6 +101,19 @@ func (c *deviceController) fitServers(reqs []trace.Request, er engine.Report) er
 	c.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
 		best.k, c.current.Candidate.Name(), ratio, c.model.Servers(), best.ratio, best.k))
 	return nil
+}
+
+// serversReach is the largest k of serverSteps a window with at most
+// most requests in flight can tell from fewer (at least 1): with as many
+// servers as requests in flight, none waits, and more change nothing.
+func serversReach(most int) int {
+	reach := serverSteps[0]
+	for _, k := range serverSteps {
+		if k <= most {
+			reach = k
+		}
+	}
+	return reach
 }
 
 // tryServers learns reqs on a copy of the model with k servers, as the

@@ -147,3 +147,59 @@ func TestFitServersLeavesAlone(t *testing.T) {
 		}
 	}
 }
+
+// serialWindow is n reads of 4 KiB from start (ns), each arriving as the
+// one before completes, taking 100 µs: never more than one in flight.
+func serialWindow(n int, start int64) []trace.Request {
+	reqs := make([]trace.Request, n)
+	for i := range reqs {
+		arr := start + int64(i)*100_000
+		reqs[i] = trace.Request{Arrival: arr, Dispatch: arr, Complete: arr + 100_000,
+			Sector: uint64(i) * 64, Sectors: 8, Op: trace.Read, PID: 100, Think: trace.Unknown}
+	}
+	return reqs
+}
+
+// Within serversSearchEvery windows of a search, fitServers searches
+// again only a window deeper than that search could try: a shallow first
+// window does not hold off the deep one after it, and a deep window does
+// hold off the next as deep.
+func TestFitServersReach(t *testing.T) {
+	c, err := newDeviceController("loop0", model.Default(model.SSD, 100*gib),
+		Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	notReproduced := engine.Report{ResponseRatio: 20}
+	notReproduced.Decision.Reason = decide.ReasonNotReproduced
+	if err := c.fitServers(serialWindow(5000, 0), notReproduced); err != nil {
+		t.Fatal(err)
+	}
+	if k := c.model.Servers(); k != 1 || c.serversReach != 1 {
+		t.Fatalf("after a window of one request in flight: k = %d, reach %d; want 1 and 1", k, c.serversReach)
+	}
+	deep := openWindow(1, 5000, 8, 0.7, 1e9)
+	if err := c.fitServers(deep, notReproduced); err != nil {
+		t.Fatal(err)
+	}
+	k := c.model.Servers()
+	if k == 1 || c.serversReach <= 1 {
+		t.Fatalf("the deeper window at once after: k = %d, reach %d; want it searched", k, c.serversReach)
+	}
+	t.Logf("%s", c.note)
+	c.note = ""
+	if err := c.fitServers(shifted(deep, 3e9), notReproduced); err != nil {
+		t.Fatal(err)
+	}
+	if c.note != "" {
+		t.Errorf("a window as deep, within %d windows: searched again (%s)", serversSearchEvery, c.note)
+	}
+}
+
+func TestServersReach(t *testing.T) {
+	for most, want := range map[int]int{0: 1, 1: 1, 3: 2, 4: 4, 9: 8, 127: 64, 128: 128, 1000: 128} {
+		if got := serversReach(most); got != want {
+			t.Errorf("serversReach(%d) = %d, want %d", most, got, want)
+		}
+	}
+}

@@ -77,11 +77,16 @@ type ebpfTracer struct {
 	col    collector     // used by Run's goroutine only (its counters are atomic)
 	lostGC atomic.Uint64 // abandoned after StaleAfter
 
-	mu      sync.Mutex // guards curDevs and paused
+	mu      sync.Mutex // guards curDevs, paused, idleSince, detached and links after newEBPF
 	curDevs map[uint32]bool
 	// paused is the set given to SetPaused (a disk in it is paused only
 	// while it is traced).
 	paused map[uint32]bool
+	// idleSince is when the last selected disk not paused was paused or
+	// deselected (zero while one is traced); detached is set while the
+	// programs' links are closed for it (detachIdle).
+	idleSince time.Time
+	detached  bool
 
 	run runState
 }
@@ -266,8 +271,9 @@ func (t *ebpfTracer) mapInflight() error {
 }
 
 // attach attaches the loaded programs to their raw tracepoints, adding
-// the links to t.links.
+// the links to t.links; on an error it closes those it made.
 func (t *ebpfTracer) attach() error {
+	made := len(t.links)
 	// Attach the completion side first, so that no request is seen
 	// starting without its completion being watched.
 	for _, name := range []string{
@@ -280,11 +286,91 @@ func (t *ebpfTracer) attach() error {
 		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: prog, AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
+			for _, l := range t.links[made:] {
+				_ = l.Close()
+			}
+			t.links = t.links[:made]
 			return fmt.Errorf("attach %s: %w", name, err)
 		}
 		t.links = append(t.links, l)
 	}
 	return nil
+}
+
+// detachAfter is how long no selected disk must have been traced (all
+// paused or none selected) before detachIdle closes the programs' links:
+// a request that passed the programs' filter just before the pause has
+// its in-flight entry by then.
+const detachAfter = 50 * time.Millisecond
+
+// tracing reports whether a selected disk is not paused (t.mu held).
+func (t *ebpfTracer) tracing() bool {
+	for d := range t.curDevs {
+		if !t.paused[d] {
+			return true
+		}
+	}
+	return false
+}
+
+// syncAttach follows a new selection (t.mu held): while a selected disk
+// is not paused the programs are attached (again, if detachIdle had
+// detached them: the requests then in flight complete as orphans, as at a
+// resume); once none is, it notes when, for detachIdle.
+func (t *ebpfTracer) syncAttach() error {
+	if !t.tracing() {
+		if t.idleSince.IsZero() {
+			t.idleSince = time.Now()
+		}
+		return nil
+	}
+	t.idleSince = time.Time{}
+	if !t.detached {
+		return nil
+	}
+	if err := t.attach(); err != nil {
+		return err
+	}
+	t.detached = false
+	return nil
+}
+
+// detachIdle closes the programs' links once no selected disk has been
+// traced for detachAfter and no request is left in the in-flight table:
+// attached, the programs run at every block event of the node and
+// reject each (bench-decisions: a sampled device is paused for most of
+// each window), while detached they cost nothing. The requests followed
+// at the pause are delivered first, so nothing is lost. Run calls it
+// after each drain; syncAttach attaches again.
+func (t *ebpfTracer) detachIdle() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.detached || t.idleSince.IsZero() || time.Since(t.idleSince) < detachAfter || !t.inflightEmpty() {
+		return nil
+	}
+	var errs []error
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.links, t.detached = nil, true
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("detach the idle programs: %w", err)
+	}
+	return nil
+}
+
+// inflightEmpty reports whether the in-flight table (its slots and its
+// overflow map) holds no request.
+func (t *ebpfTracer) inflightEmpty() bool {
+	for i := range t.slots {
+		if atomic.LoadUint64(&t.slots[i].Key) != 0 {
+			return false
+		}
+	}
+	var key uint64
+	var v blocktraceSlot
+	iter := t.ovf.Iterate()
+	return !iter.Next(&key, &v) && iter.Err() == nil
 }
 
 func (t *ebpfTracer) Kind() string { return KindEBPF }
@@ -314,7 +400,10 @@ func (t *ebpfTracer) SetDevices(devs []uint32) error {
 	for d := range want {
 		t.curDevs[d] = true
 	}
-	return t.writeSelection()
+	if err := t.writeSelection(); err != nil {
+		return err
+	}
+	return t.syncAttach()
 }
 
 // SetPaused pauses the traced disks in devs and resumes the others: a
@@ -329,7 +418,10 @@ func (t *ebpfTracer) SetPaused(devs []uint32) error {
 	for _, d := range devs {
 		t.paused[d] = true
 	}
-	return t.writeSelection()
+	if err := t.writeSelection(); err != nil {
+		return err
+	}
+	return t.syncAttach()
 }
 
 // writeSelection writes curDevs and paused into the programs' filter:
@@ -463,6 +555,9 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 		}
 		n, err := drain()
 		if err != nil {
+			return err
+		}
+		if err := t.detachIdle(); err != nil {
 			return err
 		}
 		if time.Since(lastDeliver) >= t.opts.FlushInterval {

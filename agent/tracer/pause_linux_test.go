@@ -4,6 +4,7 @@ package tracer
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -177,4 +178,71 @@ func (r *recording) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.reqs)
+}
+
+// TestEBPFPauseDetaches pauses the only traced disk: the programs are
+// detached once no request is left in the in-flight table (a request
+// followed at the pause holds them; a fake entry stands for one here),
+// reads made then are not recorded, and a resume attaches them again and
+// records the reads after it, with nothing lost.
+func TestEBPFPauseDetaches(t *testing.T) {
+	needRoot(t)
+	l := newLoop(t, 64<<20)
+	rec := startRecording(t, KindEBPF, l.dev)
+	tr := rec.tr
+	et := tr.(*ebpfTracer)
+	attached := func() (int, bool) {
+		et.mu.Lock()
+		defer et.mu.Unlock()
+		return len(et.links), et.detached
+	}
+	programs, _ := attached()
+	mustRead := func(n int, seed uint64) {
+		t.Helper()
+		if err := randomReads(l.path, l.size, n, seed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRead(20, 1)
+	if n := rec.waitFor(20, 5*time.Second); n != 20 {
+		t.Fatalf("%d requests delivered, want 20", n)
+	}
+	// A request still followed (its slot taken; 1 is no struct request's
+	// address) holds the programs attached.
+	fake := &et.slots[len(et.slots)-1].Key
+	atomic.StoreUint64(fake, 1)
+	if err := tr.SetPaused([]uint32{l.dev}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(detachAfter + 3*maxPoll)
+	if n, detached := attached(); detached || n != programs {
+		t.Fatalf("with a request in flight: %d links, detached %v; want %d attached", n, detached, programs)
+	}
+	atomic.StoreUint64(fake, 0)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if n, detached := attached(); detached && n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the programs of a tracer whose only disk is paused were not detached")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mustRead(30, 2)
+	if err := tr.SetPaused(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, detached := attached(); detached || n != programs {
+		t.Fatalf("after the resume: %d links, detached %v; want %d attached", n, detached, programs)
+	}
+	mustRead(10, 3)
+	if n := rec.waitFor(30, 5*time.Second); n != 30 {
+		t.Fatalf("%d requests delivered, want the 30 made while traced; stats %+v", n, tr.Stats())
+	}
+	time.Sleep(1500 * time.Millisecond) // past the reaper's age limit
+	reqs := rec.stop(t)
+	if st := tr.Stats(); len(reqs) != 30 || st.Lost != 0 || st.Dropped != 0 {
+		t.Errorf("%d requests delivered, stats %+v: want 30, none lost", len(reqs), st)
+	}
 }

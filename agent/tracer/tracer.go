@@ -34,9 +34,14 @@ type Tracer interface {
 	// a paused disk's new requests are not recorded, and those in flight
 	// when it was paused are still delivered, so that a disk can be traced
 	// in samples (the agent traces a settled disk's windows in part). A
-	// disk in devs that is not traced is paused once it is. It may be
-	// called while Run is running; it returns ErrPauseUnsupported when the
-	// tracer cannot pause (tracefs).
+	// disk in devs that is not traced is paused once it is. While no
+	// traced disk is left unpaused (or none is traced) and the requests
+	// followed at the pause have completed, the eBPF tracer detaches its
+	// programs, so that they cost the node's I/O nothing; the next disk
+	// resumed or selected attaches them again. It may be called while Run
+	// is running; it returns ErrPauseUnsupported when the tracer cannot
+	// pause (tracefs), and an error when the programs cannot be attached
+	// again.
 	SetPaused(devs []uint32) error
 	// Stats returns the counters so far. It is safe to call at any time.
 	Stats() Stats
