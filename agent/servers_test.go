@@ -148,18 +148,6 @@ func TestFitServersLeavesAlone(t *testing.T) {
 	}
 }
 
-// serialWindow is n reads of 4 KiB from start (ns), each arriving as the
-// one before completes, taking 100 µs: never more than one in flight.
-func serialWindow(n int, start int64) []trace.Request {
-	reqs := make([]trace.Request, n)
-	for i := range reqs {
-		arr := start + int64(i)*100_000
-		reqs[i] = trace.Request{Arrival: arr, Dispatch: arr, Complete: arr + 100_000,
-			Sector: uint64(i) * 64, Sectors: 8, Op: trace.Read, PID: 100, Think: trace.Unknown}
-	}
-	return reqs
-}
-
 // Within serversSearchEvery windows of a search, fitServers searches
 // again only a window deeper than that search could try: a shallow first
 // window does not hold off the deep one after it, and a deep window does
@@ -172,7 +160,7 @@ func TestFitServersReach(t *testing.T) {
 	}
 	notReproduced := engine.Report{ResponseRatio: 20}
 	notReproduced.Decision.Reason = decide.ReasonNotReproduced
-	if err := c.fitServers(serialWindow(5000, 0), notReproduced); err != nil {
+	if err := c.fitServers(phaseWindow(1, 5000, 0, 100_000, 100_000, 0), notReproduced); err != nil {
 		t.Fatal(err)
 	}
 	if k := c.model.Servers(); k != 1 || c.serversReach != 1 {
