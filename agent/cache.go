@@ -236,6 +236,13 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	}
 	if c.dec.Mode != "" && c.dec.Mode != c.info.Mode && now.After(c.backoff[c.dec.Mode]) && d.cacheGate(rep, g, now) {
 		d.switchCache(c.dec.Mode, c.dec.Reason, now, e)
+		if c.dec.Measured && c.info.Mode == decide.CacheOff {
+			// A loss measured on the cache's own counters refutes the
+			// prediction that turned it on, as a regression does a
+			// switch: the simulation, which judges the filled cache,
+			// does not turn it on again for the back-off.
+			c.backoff[decide.CacheOn] = now.Add(d.ctrl.policy.Backoff)
+		}
 	}
 	d.showCache()
 	if e.metrics != nil {
@@ -396,13 +403,16 @@ func readServiceNs(reqs []trace.Request, blockSectors uint64) (readNs, blockNs f
 }
 
 // setDMCacheModel sets the simulated cache that stands for the dm-cache
-// info (kernel name dm) in front of the device (engine.CacheForBlocks),
-// each hit charged the cache device's measured read time (probeCacheRead)
-// on one of the engine's CPUs. When the probe fails the failure is logged
+// info (kernel name dm) in front of the device: smq's calibrated stand-in
+// (engine.SMQCalibrated), filled from empty over one window
+// (engine.Options.CacheFill) as the real cache fills after a switch, each
+// hit charged the cache device's measured read time (probeCacheRead) on
+// one of the engine's CPUs. When the probe fails the failure is logged
 // and the hits keep the default RAM copy cost.
 func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
 	cfg := &d.ctrl.policy.Engine.Cache
-	*cfg = engine.CacheForBlocks(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
+	*cfg = engine.SMQCalibrated(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
+	d.ctrl.policy.Engine.CacheFill = true
 	dev, ns, err := probeCacheRead(e.hostRoot, dm, info.Origin)
 	if err != nil {
 		e.log.Info("cache read time not measured", "device", d.sys.Name, "cache", info.Name, "error", err.Error())

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -305,5 +306,53 @@ func TestFindCacheThroughLVMOrigin(t *testing.T) {
 	raw := multiCacheTool{"cached": {Name: "cached", Origin: "254:16"}}
 	if _, dm, ok := findCache(root3, "vdb", "254:16", raw); !ok || dm != "dm-0" {
 		t.Errorf("findCache of a raw dm-cache: %q, %v", dm, ok)
+	}
+}
+
+// TestCacheOffByCountersBacksOff: a cache turned off because its counters
+// measured promotions costing more than its hits saved is not turned on
+// again for the back-off, though every window after predicts the filled
+// cache's gain; once the back-off has passed, two such windows turn it on.
+func TestCacheOffByCountersBacksOff(t *testing.T) {
+	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	var app [2]uint64
+	setAppReads(t, e.root, &app, 0, 0)
+	e.feed(t, localityWindow(1, 3000, 4<<20, 0))
+	setAppReads(t, e.root, &app, 3000, 8)
+	e.feed(t, localityWindow(2, 3000, 4<<20, 20e9))
+	for i := range 3 { // verified, then the counters' baseline
+		setAppReads(t, e.root, &app, 3000, 2)
+		e.feed(t, localityWindow(uint64(3+i), 3000, 0, int64(40+20*i)*1e9))
+	}
+	for k := uint64(1); k <= 2; k++ {
+		tool.info.ReadHits, tool.info.ReadMisses, tool.info.Promotions = 600*k, 2400*k, 1200*k
+		setAppReads(t, e.root, &app, 3000, 2)
+		e.feed(t, localityWindow(5+k, 3000, 0, int64(100+20*k)*1e9))
+	}
+	if len(tool.calls) != 2 || tool.calls[1] != "cached=passthrough" {
+		t.Fatalf("SetMode calls %v: want the cache on, then off on its counters", tool.calls)
+	}
+	// The application's reads do not get slower: the switch off holds.
+	// Windows of locality predict the gain again.
+	start := int64(160e9)
+	var st v1alpha1.DeviceState
+	for i := range 6 {
+		setAppReads(t, e.root, &app, 3000, 2)
+		st = e.feed(t, localityWindow(uint64(20+i), 3000, 4<<20, start+int64(i)*20e9))
+	}
+	if len(tool.calls) != 2 || st.Reverts != 0 {
+		t.Fatalf("SetMode calls %v, reverts %d within the back-off; cache status %+v", tool.calls, st.Reverts, st.Cache)
+	}
+	if !strings.Contains(st.Cache.Reason, "predicted") {
+		t.Fatalf("cache reason %q: want the windows to predict the cache's gain", st.Cache.Reason)
+	}
+	e.seq += int(RegressionBackoff / (5 * time.Second)) // the agent's clock: 5 s a window (feed)
+	after := start + 200e9
+	for i := range 2 {
+		setAppReads(t, e.root, &app, 3000, 2)
+		st = e.feed(t, localityWindow(uint64(30+i), 3000, 4<<20, after+int64(i)*20e9))
+	}
+	if len(tool.calls) != 3 || tool.calls[2] != "cached=writethrough" {
+		t.Fatalf("SetMode calls %v after the back-off: want the cache on again; cache status %+v", tool.calls, st.Cache)
 	}
 }

@@ -80,9 +80,10 @@ func CacheForBudget(budgetBytes int64) redcap.Config {
 // served from the disk, not prefetched for the reader; a block is copied
 // in at its second miss after at least 64 reads without one
 // (redcap.Config.PromoteAfter 2, PromoteGapQuiet); the least recently
-// used block is replaced. SMQCalibrated predicts smq's read hits better;
-// see it for why the agent does not use it yet. blockSectors must be a
-// multiple of 8 (dm-cache's block size is a multiple of 32 KiB).
+// used block is replaced. It was the agent's stand-in until
+// SMQCalibrated, which predicts smq's read hits better, replaced it.
+// blockSectors must be a multiple of 8 (dm-cache's block size is a
+// multiple of 32 KiB).
 func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
 	return redcap.Config{Segments: int(max(min(blocks, 1<<20), 1)), SegmentSectors: blockSectors, CapacitySectors: capacitySectors,
 		PromoteAfter: DMCachePromoteAfter, PromoteGapQuiet: true}
@@ -94,14 +95,14 @@ func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) 
 // least SMQPromoteGapNs apart on the workload's own clock, and only into
 // a free block (redcap.Config.FillOnly: smq replaces blocks about once a
 // minute, not within a window). See SMQPromoteGapNs for how closely it
-// predicts smq's read hits from an empty cache. The agent does not use it
-// yet. Carried from window to window while the real cache is
-// off (engine.Options.CacheWarm), it fills more selectively than smq does
-// when switched on from empty (95 % of zipf(1.2)'s reads predicted to hit
-// a 64 MiB cache, 84 % measured); and where the guest's CPU bounds the
-// hits (the lab's TCG guest serves 10,000–13,000 reads a second through
-// dm-cache) it predicts the gain of the devices' time, 84 % against 70 %
-// measured.
+// predicts smq's read hits from an empty cache. The agent uses it with
+// Options.CacheFill: carried over every window while the real cache is
+// off, it fills more selectively than smq does once switched on from
+// empty (90–97 % of zipf(1.2)'s reads predicted to hit a 64 MiB cache,
+// 81 % measured), while filled over one window of 10 s behind 500 IOPS
+// it predicted 80.3–80.7 % (docs/agent.md). Where the CPU bounds the hits
+// (the VM lab's TCG guest serves 5,000–13,000 reads a second through
+// dm-cache) it predicts the gain of the devices' time, not the rate.
 func SMQCalibrated(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
 	c := CacheForBlocks(blocks, blockSectors, capacitySectors)
 	c.HotspotSegments = HotspotSegments(blocks, blockSectors, capacitySectors)

@@ -60,3 +60,95 @@ func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 		t.Error("the same window and warm start gave another result")
 	}
 }
+
+// TestCacheFill: with Options.CacheFill the contents a window passes on
+// are what its reads bring into an empty cache, whatever the cache held
+// at the window's start, so a simulation carried over many windows does
+// not grow ever more selective than a real cache switched on from empty;
+// without it they are the warm cache's. The prediction of the window
+// itself still starts from Options.CacheWarm.
+func TestCacheFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	window := func() []uint64 {
+		secs := make([]uint64, 3000)
+		for i := range secs {
+			secs[i] = 40*gib + rng.Uint64N(24<<11)&^7 // 24 MiB hot set
+		}
+		return secs
+	}
+	eval := func(secs []uint64, warm *CacheWarm, fill bool) Report {
+		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
+			Decide: decide.DefaultConfig("none"), Cache: SMQCalibrated(512, 128, 200*gib), CacheFill: fill}
+		if warm != nil {
+			opt.CacheWarm = *warm
+		}
+		rep, err := Evaluate(w, both("none"), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	w1, w2 := window(), window()
+	first := eval(w1, nil, false)
+	fromEmpty, filled := eval(w2, nil, false), eval(w2, first.CacheContents, true)
+	if !reflect.DeepEqual(filled.CacheContents, fromEmpty.CacheContents) {
+		t.Errorf("with CacheFill the contents passed on are not those of the window from empty: %d segments, want %d",
+			len(filled.CacheContents.Segments), len(fromEmpty.CacheContents.Segments))
+	}
+	warm := eval(w2, first.CacheContents, false)
+	if *filled.CacheGainPct != *warm.CacheGainPct || *filled.CacheReadHitPct != *warm.CacheReadHitPct {
+		t.Errorf("the window's prediction changed with CacheFill: %.1f %% (%.1f %% hits), want %.1f %% (%.1f %%) as from the warm start",
+			*filled.CacheGainPct, *filled.CacheReadHitPct, *warm.CacheGainPct, *warm.CacheReadHitPct)
+	}
+	if reflect.DeepEqual(warm.CacheContents, fromEmpty.CacheContents) {
+		t.Error("without CacheFill the warm window passed on what the window from empty holds: the test cannot tell them apart")
+	}
+	t.Logf("second window: %.1f %% read hits warm (%d blocks passed on), %d blocks from empty", *warm.CacheReadHitPct,
+		len(warm.CacheContents.Segments), len(fromEmpty.CacheContents.Segments))
+}
+
+// TestCacheFillGainLeavesOutTheFill: a smq stand-in that fills from empty
+// copies blocks in during the window; with CacheFill the predicted gain is
+// that of the filled cache, without the copies' disk time, and so larger
+// than the gain that pays for them; the disk time of the copies is
+// reported apart (sim.Result.FillServiceNs).
+func TestCacheFillGainLeavesOutTheFill(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	secs := make([]uint64, 3000)
+	for i := range secs {
+		secs[i] = 40*gib + rng.Uint64N(24<<11)&^7 // 24 MiB hot set
+	}
+	eval := func(fill bool) Report {
+		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Evaluate(w, both("none"), Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
+			Decide: decide.DefaultConfig("none"), Cache: SMQCalibrated(512, 128, 200*gib), CacheFill: fill})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	paid, filled := eval(false), eval(true)
+	var fillNs, totalNs int64
+	for _, o := range filled.Outcomes {
+		if o.Candidate.Cache {
+			fillNs, totalNs = o.Result.FillServiceNs, o.Result.TotalServiceNs
+		} else if o.Result.FillServiceNs != 0 {
+			t.Errorf("%s: %d ns of fill without a cache", o.Candidate.Name(), o.Result.FillServiceNs)
+		}
+	}
+	t.Logf("gain %.1f %% paying for the copies, %.1f %% filled; copies %.0f ms of %.0f ms", *paid.CacheGainPct, *filled.CacheGainPct,
+		float64(fillNs)/1e6, float64(totalNs)/1e6)
+	if fillNs <= 0 || fillNs >= totalNs {
+		t.Fatalf("fill time %d ns of %d: want some, less than all", fillNs, totalNs)
+	}
+	if *filled.CacheGainPct <= *paid.CacheGainPct {
+		t.Errorf("gain with CacheFill %.1f %%, without %.1f %%: want more, the fill left out", *filled.CacheGainPct, *paid.CacheGainPct)
+	}
+}

@@ -45,7 +45,7 @@ const (
 	// (FlashCache-like, the paper's second baseline).
 	AdmitAll Policy = iota
 	// SecondMiss caches a block at its second read miss, least recently
-	// used out: the agent's stand-in for smq (engine.CacheForBlocks).
+	// used out: engine.CacheForBlocks, the agent's first stand-in for smq.
 	SecondMiss
 	// RAF caches the misses of reads of at most Config.RAFMaxSectors,
 	// least recently used out: larger requests count as sequential and

@@ -118,6 +118,11 @@ type Result struct {
 	// TotalServiceNs is the sum of the device service times of all issued
 	// requests plus the RAM time of cache hits: the window's total I/O time.
 	TotalServiceNs int64
+	// FillServiceNs is the part of TotalServiceNs that the cache's fill
+	// requests took, ns: REDCAP's segment fetches, or under
+	// redcap.Config.PromoteAfter the background copies (dm-cache's
+	// promotions). 0 without a cache.
+	FillServiceNs int64
 	// MeanResponseNs and P99ResponseNs summarise response times
 	// (completion − release into the block layer), ns.
 	MeanResponseNs float64
@@ -340,6 +345,7 @@ type runner struct {
 	now      int64
 
 	totalService int64
+	fillService  int64 // the part of totalService the cache's fill requests took
 	devReqs      int
 	merged       int
 	done         int
@@ -545,6 +551,9 @@ func (r *runner) serve(q *sched.Request) {
 		svc = 0
 	}
 	r.totalService += svc
+	if r.cache != nil && r.cache.owns(q) {
+		r.fillService += svc
+	}
 	r.devReqs++
 	r.push(r.now+svc, evComplete, slot)
 }
@@ -603,6 +612,7 @@ func (r *runner) result() Result {
 		DeviceRequests: r.devReqs,
 		Merged:         r.merged,
 		TotalServiceNs: r.totalService,
+		FillServiceNs:  r.fillService,
 	}
 	resp := r.buf.rsp[:0]
 	var sum float64
