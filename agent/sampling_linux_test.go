@@ -4,6 +4,7 @@ package agent_test
 
 import (
 	"fmt"
+	"math"
 	"os/exec"
 	"testing"
 	"time"
@@ -22,8 +23,18 @@ import (
 // steady random reads, with the device's own scheduler as the only
 // candidate, so that every window keeps the setting: after
 // agent.SettleWindows whole windows the windows are sampled, traced for
-// their last second of three only, and the tracer loses nothing at the
-// pauses and resumes.
+// their last second of three only, and the pauses and resumes lose
+// nothing. The tracer misses about 1e-4 of this load's completions
+// whether or not a disk is paused (whole tracing lost 1–16 of 36,000
+// requests on 6.18, all counted missed, with libaio and with psync
+// alike), so the sampled run is judged against a control: the same
+// reads traced whole, before it, in the same test. The sampled run fails
+// when it lost more than 2 and more than the control's rate explains: an
+// exact conditional test of two Poisson rates (given the lost requests of
+// both runs, the sampled run's share is binomial with its share of the
+// traced requests) rejecting at 1 %. Pauses that lost a request each of
+// the ~4 in flight at each of their 5 resumes would be rejected at
+// p < 1e-6.
 func TestAgentSamplesSettledDevice(t *testing.T) {
 	fio := loopdev.NeedHeavyIO(t, "creates loop devices and loads BPF programs")
 	dev := loopdev.NewForTest(t, 256<<20)
@@ -37,18 +48,32 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: 3 * time.Second}, CPUBudgetPercent: ptr.To[int32](50)},
 	}
 	spec.Default()
-	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindEBPF, Log: testr.New(t),
-		TraceSample: time.Second})
-	out, err := exec.Command(fio, "--name=steady", "--filename=/dev/"+name, "--direct=1", "--rw=randread", "--bs=4k",
-		"--ioengine=libaio", "--iodepth=4", "--rate_iops=2000", "--time_based", "--runtime=22", "--output-format=terse").CombinedOutput()
-	if err != nil {
-		a.stop(t)
-		t.Fatalf("fio: %v\n%s", err, out)
+	run := func(sample time.Duration) (windows []agent.Status, final agent.Status) {
+		t.Helper()
+		a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindEBPF, Log: testr.New(t),
+			TraceSample: sample})
+		out, err := exec.Command(fio, "--name=steady", "--filename=/dev/"+name, "--direct=1", "--rw=randread", "--bs=4k",
+			"--ioengine=libaio", "--iodepth=4", "--rate_iops=2000", "--time_based", "--runtime=22", "--output-format=terse").CombinedOutput()
+		if err != nil {
+			a.stop(t)
+			t.Fatalf("fio: %v\n%s", err, out)
+		}
+		final = a.stop(t)
+		return a.windows(), final
 	}
-	final := a.stop(t)
+	ctlWindows, ctlFinal := run(-1) // the control: every window whole
+	windows, final := run(time.Second)
 	var whole, sampled []float64
 	var log []string
-	for i, s := range a.windows() {
+	traced := func(ws []agent.Status) (n float64) {
+		for _, s := range ws {
+			if d, ok := deviceStatus(s, name); ok {
+				n += float64(d.Requests)
+			}
+		}
+		return n
+	}
+	for i, s := range windows {
 		d, ok := deviceStatus(s, name)
 		if !ok || d.Skipped != "" || i == 0 {
 			continue // the first window began before fio
@@ -61,7 +86,10 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 		}
 	}
 	fd, _ := deviceStatus(final, name)
-	t.Logf("windows: %v; lost %d, dropped %d", log, fd.EventsLost, fd.EventsDropped)
+	cd, _ := deviceStatus(ctlFinal, name)
+	ctlTraced, sampledTraced := traced(ctlWindows), traced(windows)
+	t.Logf("windows: %v; lost %d, dropped %d of %.0f traced; the control traced %.0f whole and lost %d, dropped %d",
+		log, fd.EventsLost, fd.EventsDropped, sampledTraced, ctlTraced, cd.EventsLost, cd.EventsDropped)
 	if len(sampled) < 2 || len(whole) == 0 {
 		t.Fatalf("%d sampled and %d whole windows of fio: want at least 2 sampled after %d whole", len(sampled), len(whole), agent.SettleWindows)
 	}
@@ -72,7 +100,25 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 	if ratio < 0.15 || ratio > 0.55 {
 		t.Errorf("sampled windows traced %.2f of a whole window's requests, want about a third", ratio)
 	}
-	if fd.EventsLost > 2 || fd.EventsDropped != 0 {
-		t.Errorf("lost %d, dropped %d requests: the pauses lost requests", fd.EventsLost, fd.EventsDropped)
+	if ctlTraced <= 0 {
+		t.Fatal("the control traced nothing")
 	}
+	lost, all := int(fd.EventsLost), int(fd.EventsLost+cd.EventsLost)
+	pv := binomialTail(lost, all, sampledTraced/(sampledTraced+ctlTraced))
+	if (lost > 2 && pv < 0.01) || fd.EventsDropped != 0 {
+		t.Errorf("lost %d, dropped %d requests of %.0f traced; whole tracing lost %d of %.0f: the pauses lost requests (p = %.2g)",
+			fd.EventsLost, fd.EventsDropped, sampledTraced, cd.EventsLost, ctlTraced, pv)
+	}
+}
+
+// binomialTail is P(X ≥ k) for X ~ Binomial(n, p).
+func binomialTail(k, n int, p float64) float64 {
+	tail := 0.0
+	for x := k; x <= n; x++ {
+		lg1, _ := math.Lgamma(float64(n + 1))
+		lg2, _ := math.Lgamma(float64(x + 1))
+		lg3, _ := math.Lgamma(float64(n - x + 1))
+		tail += math.Exp(lg1 - lg2 - lg3 + float64(x)*math.Log(p) + float64(n-x)*math.Log1p(-p))
+	}
+	return tail
 }
