@@ -233,8 +233,9 @@ type Report struct {
 	// cache was not simulated or the window has no reads.
 	CacheReadHitPct *float64
 	// CacheContents is what the current setting's cache candidate held at
-	// the window's end (sim.Result.CacheContents), for the next window's
-	// Options.CacheWarm; nil when it was not simulated.
+	// the window's end (sim.Result.CacheContents; with Options.CacheFill,
+	// simulated from empty), for the next window's Options.CacheWarm; nil
+	// when it was not simulated.
 	CacheContents *CacheWarm
 	// ReadAhead is the recommended read_ahead_kb.
 	ReadAhead ReadAheadAdvice
