@@ -4,12 +4,12 @@ package agent_test
 
 import (
 	"fmt"
-	"math"
 	"os/exec"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"gonum.org/v1/gonum/stat/distuv"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -104,21 +104,10 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 		t.Fatal("the control traced nothing")
 	}
 	lost, all := int(fd.EventsLost), int(fd.EventsLost+cd.EventsLost)
-	pv := binomialTail(lost, all, sampledTraced/(sampledTraced+ctlTraced))
+	// P(X ≥ lost), X ~ Binomial(all, the sampled run's share of the traced requests).
+	pv := distuv.Binomial{N: float64(all), P: sampledTraced / (sampledTraced + ctlTraced)}.Survival(float64(lost - 1))
 	if (lost > 2 && pv < 0.01) || fd.EventsDropped != 0 {
 		t.Errorf("lost %d, dropped %d requests of %.0f traced; whole tracing lost %d of %.0f: the pauses lost requests (p = %.2g)",
 			fd.EventsLost, fd.EventsDropped, sampledTraced, cd.EventsLost, ctlTraced, pv)
 	}
-}
-
-// binomialTail is P(X ≥ k) for X ~ Binomial(n, p).
-func binomialTail(k, n int, p float64) float64 {
-	tail := 0.0
-	for x := k; x <= n; x++ {
-		lg1, _ := math.Lgamma(float64(n + 1))
-		lg2, _ := math.Lgamma(float64(x + 1))
-		lg3, _ := math.Lgamma(float64(n - x + 1))
-		tail += math.Exp(lg1 - lg2 - lg3 + float64(x)*math.Log(p) + float64(n-x)*math.Log1p(-p))
-	}
-	return tail
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sim"
 )
 
@@ -17,28 +18,9 @@ import (
 // real cache keeps, and the same inputs give the same contents.
 func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
-	window := func() []uint64 {
-		secs := make([]uint64, 3000)
-		for i := range secs {
-			secs[i] = 40*gib + rng.Uint64N(24<<11)&^7 // 24 MiB hot set
-		}
-		return secs
-	}
+	window := func() []uint64 { return hotSetReads(rng) }
 	eval := func(secs []uint64, warm *CacheWarm) Report {
-		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
-			Decide: decide.DefaultConfig("none"), Cache: CacheForBlocks(512, 128, 200*gib)}
-		if warm != nil {
-			opt.CacheWarm = *warm
-		}
-		rep, err := Evaluate(w, both("none"), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
+		return evalHotSet(t, secs, CacheForBlocks(512, 128, 200*gib), warm, false)
 	}
 	w1, w2 := window(), window()
 	cold := eval(w1, nil)
@@ -69,28 +51,9 @@ func TestCacheWarmedFromTheWindowBefore(t *testing.T) {
 // itself still starts from Options.CacheWarm.
 func TestCacheFill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	window := func() []uint64 {
-		secs := make([]uint64, 3000)
-		for i := range secs {
-			secs[i] = 40*gib + rng.Uint64N(24<<11)&^7 // 24 MiB hot set
-		}
-		return secs
-	}
+	window := func() []uint64 { return hotSetReads(rng) }
 	eval := func(secs []uint64, warm *CacheWarm, fill bool) Report {
-		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
-			Decide: decide.DefaultConfig("none"), Cache: SMQCalibrated(512, 128, 200*gib), CacheFill: fill}
-		if warm != nil {
-			opt.CacheWarm = *warm
-		}
-		rep, err := Evaluate(w, both("none"), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
+		return evalHotSet(t, secs, SMQCalibrated(512, 128, 200*gib), warm, fill)
 	}
 	w1, w2 := window(), window()
 	first := eval(w1, nil, false)
@@ -117,23 +80,8 @@ func TestCacheFill(t *testing.T) {
 // than the gain that pays for them; the disk time of the copies is
 // reported apart (sim.Result.FillServiceNs).
 func TestCacheFillGainLeavesOutTheFill(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	secs := make([]uint64, 3000)
-	for i := range secs {
-		secs[i] = 40*gib + rng.Uint64N(24<<11)&^7 // 24 MiB hot set
-	}
-	eval := func(fill bool) Report {
-		w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rep, err := Evaluate(w, both("none"), Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
-			Decide: decide.DefaultConfig("none"), Cache: SMQCalibrated(512, 128, 200*gib), CacheFill: fill})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rep
-	}
+	secs := hotSetReads(rand.New(rand.NewPCG(11, 12)))
+	eval := func(fill bool) Report { return evalHotSet(t, secs, SMQCalibrated(512, 128, 200*gib), nil, fill) }
 	paid, filled := eval(false), eval(true)
 	var fillNs, totalNs int64
 	for _, o := range filled.Outcomes {
@@ -151,4 +99,35 @@ func TestCacheFillGainLeavesOutTheFill(t *testing.T) {
 	if *filled.CacheGainPct <= *paid.CacheGainPct {
 		t.Errorf("gain with CacheFill %.1f %%, without %.1f %%: want more, the fill left out", *filled.CacheGainPct, *paid.CacheGainPct)
 	}
+}
+
+// hotSetReads is a window of 3,000 reads of 4 KiB (sectors, 8 each)
+// uniform over a 24 MiB hot set at 40 GiB.
+func hotSetReads(rng *rand.Rand) []uint64 {
+	secs := make([]uint64, 3000)
+	for i := range secs {
+		secs[i] = 40*gib + rng.Uint64N(24<<11)&^7
+	}
+	return secs
+}
+
+// evalHotSet evaluates the reads at secs (closedReads, 200 µs each) on
+// the HDD model of a 200 GiB disk under none with and without the cache
+// cfg, starting from warm (nil: empty), with Options.CacheFill as fill.
+func evalHotSet(t *testing.T, secs []uint64, cfg redcap.Config, warm *CacheWarm, fill bool) Report {
+	t.Helper()
+	w, err := sim.NewWindow(closedReads(secs, 200e3), sim.LoopAuto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt := Options{Model: model.Default(model.HDD, 200*gib), Current: Candidate{Scheduler: "none"},
+		Decide: decide.DefaultConfig("none"), Cache: cfg, CacheFill: fill}
+	if warm != nil {
+		opt.CacheWarm = *warm
+	}
+	rep, err := Evaluate(w, both("none"), opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
