@@ -66,9 +66,10 @@ test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpo
 .PHONY: test-vm
 test-vm: build ## The VM lab (root): Debian's kernel in QEMU (hack/ensure-vm-deps.sh installs it): boot, dm-cache, trace record on 6.1; bin/vm-artifacts/summary.json.
 	hack/ensure-vm-deps.sh
-	@start=$$(date +%s); rc=0; \
+	@start=$$(date +%s); mkdir -p $(BIN)/vm-artifacts; \
 	SHADOWTUNE_BINARY=$(BIN)/shadowtune SHADOWTUNE_VM_ARTIFACTS=$(BIN)/vm-artifacts \
-		$(GO) test -tags vm -count=1 -v -timeout 30m ./e2e/vm/ || rc=$$?; \
+		$(GO) test -tags vm -count=1 -v -timeout 30m ./e2e/vm/ 2>&1 | tee $(BIN)/vm-artifacts/go-test.log; \
+	rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || hack/failed-digest.sh $(BIN)/vm-artifacts/go-test.log; \
 	echo "make test-vm: $$(( $$(date +%s) - start )) s in the VM tests (exit $$rc)"; exit $$rc
 
 .PHONY: scale
