@@ -268,10 +268,11 @@ type deviceController struct {
 	online  bool
 
 	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
-	// readNs and blockReadNs are the last window's mean read service
-	// times below and at the cache's block size, ns (readServiceNs).
+	// readNs and blockReadNs are the last window's mean read costs at the
+	// origin below and at the cache's block size, ns (readCostNs).
 	cacheActive         bool
 	readNs, blockReadNs float64
+	netScratch          []int64 // readCostNs's net service times
 	// cacheWarm is what the simulated cache held at the end of the last
 	// evaluated window (engine.Options.CacheWarm), while the real one is
 	// off; cacheBefore empties it when the cache is on or another one.
@@ -452,7 +453,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 {
-		c.readNs, c.blockReadNs = readServiceNs(reqs, uint64(bs))
+		c.readNs, c.blockReadNs = readCostNs(reqs, uint64(bs), m, &c.netScratch)
 	}
 	c.raAdvice = er.ReadAhead.KiB
 

@@ -46,8 +46,10 @@ type CacheInput struct {
 	// ReadHits, ReadMisses and Promotions (on only) are the cache's
 	// counters over the window (dm-cache status deltas).
 	ReadHits, ReadMisses, Promotions uint64
-	// ReadNs is the mean service time of one of the window's reads at the
-	// origin, and BlockReadNs that of a read of one cache block, ns.
+	// ReadNs is the mean cost at the origin of one of the window's reads,
+	// and BlockReadNs that of a read of one cache block, ns: the device
+	// time each takes from the others (the agent's readCostNs), not its
+	// time in the device's queue.
 	ReadNs, BlockReadNs float64
 	// MarginPct is the predicted gain the cache must show to be turned on
 	// (Config.MarginPct).
