@@ -37,11 +37,12 @@ type cacheState struct {
 	freeFetch []int32
 
 	hitNs int64
+	free  bool // Config.FreeFill
 }
 
 // enableCache puts a cache of cfg in front of the device, holding the
-// segments warm (Config.CacheWarm).
-func (r *runner) enableCache(cfg CacheConfig, warm redcap.Warm) error {
+// segments warm (Config.CacheWarm); free is Config.FreeFill.
+func (r *runner) enableCache(cfg CacheConfig, warm redcap.Warm, free bool) error {
 	c, err := redcap.New(cfg)
 	if err != nil {
 		return fmt.Errorf("sim: redcap: %w", err)
@@ -54,6 +55,7 @@ func (r *runner) enableCache(cfg CacheConfig, warm redcap.Warm) error {
 		pending: make([]int32, n),
 		copyNs:  make([]int64, n),
 		hitFree: make([]int64, min(cfg.HitServers, 1024)),
+		free:    free,
 	}
 	return nil
 }
@@ -95,6 +97,10 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 		// Promotions (redcap.Config.PromoteAfter): background copies
 		// that no read waits for.
 		for _, f := range p.Fetches {
+			if cs.free {
+				cs.c.FillDone(f.ID)
+				continue
+			}
 			r.submit(cs.newFetch(f, q))
 		}
 		return false

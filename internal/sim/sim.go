@@ -88,6 +88,16 @@ type Config struct {
 	// KeepCacheContents returns the cache's contents at the end of the run
 	// in Result.CacheContents.
 	KeepCacheContents bool
+	// FreeFill puts the blocks the cache promotes in the background
+	// (redcap.Config.PromoteAfter: copies no read waits for) in the cache
+	// at once, without a request to the device. It judges a cache that
+	// fills once and then keeps its blocks (dm-cache's smq) by its filled
+	// state: the copies' device time is a one-off cost, and left in the
+	// run it also moves the reads' times (a read right after the copy of
+	// its block lands in another cell of the model), so it cannot be
+	// subtracted afterwards. Segment fetches that reads wait for still go
+	// to the device. Result.FillServiceNs then counts only those.
+	FreeFill bool
 	// Seed seeds every random choice of the run (model sampling).
 	Seed int64
 	// KeepPerRequest keeps each request's response and I/O time in the
@@ -294,7 +304,7 @@ func Run(w *Window, cfg Config) (Result, error) {
 	}
 	r := newRunner(w, cfg, el)
 	if cfg.Cache != nil {
-		if err := r.enableCache(*cfg.Cache, cfg.CacheWarm); err != nil {
+		if err := r.enableCache(*cfg.Cache, cfg.CacheWarm, cfg.FreeFill); err != nil {
 			return Result{}, err
 		}
 	}
