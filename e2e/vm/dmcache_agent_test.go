@@ -313,12 +313,14 @@ func agentCacheRun(t *testing.T, script, imgB, imgC string) (string, []slice, ma
 // poorFill reports whether smq's fill of the zipf case landed in its
 // poor mode: the cache on, and its read hits at least 10 points below
 // the prediction. smq fills a cache from empty in one of two modes on
-// these reads (dm-cache-policy-smq.c promotes more eagerly once it rates
-// its hotspot queue well, update_promote_levels): of 13 fills switched by
+// these reads: of 13 fills switched by
 // the agent, 11 settled at 80.2-81.3 % read hits (predicted 80.3-81.5 %)
 // and 2 at 62.3-62.5 %, where the rate is half (1,340 IOPS against
 // 2,600); 6 fills switched by dmsetup at times of the test's choosing all
-// settled at 80.5-80.9 %. What picks the mode is not known.
+// settled at 80.5-80.9 %. What picks the mode is not known (a candidate,
+// not tested: smq promotes every miss once it rates its hotspot queue
+// well, only the hottest hotspots' before; update_promote_levels in
+// dm-cache-policy-smq.c; docs/agent.md).
 func poorFill(z cacheCase) bool {
 	return z.Decision == "writethrough" && z.MeasuredReadHitPct > 0 && z.MeasuredReadHitPct < z.PredictedReadHitPct-10
 }
