@@ -268,8 +268,9 @@ type deviceController struct {
 	online  bool
 
 	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
-	// readNs and blockReadNs are the last window's mean read costs at the
-	// origin below and at the cache's block size, ns (readCostNs).
+	// readNs and blockReadNs are the mean read costs at the origin below
+	// and at the cache's block size, ns (readCostNs), of the last window
+	// evaluated while the cache was active.
 	cacheActive         bool
 	readNs, blockReadNs float64
 	netScratch          []int64 // readCostNs's net service times
@@ -452,7 +453,10 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	if c.policy.ReadAhead {
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
 	}
-	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 {
+	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {
+		// Only an active cache is judged on these (decide.CacheInput):
+		// the net service times are not worked out again for every other
+		// device and window.
 		c.readNs, c.blockReadNs = readCostNs(reqs, uint64(bs), m, &c.netScratch)
 	}
 	c.raAdvice = er.ReadAhead.KiB

@@ -93,10 +93,11 @@ type Config struct {
 	// at once, without a request to the device. It judges a cache that
 	// fills once and then keeps its blocks (dm-cache's smq) by its filled
 	// state: the copies' device time is a one-off cost, and left in the
-	// run it also moves the reads' times (a read right after the copy of
-	// its block lands in another cell of the model), so it cannot be
-	// subtracted afterwards. Segment fetches that reads wait for still go
-	// to the device. Result.FillServiceNs then counts only those.
+	// run the copies also change the reads' times (the model's service
+	// time depends on the request before), so their time cannot be
+	// subtracted afterwards (engine.Options.CacheFill). Segment fetches
+	// that reads wait for still go to the device. Result.FillServiceNs
+	// then counts only those.
 	FreeFill bool
 	// Seed seeds every random choice of the run (model sampling).
 	Seed int64
