@@ -28,6 +28,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -78,6 +79,12 @@ type Options struct {
 	Log logr.Logger
 	// Keep leaves applied settings in place at shutdown (Apply mode).
 	Keep bool
+	// FollowOpenFiles brings the files already open on a disk to each
+	// read_ahead_kb the agent writes (package agent/openfiles): the
+	// kernel gives a file the device's read-ahead only when it is
+	// opened. It needs the host's PID namespace and CAP_SYS_PTRACE;
+	// without them the status says why it is off.
+	FollowOpenFiles bool
 	// OnWindow is called after every window with the current status.
 	OnWindow func(Status)
 	// Ready is called with nil once tracing runs (for /readyz).
@@ -270,6 +277,15 @@ func (a *Agent) Start(ctx context.Context) error {
 		defer pc.Close()
 		a.pcache = &pageCacheWatch{p: pc}
 		a.trackPageCache()
+	}
+	if a.opt.FollowOpenFiles {
+		if fo, err := openfiles.New(a.opt.HostRoot, a.opt.StateDir, a.opt.Log.WithName("openfiles")); err != nil {
+			a.notes = append(a.notes, "read-ahead changes reach only the files opened after them: "+err.Error())
+		} else {
+			defer fo.Close()
+			act.SetReadAheadFollower(fo)
+			defer act.SetReadAheadFollower(nil)
+		}
 	}
 	a.st.Notes = append(a.st.Notes, a.notes[configured:]...)
 	if err := a.loop(ctx); err != nil {

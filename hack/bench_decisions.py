@@ -267,7 +267,7 @@ def report(runs_path, out_path, markdown=False):
     if has_agent and best:
         suites = [("all workloads", workloads)]
         air_aip = [w for w in workloads if not w.startswith(("MEM", "RR-"))]
-        if air_aip != workloads:
+        if air_aip and air_aip != workloads:
             suites.append(("the AIR/AIP suite (" + ", ".join(air_aip) + ")", air_aip))
         for w in workloads:
             if w.startswith("MEM"):

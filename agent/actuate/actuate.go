@@ -326,6 +326,8 @@ type Actuator struct {
 	recoverErrs []error
 	pageKiB     int
 	bootID      string
+	// follower brings open files to each new read_ahead_kb (nil: none).
+	follower ReadAheadFollower
 
 	// hook, if set (tests only), is called at the crash points of Apply:
 	// "recorded", "journaled", "wrote ATTR" and "rolled back".
@@ -960,8 +962,31 @@ func (a *Actuator) writeScheduler(dev, name string) error {
 	return nil
 }
 
+// ReadAheadFollower brings the files open on a disk to the disk's new
+// read-ahead (package agent/openfiles): the kernel copies read_ahead_kb
+// into a file's own state when the file is opened, so a change reaches
+// only files opened after it unless they are brought along. It does its
+// own logging; a failure leaves the files as they were and the device's
+// change in place.
+type ReadAheadFollower interface {
+	// FollowReadAhead is called after read_ahead_kb of disk was written
+	// from fromKiB to toKiB and read back so.
+	FollowReadAhead(disk string, fromKiB, toKiB int)
+}
+
+// SetReadAheadFollower makes every write of read_ahead_kb that reads back
+// as written, by Apply, a rollback, Revert or RevertAll, call f (nil:
+// none). Putting a device back to its recorded read-ahead then brings the
+// same files back to it.
+func (a *Actuator) SetReadAheadFollower(f ReadAheadFollower) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.follower = f
+}
+
 // setIfDiffers writes v to attr unless it already reads v, then reads it
-// back. wrote reports whether a write was made.
+// back. wrote reports whether a write was made. A write of read_ahead_kb
+// that reads back as v is followed in open files (a.follower).
 func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 	cur, err := a.read(dev, attr)
 	if err != nil {
@@ -980,7 +1005,21 @@ func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 	if got != v {
 		return true, a.mismatch(dev, attr, v, got)
 	}
+	a.followReadAhead(dev, attr, cur, v)
 	return true, nil
+}
+
+// followReadAhead calls the follower after read_ahead_kb of dev went from
+// the value from to to (a.mu held).
+func (a *Actuator) followReadAhead(dev, attr, from, to string) {
+	if a.follower == nil || attr != AttrReadAhead {
+		return
+	}
+	f, errF := strconv.Atoi(from)
+	t, errT := strconv.Atoi(to)
+	if errF == nil && errT == nil {
+		a.follower.FollowReadAhead(dev, f, t)
+	}
 }
 
 // Revert puts dev back to its recorded original state and then removes

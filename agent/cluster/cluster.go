@@ -148,6 +148,8 @@ type Options struct {
 	MemoryLimit int64
 	// TraceSample is agent.Options.TraceSample.
 	TraceSample time.Duration
+	// FollowOpenFiles is agent.Options.FollowOpenFiles.
+	FollowOpenFiles bool
 	// Caches is agent.Options.Caches (nil: no dm-cache is governed).
 	Caches agent.CacheTool
 	// Metrics, when non-nil, receives every window's figures (register it
@@ -395,7 +397,7 @@ func (a *Agent) loopOptions(pols []*v1alpha1.StorageTuning, labels map[string]st
 	return agent.Options{
 		HostRoot: a.opt.HostRoot, StateDir: a.opt.StateDir, Tracer: a.opt.Tracer, MemoryLimit: a.opt.MemoryLimit,
 		Caches: a.opt.Caches, Policies: pols, NodeLabels: labels, Metrics: a.opt.Metrics, Log: a.log,
-		Grant: a.mayChange, TraceSample: a.opt.TraceSample,
+		Grant: a.mayChange, TraceSample: a.opt.TraceSample, FollowOpenFiles: a.opt.FollowOpenFiles,
 		Ready: func(err error) {
 			a.mu.Lock()
 			a.ready = err

@@ -13,3 +13,4 @@ package tracer
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel,bpfeb -tags linux -type event -type inflight_req -type slot -type counter blocktrace bpf/blocktrace.c
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target amd64 -tags linux -type qwriter -type qwriter_key writers bpf/writers.c
 //go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel,bpfeb -tags linux -type pc_stats pagecache bpf/pagecache.c
+//go:generate go run github.com/cilium/ebpf/cmd/bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -mcpu=v3" -target bpfel,bpfeb -tags linux -type open_file openfiles bpf/openfiles.c

@@ -25,7 +25,7 @@ import (
 type agentFlags struct {
 	nodeName, hostRoot, stateDir, metricsAddr, probeAddr, tracerKind string
 	hostToolsRoot, podName, podNamespace                             string
-	metricsSecure                                                    bool
+	metricsSecure, followOpenFiles                                   bool
 	traceSample                                                      time.Duration
 	zapOpts                                                          zap.Options
 }
@@ -71,6 +71,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9465", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
+	fl.BoolVar(&f.followOpenFiles, "follow-open-files", true, followOpenFilesUsage)
 	fl.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (self-signed), authenticated and authorized by the API server (TokenReview, SubjectAccessReview)")
 	addKubeconfigFlag(fl)
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)
@@ -111,7 +112,7 @@ func runAgent(cmd *cobra.Command, f *agentFlags) error {
 	}
 	if _, err := cluster.Setup(mgr, cluster.Options{
 		NodeName: f.nodeName, HostRoot: f.hostRoot, StateDir: f.stateDir, Tracer: f.tracerKind, Metrics: m,
-		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace, TraceSample: traceSample(f.traceSample),
+		MemoryLimit: memoryLimit(), PodName: f.podName, PodNamespace: f.podNamespace, TraceSample: traceSample(f.traceSample), FollowOpenFiles: f.followOpenFiles,
 		Caches: cacheTool(ctrl.Log.WithName("dm-cache"), f.hostToolsRoot),
 	}); err != nil {
 		return err

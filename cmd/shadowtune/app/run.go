@@ -29,7 +29,7 @@ type runFlags struct {
 	config, output, metricsAddr, stateDir, hostRoot, tracerKind string
 	hostToolsRoot, plot, explainDir                             string
 	duration, traceSample                                       time.Duration
-	keep, revert, quiet                                         bool
+	keep, revert, quiet, followOpenFiles                        bool
 }
 
 func newRunCommand() *cobra.Command {
@@ -81,6 +81,7 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.StringVar(&f.hostToolsRoot, "host-tools-root", "", hostToolsRootUsage)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
+	fl.BoolVar(&f.followOpenFiles, "follow-open-files", true, followOpenFilesUsage)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	fl.StringVar(&f.explainDir, "explain-dir", "", fmt.Sprintf("keep there the windows whose simulation decided a scheduler switch (or predicted one it did not reproduce the window well enough to make), for replay with 'shadowtune simulate': "+
@@ -137,7 +138,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	opts := agent.Options{
 		HostRoot: f.hostRoot, StateDir: f.stateDir, Spec: st.Spec, Tracer: f.tracerKind,
 		Metrics: m, Log: log, Keep: f.keep, Ready: setReady, MemoryLimit: memoryLimit(), Caches: cacheTool(log, f.hostToolsRoot),
-		ExplainDir: f.explainDir, TraceSample: traceSample(f.traceSample),
+		ExplainDir: f.explainDir, TraceSample: traceSample(f.traceSample), FollowOpenFiles: f.followOpenFiles,
 	}
 	var timeline *runTimeline
 	if f.plot != "" {

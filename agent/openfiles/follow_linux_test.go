@@ -1,0 +1,227 @@
+//go:build linux
+
+package openfiles
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/go-logr/logr/testr"
+	"golang.org/x/sys/unix"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+)
+
+// childEnv makes the test binary the mapping child (TestFollowChild).
+const childEnv = "SHADOWTUNE_OPENFILES_CHILD"
+
+// TestFollowChild is the process whose files are followed, when run with
+// childEnv=PATH: it maps PATH once and opens it again with
+// POSIX_FADV_RANDOM, prints "ready FD_MAPPED FD_RANDOM", then for each
+// line read touches 32 random pages of the mapping and prints "done".
+func TestFollowChild(t *testing.T) {
+	path := os.Getenv(childEnv)
+	if path == "" {
+		t.Skip("the child of TestFollowReadAheadReachesOpenFiles")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := f.Stat()
+	m, err := unix.Mmap(int(f.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(r.Fd()), 0, 0, unix.FADV_RANDOM); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("ready %d %d\n", f.Fd(), r.Fd())
+	rng := rand.New(rand.NewPCG(1, 2))
+	sink := byte(0)
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		for range 32 {
+			sink ^= m[rng.IntN(len(m)/4096)*4096]
+		}
+		fmt.Println("done", sink%2) // sink used, so the loads are kept
+	}
+}
+
+// TestFollowReadAheadReachesOpenFiles: on ext4 over a loop device, a
+// process maps a 256 MiB file with read_ahead_kb at 2560 and keeps it
+// mapped. Cutting read_ahead_kb to 16 does not change what its page
+// faults read; Follow does, and leaves the descriptor the process gave
+// POSIX_FADV_RANDOM as it was. Following the change back restores the
+// file's read-ahead exactly.
+func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads a BPF iterator")
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		t.Skip("needs mkfs.ext4")
+	}
+	f, err := New("", t.TempDir(), testr.New(t))
+	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	t.Setenv("TMPDIR", "/var/tmp")
+	l := loopdev.NewForTest(t, 512<<20)
+	l.Allocate(t)
+	data := mountExt4(t, l)
+	setRA(t, l.Name, 2560)
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestFollowChild$", "-test.v")
+	cmd.Env = append(os.Environ(), childEnv+"="+data)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	out := bufio.NewScanner(stdout)
+	var mapped, random uint32
+	for out.Scan() {
+		if _, err := fmt.Sscanf(out.Text(), "ready %d %d", &mapped, &random); err == nil {
+			break
+		}
+	}
+	perFault := func() float64 { // KiB read per fault of 32, from an empty page cache
+		dropCaches(t)
+		before := loopdev.ReadStat(t, l.Name)
+		fmt.Fprintln(stdin, "go")
+		for out.Scan() && !strings.HasPrefix(out.Text(), "done") {
+		}
+		return float64(loopdev.ReadStat(t, l.Name).Sub(before).ReadSectors) / 2 / 32
+	}
+	pid := uint32(cmd.Process.Pid)
+	if kib := perFault(); kib < 2048 {
+		t.Fatalf("at 2560 KiB a fault read %.0f KiB; want the read-around of about 2560", kib)
+	}
+	setRA(t, l.Name, 16)
+	unfollowed := perFault()
+	r, err := f.Follow(l.Name, 2560, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := perFault()
+	t.Logf("KiB read per fault after the cut: %.0f before Follow, %.0f after; %+v", unfollowed, followed, r)
+	if unfollowed < 2048 || followed > 64 {
+		t.Errorf("per fault: %.0f KiB before Follow (want ≥ 2048: the file keeps its copy), %.0f after (want ≤ 64)", unfollowed, followed)
+	}
+	if r.Followed != 1 || r.Marked != 1 || r.Failed != 0 {
+		t.Errorf("Follow = %+v; want the mapped file followed and the POSIX_FADV_RANDOM one left", r)
+	}
+	ra := filePages(t, f, l.Name, pid)
+	if ra[mapped] != 4 || ra[random] != 640 {
+		t.Errorf("read-ahead pages after the cut: mapped %d (want 4), random %d (want its own 640)", ra[mapped], ra[random])
+	}
+	setRA(t, l.Name, 2560)
+	if _, err := f.Follow(l.Name, 16, 2560); err != nil {
+		t.Fatal(err)
+	}
+	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 || ra[random] != 640 {
+		t.Errorf("read-ahead pages back at 2560: mapped %d, random %d; want 640 each", ra[mapped], ra[random])
+	}
+}
+
+// filePages lists pid's files on disk: descriptor → read-ahead pages.
+func filePages(t *testing.T, f *Follower, disk string, pid uint32) map[uint32]uint32 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/block", disk, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var maj, mnr uint32
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &mnr); err != nil {
+		t.Fatal(err)
+	}
+	files, _, err := f.probe.List([]uint32{tracer.Mkdev(maj, mnr)}, MaxFiles)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint32]uint32{}
+	for _, of := range files {
+		if of.PID == pid {
+			out[of.FD] = of.RAPages
+		}
+	}
+	return out
+}
+
+// mountExt4 makes ext4 on l, mounts it until t ends and writes a 256 MiB
+// file of random data to it, whose path it returns.
+func mountExt4(t *testing.T, l *loopdev.Dev) string {
+	t.Helper()
+	if out, err := exec.Command("mkfs.ext4", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", l.Path).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %s: %v: %s", l.Path, err, out)
+	}
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(l.Path, dir, "ext4", 0, ""); err != nil {
+		t.Fatalf("mount %s: %v", l.Path, err)
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(dir, 0); err != nil {
+			t.Errorf("umount %s: %v", dir, err)
+		}
+	})
+	path := filepath.Join(dir, "data")
+	w, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 1<<20)
+	for range 256 {
+		for i := 0; i < len(buf); i += 8 {
+			v := rng.Uint64()
+			for j := range 8 {
+				buf[i+j] = byte(v >> (8 * j))
+			}
+		}
+		if _, err := w.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func setRA(t *testing.T, disk string, kib int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join("/sys/block", disk, "queue/read_ahead_kb"), []byte(strconv.Itoa(kib)), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dropCaches drops the clean page cache, so that the faults read the disk.
+func dropCaches(t *testing.T) {
+	t.Helper()
+	syscall.Sync()
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
