@@ -558,7 +558,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	// change, and before a scheduler switch: its evidence is measured,
 	// the switch's is predicted. The switch waits for a later window.
 	if c.policy.ReadAhead && c.verify == nil && c.raVerify == nil {
-		if kib := c.chooseReadAhead(&c.ra, in.Now, in.Sampled); kib != c.current.ReadAheadKiB {
+		if kib := c.chooseReadAhead(&c.ra, in.Now); kib != c.current.ReadAheadKiB {
 			d.Switch = false // the guard does not count it
 			target.ReadAheadKiB = kib
 		}

@@ -30,8 +30,23 @@ type pageCacheWatch struct {
 // share of it.
 func (w *pageCacheWatch) track(hostRoot string, devs []*device, paused []uint32) error {
 	byName, all := pageCacheDevs(hostRoot, devs, paused)
+	w.zeroNew(byName)
+	if err := w.p.Track(all); err != nil {
+		return fmt.Errorf("page-cache probe: %w", err)
+	}
+	return nil
+}
+
+// zeroNew makes byName the tracked devices, each newly tracked one's
+// counts starting from zero: the probe counts a device tracked from zero,
+// so a device's first window after it is tracked, the agent's first
+// window included, is measured from then on.
+func (w *pageCacheWatch) zeroNew(byName map[string][]uint32) {
+	if w.cur == nil {
+		w.cur = map[uint32]tracer.PageCacheStats{}
+	}
 	for name, ids := range byName {
-		if _, was := w.devs[name]; was || w.cur == nil {
+		if _, was := w.devs[name]; was {
 			continue
 		}
 		for _, id := range ids {
@@ -39,10 +54,6 @@ func (w *pageCacheWatch) track(hostRoot string, devs []*device, paused []uint32)
 		}
 	}
 	w.devs = byName
-	if err := w.p.Track(all); err != nil {
-		return fmt.Errorf("page-cache probe: %w", err)
-	}
-	return nil
 }
 
 // pageCacheDevs maps each device that is there and whose policy governs
@@ -76,15 +87,17 @@ func (w *pageCacheWatch) read() error {
 	if err != nil {
 		return fmt.Errorf("page-cache probe: %w", err)
 	}
-	if w.cur != nil {
-		w.prev = w.cur
-	}
-	w.cur = s
+	w.advance(s)
 	return nil
 }
 
-// window is device name's counts since the previous read (Measured false
-// before two reads or for a device not tracked).
+// advance ends a window at the probe's counts s.
+func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats) {
+	w.prev, w.cur = w.cur, s
+}
+
+// window is device name's counts since the previous read, or since it
+// was tracked (Measured false for a device not tracked).
 func (w *pageCacheWatch) window(name string) PageCacheWindow {
 	ids, ok := w.devs[name]
 	if !ok || w.prev == nil {

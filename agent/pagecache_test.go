@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/tracer"
 )
 
 // TestPageCacheDevs: the probe counts the disk and its partitions of each
@@ -40,5 +41,27 @@ func TestPageCacheDevs(t *testing.T) {
 	}
 	if len(byName) != 2 || len(byName["sda"]) != 2 || len(byName["vdc"]) != 1 {
 		t.Errorf("by device %v, want sda (disk and sda1) and vdc (disk)", byName)
+	}
+}
+
+// TestPageCacheWatchFirstWindow: a device's counts start from zero when it
+// is tracked, so its first window, the agent's first included, is
+// measured, and a device tracked again (after a paused sample) counts
+// from zero again.
+func TestPageCacheWatchFirstWindow(t *testing.T) {
+	w := &pageCacheWatch{}
+	w.zeroNew(map[string][]uint32{"sda": {8 << 20, 8<<20 | 1}})
+	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 10, WastedPages: 990}, 8<<20 | 1: {UsedPages: 5}})
+	if got := w.window("sda"); !got.Measured || got.UsedPages != 15 || got.WastedPages != 990 {
+		t.Errorf("first window = %+v, want measured, 15 used and 990 wasted", got)
+	}
+	w.zeroNew(map[string][]uint32{}) // paused
+	if got := w.window("sda"); got.Measured {
+		t.Errorf("a device not tracked: %+v, want not measured", got)
+	}
+	w.zeroNew(map[string][]uint32{"sda": {8 << 20}}) // resumed: the probe restarts from zero
+	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 7, WastedPages: 3}})
+	if got := w.window("sda"); !got.Measured || got.UsedPages != 7 || got.WastedPages != 3 {
+		t.Errorf("the window after a resume = %+v, want 7 used and 3 wasted", got)
 	}
 }

@@ -129,12 +129,14 @@ func busyTime(reqs []trace.Request, scratch *[][2]int64) int64 {
 }
 
 // chooseReadAhead applies decide.ReadAhead to the window's evidence and
-// the pacing: a cut on StrongWastePct or more is made at once, unless the
-// window was traced in part (sampled); any other change when the previous
-// window asked for a change the same way; a direction that regressed
-// before waits out its back-off. It returns the depth to set (the current
-// one for none).
-func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time, sampled bool) int {
+// the pacing: a cut on StrongWastePct or more is made at once, in a
+// sampled window too (a sample's waste can only understate its pages':
+// a page counts as wasted once it left the page cache unused, and one
+// still cached when the sample ends counts as neither); any other change
+// when the previous window asked for a change the same way; a direction
+// that regressed before waits out its back-off. It returns the depth to
+// set (the current one for none).
+func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 	cur := c.current.ReadAheadKiB
 	kib, reason := decide.ReadAhead(decide.ReadAheadInput{
 		CurrentKiB: cur, OriginalKiB: c.originalRA,
@@ -148,7 +150,7 @@ func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time, sampled
 		c.raPending = 0
 		return cur
 	}
-	strong := !sampled && reason == decide.RAWaste && e.wastePct >= StrongWastePct
+	strong := reason == decide.RAWaste && e.wastePct >= StrongWastePct
 	agree := c.raPending != 0 && (c.raPending < cur) == (kib < cur)
 	c.raPending = kib
 	if !strong && !agree {

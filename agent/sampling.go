@@ -21,9 +21,10 @@ package agent
 // small, or a window not reproduced by the model, one settled whole
 // window returns the device to sampling; a whole window too idle to
 // evaluate leaves the count as it was: nextSettle), and a change is
-// verified on whole windows. A sample's read-ahead waste asks for a whole window before a
-// cut (chooseReadAhead), and a scheduler switch a sample decides needs the
-// next, whole, window to decide it too (confirmSwitch). A device whose
+// verified on whole windows. A sample's read-ahead waste cuts at once as a
+// whole window's does (chooseReadAhead: a sample can only understate it),
+// and a scheduler switch a sample decides needs the next, whole, window to
+// decide it too (confirmSwitch). A device whose
 // policy governs a cache is traced whole: the simulated cache is carried
 // warm from window to window (engine.CacheWarm).
 

@@ -67,8 +67,8 @@ func TestSettledWindow(t *testing.T) {
 
 // TestSampledWindowsOfASettledDevice: windows that keep the setting
 // settle the device after SettleWindows; a sample whose read-ahead waste
-// would cut at once only asks for the cut, which the next, whole, window
-// makes; the change's verification then keeps the device traced whole.
+// is StrongWastePct or more cuts at once, as a whole window would; the
+// change's verification then keeps the device traced whole.
 func TestSampledWindowsOfASettledDevice(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := raController(t, 2560)
@@ -97,18 +97,19 @@ func TestSampledWindowsOfASettledDevice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Action.Kind != ActionNone || !rep.Sampled {
-		t.Fatalf("a sample with 99.8 %% waste: action %+v (sampled %v), want none yet", rep.Action, rep.Sampled)
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB >= 2560 || !rep.Sampled {
+		t.Fatalf("a sample with 99.8 %% waste: action %+v (sampled %v), want a cut at once", rep.Action, rep.Sampled)
 	}
-	if sampled() {
-		t.Fatal("a sample that asked for a cut: the next window is sampled too")
-	}
-	rep = raStep(c, thrash, waste, now.Add(5*time.Second))
-	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB >= 2560 {
-		t.Fatalf("the whole window after the sample: action %+v, want a cut", rep.Action)
-	}
+	c.commit(rep.Action, now)
 	if sampled() {
 		t.Fatal("while the cut is verified, windows are sampled")
+	}
+	c.add(thrash)
+	if rep, err = c.endWindow(windowInput{Now: now.Add(5 * time.Second), Gate: Gate{Granted: true}, PageCache: waste}); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionNone || rep.Verifying == 0 {
+		t.Fatalf("the whole window after the cut: action %+v, verifying %d; want the cut verified, nothing else", rep.Action, rep.Verifying)
 	}
 }
 
