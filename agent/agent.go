@@ -279,7 +279,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.trackPageCache()
 	}
 	if a.opt.FollowOpenFiles {
-		if fo, err := openfiles.New(a.opt.HostRoot, a.opt.StateDir, a.opt.Log.WithName("openfiles")); err != nil {
+		if fo, err := openfiles.New(a.opt.HostRoot, a.opt.StateDir, a.opt.Log.WithName("openfiles"), a.countOpenFiles); err != nil {
 			a.notes = append(a.notes, "read-ahead changes reach only the files opened after them: "+err.Error())
 		} else {
 			defer fo.Close()
@@ -298,6 +298,14 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.opt.Log.Error(err, "remove the run marker")
 	}
 	return nil
+}
+
+// countOpenFiles counts what a change of a disk's read-ahead did to the
+// files open on it (Options.Metrics, when set).
+func (a *Agent) countOpenFiles(disk string, r openfiles.Result) {
+	if a.opt.Metrics != nil {
+		a.opt.Metrics.AddOpenFiles(disk, r.Followed, r.Marked, r.Own, r.Failed)
+	}
 }
 
 // initialPolicies are Options.Policies, or the one policy of `shadowtune

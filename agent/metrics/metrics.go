@@ -85,8 +85,10 @@ const otherValue = "other"
 
 var (
 	revertReasons = []string{RevertRegression, RevertObserve, RevertShutdown, RevertManual}
-	skipReasons   = []string{SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady, SkipError}
-	tracers       = []string{TracerEBPF, TracerTracefs}
+	// openFileOutcomes are AddOpenFiles' outcomes, in its arguments' order.
+	openFileOutcomes = []string{"followed", "left_marked", "left_own", "failed"}
+	skipReasons      = []string{SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady, SkipError}
+	tracers          = []string{TracerEBPF, TracerTracefs}
 )
 
 // EvaluationBuckets are the bucket bounds, in seconds, of
@@ -154,6 +156,7 @@ type Metrics struct {
 	windowsSkipped *prometheus.CounterVec
 	screened       *prometheus.CounterVec
 	otherWriter    *prometheus.CounterVec
+	openFiles      *prometheus.CounterVec
 	raWaste        *prometheus.GaugeVec
 	throttleIOPS   *prometheus.GaugeVec
 	throttleBytes  *prometheus.GaugeVec
@@ -239,6 +242,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no switch, and no candidate within 1.5 points of the switching margin).", dev),
 		otherWriter: counter("other_writer_changes_total",
 			"Changes to a setting the agent governs on the device that the agent did not make (another writer).", dev),
+		openFiles: counter("read_ahead_open_files_total",
+			"Files already open on the device when the agent wrote its read_ahead_kb, by outcome: followed (brought to the new value by fadvise), left_marked (the application's POSIX_FADV_RANDOM or NOREUSE), left_own (another value of its own), failed.", []string{"device", "outcome"}),
 		raWaste: gauge("read_ahead_waste_ratio",
 			"Share of the pages read into the page cache from the device's files in the last window that were evicted without being read or mapped (the page-cache probe); absent when not measured.", dev),
 		throttleIOPS: gauge("throttle_requests_per_second",
@@ -266,7 +271,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
+		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -391,6 +396,19 @@ func (m *Metrics) IncOtherWriter(dev string) {
 	defer m.mu.Unlock()
 	m.device(dev)
 	m.otherWriter.WithLabelValues(dev).Inc()
+}
+
+// AddOpenFiles counts the files open on dev when the agent wrote its
+// read_ahead_kb (package agent/openfiles): followed, left with an
+// application's mark, left at a value of their own, and failed.
+func (m *Metrics) AddOpenFiles(dev string, followed, marked, own, failed int) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	for i, n := range []int{followed, marked, own, failed} {
+		m.openFiles.WithLabelValues(dev, openFileOutcomes[i]).Add(float64(n))
+	}
 }
 
 // SetEvidence records what dev's recommendations rest on: the last
@@ -586,6 +604,9 @@ func (m *Metrics) device(dev string) *deviceState {
 	m.devices[dev] = st
 	m.changes.WithLabelValues(dev)
 	m.otherWriter.WithLabelValues(dev)
+	for _, o := range openFileOutcomes {
+		m.openFiles.WithLabelValues(dev, o)
+	}
 	for _, r := range revertReasons {
 		m.reverts.WithLabelValues(dev, r)
 	}

@@ -31,6 +31,7 @@ type Follower struct {
 	marks    uint32
 	pageKiB  int
 	log      logr.Logger
+	observe  func(disk string, r Result)
 }
 
 // Result is what one Follow did.
@@ -49,11 +50,12 @@ type Result struct {
 // bits for POSIX_FADV_RANDOM and POSIX_FADV_NOREUSE from files of its own
 // (Calibrate), in a directory it creates and removes under dir (the
 // agent's state directory: writable where the agent runs). hostRoot
-// prefixes /sys. It returns an error wrapping
+// prefixes /sys; observe, when not nil, is given every Follow's result
+// (the agent counts them in its metrics). It returns an error wrapping
 // tracer.ErrOpenFilesUnsupported when the kernel cannot run the probe,
 // one wrapping ErrNotHostPID outside the host's PID namespace, and other
 // calibration errors wrapped; nothing is left loaded on an error.
-func New(hostRoot, dir string, log logr.Logger) (*Follower, error) {
+func New(hostRoot, dir string, log logr.Logger, observe func(disk string, r Result)) (*Follower, error) {
 	p, err := tracer.NewOpenFilesProbe()
 	if err != nil {
 		return nil, err
@@ -63,7 +65,7 @@ func New(hostRoot, dir string, log logr.Logger) (*Follower, error) {
 		_ = p.Close()
 		return nil, err
 	}
-	return &Follower{probe: p, hostRoot: hostRoot, marks: marks, pageKiB: os.Getpagesize() / 1024, log: log}, nil
+	return &Follower{probe: p, hostRoot: hostRoot, marks: marks, pageKiB: os.Getpagesize() / 1024, log: log, observe: observe}, nil
 }
 
 // Close unloads the probe.
@@ -80,6 +82,9 @@ func (f *Follower) FollowReadAhead(disk string, fromKiB, toKiB int) {
 	if err != nil {
 		f.log.Error(err, "open files not brought to the new read-ahead", "device", disk, "fromKiB", fromKiB, "toKiB", toKiB)
 		return
+	}
+	if f.observe != nil {
+		f.observe(disk, r)
 	}
 	if len(r.Steps) == 0 && r.Marked == 0 && r.Own == 0 {
 		return

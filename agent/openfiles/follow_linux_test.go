@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/go-logr/logr/testr"
@@ -73,7 +72,7 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		t.Skip("needs mkfs.ext4")
 	}
-	f, err := New("", t.TempDir(), testr.New(t))
+	f, err := New("", t.TempDir(), testr.New(t), nil)
 	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
 		t.Skip(err)
 	}
@@ -103,8 +102,8 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 			break
 		}
 	}
-	perFault := func() float64 { // KiB read per fault of 32, from an empty page cache
-		dropCaches(t)
+	perFault := func() float64 { // KiB read per fault of 32, the file's unmapped pages evicted
+		evict(t, data)
 		before := loopdev.ReadStat(t, l.Name)
 		fmt.Fprintln(stdin, "go")
 		for out.Scan() && !strings.HasPrefix(out.Text(), "done") {
@@ -217,11 +216,16 @@ func setRA(t *testing.T, disk string, kib int) {
 	}
 }
 
-// dropCaches drops the clean page cache, so that the faults read the disk.
-func dropCaches(t *testing.T) {
+// evict drops path's cached pages that no process maps
+// (POSIX_FADV_DONTNEED), so that the next faults read the disk.
+func evict(t *testing.T, path string) {
 	t.Helper()
-	syscall.Sync()
-	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
 }
