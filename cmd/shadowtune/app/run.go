@@ -108,7 +108,7 @@ func runRun(parent context.Context, stdout, stderr io.Writer, f *runFlags) error
 	}
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(stderr, prefix, args) }, funcr.Options{Verbosity: verbosity})
 	if f.revert {
-		return runRevert(stdout, f.hostRoot, f.hostToolsRoot, f.stateDir)
+		return runRevert(stdout, log, f)
 	}
 	if err := checkRunFlags(f); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/openfiles"
 )
 
 // newStateCommand is `shadowtune state`: the host operator's view of the
@@ -175,13 +176,15 @@ func cacheTool(log logr.Logger, hostToolsRoot string) agent.CacheTool {
 }
 
 // runRevert is `shadowtune run --revert`: restore every device recorded in
-// stateDir. It prints the devices restored, then each one skipped and
+// f.stateDir. It prints the devices restored, then each one skipped and
 // why; it fails (exit 1) when a device that is still there was not
 // restored. A device gone or replaced is reported, not a failure: nothing
-// written by the agent is in effect on it.
-func runRevert(stdout io.Writer, hostRoot, hostToolsRoot, stateDir string) error {
-	o := actuate.Options{HostRoot: hostRoot, StateDir: stateDir}
-	if t := cacheTool(logr.Discard(), hostToolsRoot); t != nil {
+// written by the agent is in effect on it. With f.followOpenFiles the
+// files open on a restored disk that follow its read-ahead are brought
+// back with it (log says what was done, or why it could not be).
+func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
+	o := actuate.Options{HostRoot: f.hostRoot, StateDir: f.stateDir}
+	if t := cacheTool(logr.Discard(), f.hostToolsRoot); t != nil {
 		o.Caches = t
 		o.Volumes, _ = t.(actuate.CacheVolumes)
 	}
@@ -190,6 +193,15 @@ func runRevert(stdout io.Writer, hostRoot, hostToolsRoot, stateDir string) error
 		return err
 	}
 	defer a.Close()
+	if f.followOpenFiles {
+		fo, err := openfiles.New(f.hostRoot, f.stateDir, log.WithName("openfiles"), nil)
+		if err != nil {
+			log.Info("read-ahead restored only for the files opened after it", "reason", err.Error())
+		} else {
+			defer fo.Close()
+			a.SetReadAheadFollower(fo)
+		}
+	}
 	if lvs, errs := a.Recovered(); len(lvs)+len(errs) > 0 {
 		fmt.Fprintf(stdout, "recovered %d volume(s) whose cache device was lost with the previous boot: %v\n", len(lvs), lvs)
 		for _, e := range errs {
