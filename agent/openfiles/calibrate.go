@@ -76,7 +76,7 @@ func marksOf(files []tracer.OpenFile, dev uint32, inos []uint64, pid uint32) (ui
 	}
 	random, noreuse := modes[1]^modes[0], modes[2]^modes[0]
 	if bits.OnesCount32(random) != 1 || bits.OnesCount32(noreuse) > 1 || random == noreuse {
-		return 0, fmt.Errorf("calibrate open-file marks: f_mode %#x plain, %#x after POSIX_FADV_RANDOM, %#x after POSIX_FADV_NOREUSE: want one bit apart each", modes[0], modes[1], modes[2])
+		return 0, fmt.Errorf("calibrate open-file marks: f_mode %#x plain, %#x after POSIX_FADV_RANDOM, %#x after POSIX_FADV_NOREUSE: want one bit apart each (fadvise does nothing on a file system without a backing device, such as tmpfs)", modes[0], modes[1], modes[2])
 	}
 	return random | noreuse, nil
 }

@@ -49,7 +49,8 @@ type Result struct {
 // New loads the open-files probe and learns the running kernel's f_mode
 // bits for POSIX_FADV_RANDOM and POSIX_FADV_NOREUSE from files of its own
 // (Calibrate), in a directory it creates and removes under dir (the
-// agent's state directory: writable where the agent runs). hostRoot
+// agent's state directory: writable where the agent runs), or else under
+// the temporary directory or /var/tmp. hostRoot
 // prefixes /sys; observe, when not nil, is given every Follow's result
 // (the agent counts them in its metrics). It returns an error wrapping
 // tracer.ErrOpenFilesUnsupported when the kernel cannot run the probe,
@@ -60,12 +61,37 @@ func New(hostRoot, dir string, log logr.Logger, observe func(disk string, r Resu
 	if err != nil {
 		return nil, err
 	}
-	marks, err := Calibrate(p, dir)
+	marks, err := calibrateIn(p, []string{dir, os.TempDir(), "/var/tmp"})
 	if err != nil {
 		_ = p.Close()
 		return nil, err
 	}
 	return &Follower{probe: p, hostRoot: hostRoot, marks: marks, pageKiB: os.Getpagesize() / 1024, log: log, observe: observe}, nil
+}
+
+// calibrateIn calibrates in the first of dirs where it can: fadvise does
+// nothing to a file on a file system without a backing device (tmpfs),
+// and an overlay keeps the marks on the file beneath. It returns the
+// first error that says the agent runs outside the host's PID namespace,
+// or else every directory's error.
+func calibrateIn(p *tracer.OpenFilesProbe, dirs []string) (uint32, error) {
+	var errs []error
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		if d == "" || seen[d] {
+			continue
+		}
+		seen[d] = true
+		marks, err := Calibrate(p, d)
+		if err == nil {
+			return marks, nil
+		}
+		if errors.Is(err, ErrNotHostPID) {
+			return 0, err
+		}
+		errs = append(errs, fmt.Errorf("in %s: %w", d, err))
+	}
+	return 0, errors.Join(errs...)
 }
 
 // Close unloads the probe.

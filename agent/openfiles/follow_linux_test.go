@@ -229,3 +229,36 @@ func evict(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestCalibrateSkipsTmpfs: fadvise does nothing to a tmpfs file, so the
+// marks cannot be learned there; calibration says why and uses the next
+// directory, on a file system with a backing device.
+func TestCalibrateSkipsTmpfs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loads a BPF iterator: needs root")
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
+		t.Skip("needs /dev/shm on tmpfs")
+	}
+	disk := "/var/tmp"
+	if err := unix.Statfs(disk, &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
+		t.Skip("needs /var/tmp on a disk")
+	}
+	p, err := tracer.NewOpenFilesProbe()
+	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if _, err := calibrateIn(p, []string{"/dev/shm"}); err == nil || !strings.Contains(err.Error(), "tmpfs") {
+		t.Errorf("calibrating on tmpfs: %v; want an error that names tmpfs", err)
+	}
+	marks, err := calibrateIn(p, []string{"/dev/shm", disk})
+	if err != nil || marks == 0 {
+		t.Fatalf("calibrating on tmpfs, then %s: marks %#x, %v", disk, marks, err)
+	}
+	t.Logf("marks %#x", marks)
+}
