@@ -8,10 +8,10 @@
 // mm/filemap.c). So a change of read_ahead_kb reaches only the files
 // opened after it: a database that keeps its files open, or a process
 // that maps a file once, keeps the read-ahead it opened with. Measured on
-// a loop device with read_ahead_kb cut from 2560 to 16 KiB while a
-// process held a 512 MiB file mapped: each random fault still read 2,067
-// KiB; after POSIX_FADV_NORMAL on a duplicate of its descriptor, 14 KiB
-// (docs/agent.md, "Open files").
+// ext4 over a loop device with read_ahead_kb cut from 2560 to 16 KiB
+// while a process held a 256 MiB file mapped: each random fault still
+// read 2,222 KiB; once the file was followed, 16 KiB
+// (TestFollowReadAheadReachesOpenFiles; docs/agent.md, "Open files").
 //
 // POSIX_FADV_NORMAL sets an open file's read-ahead to the device's
 // current value and clears the file's POSIX_FADV_RANDOM and
