@@ -277,15 +277,24 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
 	}
 	m.all = append(m.all, m.dispatchCost) // the node's, not a device's
-	for i, c := range m.all {
-		if err := reg.Register(c); err != nil {
-			for _, r := range m.all[:i] {
-				reg.Unregister(r)
-			}
-			return nil, fmt.Errorf("metrics: register: %w", err)
-		}
+	if err := registerAll(reg, m.all); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// registerAll registers cs on reg, or none of them: on an error the ones
+// registered are unregistered again.
+func registerAll(reg prometheus.Registerer, cs []prometheus.Collector) error {
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, r := range cs[:i] {
+				reg.Unregister(r)
+			}
+			return fmt.Errorf("metrics: register: %w", err)
+		}
+	}
+	return nil
 }
 
 // ObserveWindow records one window of dev: the measured totals, and, when
