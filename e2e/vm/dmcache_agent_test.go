@@ -203,19 +203,21 @@ var agentCacheDisk = vmlab.Throttle{IOPS: 500, BytesPerSec: vmlab.CloudDisk.Byte
 // data is unchanged. The cases go into the summary with the measured and
 // predicted gains (percent less time per request). A run whose zipf fill
 // landed in smq's poor mode (poorFill) is recorded in the summary and
-// repeated once.
+// repeated, at most poorFillRepeats times.
 func TestAgentDMCache(t *testing.T) {
 	imgB, imgC := t.TempDir()+"/big.img", t.TempDir()+"/small.img"
 	wantB, wantC := randomImage(t, imgB, 512<<20), randomImage(t, imgC, 512<<20)
 	script := strings.NewReplacer("@POLICY@", agentPolicy, "@AFTER@", "5", "@ZIPF@", "24", "@UNI@", "8").Replace(agentCacheScript)
 	out, sl, logs, zipf := agentCacheRun(t, script, imgB, imgC)
-	if poorFill(zipf) {
+	var poor []cacheCase
+	for i := 0; poorFill(zipf) && i < poorFillRepeats; i++ {
 		// smq's fill from empty has a second, poorer mode (see poorFill):
 		// the prediction is of its usual one, so a run that landed in the
-		// poor mode is recorded and the VM run repeated once.
-		t.Logf("smq's fill landed in its poor mode: %.1f %% read hits against %.1f %% predicted (%.0f IOPS); the VM run is repeated once",
-			zipf.MeasuredReadHitPct, zipf.PredictedReadHitPct, zipf.FinalIOPS)
-		set("zipfPoorFill", zipf)
+		// poor mode is recorded and the VM run repeated.
+		t.Logf("smq's fill landed in its poor mode: %.1f %% read hits against %.1f %% predicted (%.0f IOPS); the VM run is repeated (%d of at most %d)",
+			zipf.MeasuredReadHitPct, zipf.PredictedReadHitPct, zipf.FinalIOPS, i+1, poorFillRepeats)
+		poor = append(poor, zipf)
+		set("zipfPoorFill", poor)
 		out, sl, logs, zipf = agentCacheRun(t, script, imgB, imgC)
 	}
 	uni := cacheCaseOf("uniform 4 KiB random reads, 512 MiB origin, 8 MiB cache, off at the start", "uniform", "small", sl, logs["uniform"])
@@ -321,6 +323,13 @@ func agentCacheRun(t *testing.T, script, imgB, imgC string) (string, []slice, ma
 // not tested: smq promotes every miss once it rates its hotspot queue
 // well, only the hottest hotspots' before; update_promote_levels in
 // dm-cache-policy-smq.c; docs/agent.md).
+// poorFillRepeats is how many times TestAgentDMCache repeats a run whose
+// fill landed in smq's poor mode. Of 17 fills the agent switched on up to
+// 2026-11-29, 4 landed in it (two in a row in one CI check): at that rate
+// one repeat leaves about one test run in 18 failing on the device's
+// mode, two about one in 77, at 4 to 5 minutes a repeat.
+const poorFillRepeats = 2
+
 func poorFill(z cacheCase) bool {
 	return z.Decision == "writethrough" && z.MeasuredReadHitPct > 0 && z.MeasuredReadHitPct < z.PredictedReadHitPct-10
 }
