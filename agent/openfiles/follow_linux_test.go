@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr/testr"
 	"golang.org/x/sys/unix"
 
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 )
@@ -144,15 +145,11 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 // filePages lists pid's files on disk: descriptor → read-ahead pages.
 func filePages(t *testing.T, f *Follower, disk string, pid uint32) map[uint32]uint32 {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("/sys/block", disk, "dev"))
+	d, err := sysfs.Read("", disk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var maj, mnr uint32
-	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "%d:%d", &maj, &mnr); err != nil {
-		t.Fatal(err)
-	}
-	files, _, err := f.probe.List([]uint32{tracer.Mkdev(maj, mnr)}, MaxFiles)
+	files, _, err := f.probe.List([]uint32{d.Dev}, MaxFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
