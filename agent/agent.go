@@ -340,19 +340,18 @@ func (a *Agent) loop(ctx context.Context) error {
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
-	if at := a.startSamples(time.Now()); !at.IsZero() {
+	clk := windowClock{start: time.Now(), resume: resume, cpuMark: processCPU(), idle: idleMeter{path: "/proc/stat"}}
+	clk.idle.share()
+	if at := a.startSamples(clk.start); !at.IsZero() {
 		resume.Reset(time.Until(at))
 	}
-	var lastStats tracer.Stats
-	// cpuMark is the process CPU time at the end of the last window's
-	// evaluations: what the process uses between windows (the tracer's
-	// reading and ordering, online learning, GC) is charged to the CPU
-	// budget at the next window, before its evaluations, which charge
-	// their own. (The BPF programs run in the I/O's own context and are
-	// not counted.)
-	cpuMark := processCPU()
-	idle := idleMeter{path: "/proc/stat"}
-	idle.share()
+	// check is the thrash check between window ends (thrashcheck.go).
+	var check <-chan time.Time
+	if a.pcache != nil {
+		t := time.NewTicker(ThrashCheckEvery)
+		defer t.Stop()
+		check = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -371,26 +370,57 @@ func (a *Agent) loop(ctx context.Context) error {
 				a.resumeSamples()
 				resume.Stop()
 				ticker.Reset(a.window)
+				clk.start = time.Now()
 			}
 		case <-resume.C:
 			a.resumeSamples()
+		case now := <-check:
+			if a.thrashing(now, clk.start) {
+				a.endWindows(ctx, now, &clk)
+				ticker.Reset(a.window)
+			}
 		case now := <-ticker.C:
-			a.ingest()
-			stats := a.tr.Stats()
-			a.budget.refill()
-			a.budget.spend(processCPU() - cpuMark)
-			a.windows(now, stats, stats.Dropped-lastStats.Dropped)
-			if at := a.startSamples(now); !at.IsZero() {
-				resume.Reset(time.Until(at))
-			}
-			if err := a.act.Flush(); err != nil {
-				a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
-			}
-			a.retryDispatch(ctx, now, idle.share())
-			lastStats = stats
-			cpuMark = processCPU()
+			a.endWindows(ctx, now, &clk)
 		}
 	}
+}
+
+// windowClock is the loop's state between window ends.
+type windowClock struct {
+	// start is when the current window began.
+	start time.Time
+	// resume is the timer that ends the sampled devices' pause.
+	resume *time.Timer
+	// lastStats are the tracer's counts at the last window end.
+	lastStats tracer.Stats
+	// cpuMark is the process CPU time at the end of the last window's
+	// evaluations: what the process uses between windows (the tracer's
+	// reading and ordering, online learning, GC) is charged to the CPU
+	// budget at the next window, before its evaluations, which charge
+	// their own. (The BPF programs run in the I/O's own context and are
+	// not counted.)
+	cpuMark time.Duration
+	idle    idleMeter
+}
+
+// endWindows ends every device's window at now, on the window ticker or
+// early on a thrash check, and begins the next.
+func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock) {
+	a.ingest()
+	stats := a.tr.Stats()
+	a.budget.refill(now.Sub(clk.start))
+	a.budget.spend(processCPU() - clk.cpuMark)
+	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
+	if at := a.startSamples(now); !at.IsZero() {
+		clk.resume.Reset(time.Until(at))
+	}
+	if err := a.act.Flush(); err != nil {
+		a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
+	}
+	a.retryDispatch(ctx, now, clk.idle.share())
+	clk.lastStats = stats
+	clk.cpuMark = processCPU()
+	clk.start = now
 }
 
 // deliver is the tracer's callback: it only copies each device's requests

@@ -7,21 +7,26 @@ import (
 	"time"
 )
 
-// cpuBudget is a token bucket of CPU time: each window adds pct % of the
-// window; an evaluation spends the process CPU time it took; a window is
-// evaluated only while the bucket is not empty (DESIGN §1: evaluation at
-// a small fraction of one core). At most two windows' worth accumulate.
+// cpuBudget is a token bucket of CPU time: it fills at pct % of the time
+// that passes (a window's worth at each window end); an evaluation spends
+// the process CPU time it took; a window is evaluated only while the
+// bucket is not empty (DESIGN §1: evaluation at a small fraction of one
+// core). At most two windows' worth accumulate.
 type cpuBudget struct {
+	pct              int
 	per, tokens, cap time.Duration
 }
 
 func newCPUBudget(window time.Duration, pct int) *cpuBudget {
 	per := window * time.Duration(pct) / 100
-	return &cpuBudget{per: per, tokens: per, cap: 2 * per}
+	return &cpuBudget{pct: pct, per: per, tokens: per, cap: 2 * per}
 }
 
-// refill adds one window's allowance.
-func (b *cpuBudget) refill() { b.tokens = min(b.tokens+b.per, b.cap) }
+// refill adds the allowance of elapsed: a whole window's at a window's
+// end, less at a window ended early (thrashcheck.go).
+func (b *cpuBudget) refill(elapsed time.Duration) {
+	b.tokens = min(b.tokens+elapsed*time.Duration(b.pct)/100, b.cap)
+}
 
 // allow reports whether an evaluation may run now.
 func (b *cpuBudget) allow() bool { return b.tokens > 0 }

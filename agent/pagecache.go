@@ -22,6 +22,9 @@ type pageCacheWatch struct {
 	// and its partitions.
 	devs      map[string][]uint32
 	prev, cur map[uint32]tracer.PageCacheStats
+	// checked are the counts at the last thrash check or window end
+	// (thrashcheck.go).
+	checked map[uint32]tracer.PageCacheStats
 }
 
 // track makes the probe count the file systems of pageCacheDevs(devs),
@@ -51,6 +54,9 @@ func (w *pageCacheWatch) zeroNew(byName map[string][]uint32) {
 		}
 		for _, id := range ids {
 			w.cur[id] = tracer.PageCacheStats{}
+			if w.checked != nil {
+				w.checked[id] = tracer.PageCacheStats{}
+			}
 		}
 	}
 	w.devs = byName
@@ -93,7 +99,7 @@ func (w *pageCacheWatch) read() error {
 
 // advance ends a window at the probe's counts s.
 func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats) {
-	w.prev, w.cur = w.cur, s
+	w.prev, w.cur, w.checked = w.cur, s, s
 }
 
 // window is device name's counts since the previous read, or since it

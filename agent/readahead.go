@@ -14,7 +14,6 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/internal/decide"
-	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -138,13 +137,9 @@ func busyTime(reqs []trace.Request, scratch *[][2]int64) int64 {
 // set (the current one for none).
 func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 	cur := c.current.ReadAheadKiB
-	kib, reason := decide.ReadAhead(decide.ReadAheadInput{
-		CurrentKiB: cur, OriginalKiB: c.originalRA,
-		MinKiB: c.policy.Engine.ReadAhead.MinKiB, MaxKiB: c.policy.Engine.ReadAhead.MaxKiB,
-		WasteMeasured: e.wasteOK, WastePct: e.wastePct,
-		ReadAheadSharePct: e.sharePct, Streams: e.streams,
-		Rotational: c.model.Class() == model.HDD, CompetitiveKiB: c.raAdvice,
-	})
+	in := c.readAheadInput(e.wastePct, e.wasteOK)
+	in.ReadAheadSharePct, in.Streams = e.sharePct, e.streams
+	kib, reason := decide.ReadAhead(in)
 	e.reason = reason
 	if kib == cur || cur <= 0 {
 		c.raPending = 0

@@ -70,9 +70,6 @@ func TestFollowChild(t *testing.T) {
 // file's read-ahead exactly.
 func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads a BPF iterator")
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Skip("needs mkfs.ext4")
-	}
 	f, err := New("", t.TempDir(), testr.New(t), nil)
 	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
 		t.Skip(err)
@@ -84,7 +81,8 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 	t.Setenv("TMPDIR", "/var/tmp")
 	l := loopdev.NewForTest(t, 512<<20)
 	l.Allocate(t)
-	data := mountExt4(t, l)
+	data := filepath.Join(l.MountExt4(t), "data")
+	loopdev.WriteRandom(t, data, 256<<20)
 	setRA(t, l.Name, 2560)
 
 	cmd := exec.Command(os.Args[0], "-test.run=^TestFollowChild$", "-test.v")
@@ -104,7 +102,7 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 		}
 	}
 	perFault := func() float64 { // KiB read per fault of 32, the file's unmapped pages evicted
-		evict(t, data)
+		loopdev.Evict(t, data)
 		before := loopdev.ReadStat(t, l.Name)
 		fmt.Fprintln(stdin, "go")
 		for out.Scan() && !strings.HasPrefix(out.Text(), "done") {
@@ -162,67 +160,9 @@ func filePages(t *testing.T, f *Follower, disk string, pid uint32) map[uint32]ui
 	return out
 }
 
-// mountExt4 makes ext4 on l, mounts it until t ends and writes a 256 MiB
-// file of random data to it, whose path it returns.
-func mountExt4(t *testing.T, l *loopdev.Dev) string {
-	t.Helper()
-	if out, err := exec.Command("mkfs.ext4", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", l.Path).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4 %s: %v: %s", l.Path, err, out)
-	}
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(l.Path, dir, "ext4", 0, ""); err != nil {
-		t.Fatalf("mount %s: %v", l.Path, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("umount %s: %v", dir, err)
-		}
-	})
-	path := filepath.Join(dir, "data")
-	w, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
-	rng := rand.New(rand.NewPCG(3, 4))
-	buf := make([]byte, 1<<20)
-	for range 256 {
-		for i := 0; i < len(buf); i += 8 {
-			v := rng.Uint64()
-			for j := range 8 {
-				buf[i+j] = byte(v >> (8 * j))
-			}
-		}
-		if _, err := w.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 func setRA(t *testing.T, disk string, kib int) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join("/sys/block", disk, "queue/read_ahead_kb"), []byte(strconv.Itoa(kib)), 0); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// evict drops path's cached pages that no process maps
-// (POSIX_FADV_DONTNEED), so that the next faults read the disk.
-func evict(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
 }

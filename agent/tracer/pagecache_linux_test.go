@@ -131,30 +131,13 @@ type pcFixture struct {
 // Everything is undone when t ends.
 func newPCFixture(t *testing.T) *pcFixture {
 	t.Helper()
-	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
-		t.Skip("needs mkfs.ext4")
-	}
 	loopdev.LockHeavyIO(t)
 	t.Setenv("TMPDIR", "/var/tmp") // the backing file and mount point
 	l := loopdev.NewForTest(t, 1536<<20)
 	l.Allocate(t)
-	if out, err := exec.Command("mkfs.ext4", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", l.Path).CombinedOutput(); err != nil {
-		t.Fatalf("mkfs.ext4 %s: %v: %s", l.Path, err, out)
-	}
-	dir := filepath.Join(t.TempDir(), "mnt")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(l.Path, dir, "ext4", 0, ""); err != nil {
-		t.Fatalf("mount %s: %v", l.Path, err)
-	}
-	t.Cleanup(func() {
-		if err := unix.Unmount(dir, 0); err != nil {
-			t.Errorf("umount %s: %v", dir, err)
-		}
-	})
+	dir := l.MountExt4(t)
 	fx := &pcFixture{loop: l, dir: dir, data: filepath.Join(dir, "data")}
-	writeData(t, fx.data, 1<<30)
+	loopdev.WriteRandom(t, fx.data, 1<<30)
 	var st unix.Stat_t
 	if err := unix.Stat(fx.data, &st); err != nil {
 		t.Fatal(err)
@@ -166,101 +149,8 @@ func newPCFixture(t *testing.T) *pcFixture {
 	return fx
 }
 
-// writeData writes size bytes of pseudo-random data to path and fsyncs it.
-func writeData(t *testing.T, path string, size int64) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rng := rand.New(rand.NewPCG(3, 4))
-	buf := make([]byte, 1<<20)
-	for off := int64(0); off < size; off += int64(len(buf)) {
-		for i := 0; i < len(buf); i += 8 {
-			v := rng.Uint64()
-			for j := range 8 {
-				buf[i+j] = byte(v >> (8 * j))
-			}
-		}
-		if _, err := f.Write(buf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// evict drops the data file's pages from the page cache
-// (POSIX_FADV_DONTNEED: only this file's, not the host's whole cache).
-func (fx *pcFixture) evict(t *testing.T) {
-	t.Helper()
-	f, err := os.Open(fx.data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// memCgroup creates a memory cgroup limited to limit bytes and returns its
-// cgroup.procs file; it is removed when t ends. cgroup v2 (a leaf under
-// /sys/fs/cgroup) when its memory controller is enabled there, else a
-// cgroup v1 memory cgroup below this process's own; it skips t when
-// neither is available.
-func memCgroup(t *testing.T, limit int64) string {
-	t.Helper()
-	name := fmt.Sprintf("shadowtune-pagecache-test-%d", os.Getpid())
-	var dir, limitFile string
-	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control"); err == nil && strings.Contains(string(b), "memory") {
-		dir, limitFile = filepath.Join("/sys/fs/cgroup", name), "memory.max"
-	} else if parent := v1MemoryCgroup(); parent != "" {
-		dir, limitFile = filepath.Join(parent, name), "memory.limit_in_bytes"
-	} else {
-		t.Skip("needs a cgroup v2 memory controller (or cgroup v1 memory)")
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a memory cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		// The child has exited; its cgroup empties a moment later.
-		var err error
-		for range 50 {
-			if err = os.Remove(dir); err == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Errorf("remove cgroup %s: %v", dir, err)
-	})
-	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
-		t.Fatalf("%s: %v", limitFile, err)
-	}
-	t.Logf("memory cgroup %s (%s = %d)", dir, limitFile, limit)
-	return filepath.Join(dir, "cgroup.procs")
-}
-
-// v1MemoryCgroup is this process's cgroup v1 memory cgroup directory, or
-// "" without one.
-func v1MemoryCgroup() string {
-	b, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) == 3 && f[1] == "memory" {
-			dir := filepath.Join("/sys/fs/cgroup/memory", f[2])
-			if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err == nil {
-				return dir
-			}
-		}
-	}
-	return ""
-}
+// evict drops the data file's pages from the page cache.
+func (fx *pcFixture) evict(t *testing.T) { loopdev.Evict(t, fx.data) }
 
 // runChild runs the workload child (TestPageCacheChild) on spec inside the
 // cgroup whose cgroup.procs file is procs, and waits for it.
@@ -355,7 +245,7 @@ func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 func TestPageCacheWaste(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
 	exact, sampled, many := newProbe(t, 1), newProbe(t, PageCacheSampleEvery), newProbe(t, 1)
-	procs := memCgroup(t, 256<<20)
+	procs := loopdev.MemCgroup(t, 256<<20)
 	fx := newPCFixture(t)
 	for _, p := range []*PageCacheProbe{exact, sampled} {
 		if err := p.Track([]uint32{fx.dev}); err != nil {

@@ -1,0 +1,217 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+)
+
+const (
+	thrashChildEnv = "SHADOWTUNE_THRASH_CHILD"
+	// thrashWindow is the agent's window in TestThrashCutWithinAWindow:
+	// long, so that a cut made at a window's end cannot pass for one made
+	// early.
+	thrashWindow = 12 * time.Second
+	// thrashRun is how long the child reads.
+	thrashRun = 10 * time.Second
+	// thrashTick is the child's reporting interval.
+	thrashTick = 250 * time.Millisecond
+)
+
+// TestThrashChild is the workload child of TestThrashCutWithinAWindow,
+// run by re-executing the test binary: it waits for a line on stdin (the
+// parent has moved it into the memory cgroup by then), maps the file
+// $SHADOWTUNE_THRASH_CHILD names, and for thrashRun reads random 4 KiB
+// pages of it through the mapping (no madvise: the kernel's fault
+// read-around, sized by the file's read-ahead, applies), printing the
+// pages read so far every thrashTick.
+func TestThrashChild(t *testing.T) {
+	path := os.Getenv(thrashChildEnv)
+	if path == "" {
+		t.Skip("workload child of TestThrashCutWithinAWindow")
+	}
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(m) }()
+	rng := rand.New(rand.NewPCG(5, 6))
+	var sum byte
+	t0 := time.Now()
+	next := thrashTick
+	for n := 0; ; n++ {
+		el := time.Since(t0)
+		if el >= next {
+			fmt.Printf("reads %d %d\n", el.Milliseconds(), n)
+			next += thrashTick
+		}
+		if el >= thrashRun {
+			break
+		}
+		sum ^= m[rng.Int64N(fi.Size()/4096)*4096]
+	}
+	fmt.Println("checksum", sum)
+}
+
+// TestThrashCutWithinAWindow: a process in a 256 MiB memory cgroup maps
+// a 1 GiB file on ext4 over a loop device and reads random pages of it;
+// at the device's read_ahead_kb of 2560 each fault reads up to 2.5 MiB
+// and the read-around thrashes the cgroup's page cache. With a 12 s
+// window the agent must cut read_ahead_kb within the first 6 s of the
+// load (the thrash check ends the window early: agent/thrashcheck.go),
+// sysfs must show what the status says after every window, and the
+// process, whose open mapping the agent follows (agent/openfiles), must
+// read at least 3 times as many pages a second in the 2 s after the cut
+// as in the 1 s before it.
+func TestThrashCutWithinAWindow(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs and changes queue settings")
+	loopdev.LockHeavyIO(t)
+	t.Setenv("TMPDIR", "/var/tmp") // the backing file, mount point and state directory: not tmpfs
+	l := loopdev.NewForTest(t, 1536<<20)
+	l.Allocate(t)
+	data := filepath.Join(l.MountExt4(t), "data")
+	loopdev.WriteRandom(t, data, 1<<30)
+	if err := os.WriteFile(filepath.Join("/sys/block", l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
+		t.Fatal(err)
+	}
+	loopdev.Evict(t, data)
+	procs := loopdev.MemCgroup(t, 256<<20)
+
+	spec := v1alpha1.StorageTuningSpec{
+		Mode:       v1alpha1.ModeApply,
+		Devices:    v1alpha1.DeviceSelector{Include: []string{l.Name}},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: thrashWindow}},
+	}
+	spec.Default()
+	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t),
+		TraceSample: -1, FollowOpenFiles: true})
+	start, reads := runThrashChild(t, procs, data)
+	final := a.stop(t)
+
+	cut, ok := a.firstCut(l.Name)
+	if !ok {
+		t.Fatalf("no read-ahead cut in %d windows; changes %v; final %+v", len(a.windows()), a.changeLog(), final)
+	}
+	after := cut.at.Sub(start)
+	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load (window %d); changes %v", cut.kib, after.Seconds(), cut.window, a.changeLog())
+	if after > thrashWindow/2 {
+		t.Errorf("the cut came %.2f s into the load; want within %v (the window is %v)", after.Seconds(), thrashWindow/2, thrashWindow)
+	}
+	for w := 1; w <= len(a.windows()); w++ {
+		if m := a.sysAt(w); m != "" {
+			t.Errorf("sysfs differs from the status:%s", m)
+		}
+	}
+	before, later := rateAround(reads, after-time.Second, after), rateAround(reads, after, after+2*time.Second)
+	t.Logf("the child read %.0f pages/s in the second before the cut, %.0f in the 2 s after it", before, later)
+	if before <= 0 || later < 3*before {
+		t.Errorf("pages/s %.0f before the cut, %.0f after: want at least 3 times as many", before, later)
+	}
+}
+
+// runThrashChild runs TestThrashChild on data inside the cgroup whose
+// cgroup.procs file is procs, and returns when it started reading and its
+// progress: elapsed time → pages read.
+func runThrashChild(t *testing.T, procs, data string) (time.Time, map[time.Duration]int) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestThrashChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), thrashChildEnv+"="+data)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("move the child into %s: %v", procs, err)
+	}
+	start := time.Now()
+	_, _ = in.Write([]byte("go\n"))
+	_ = in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out.String())
+	}
+	reads := map[time.Duration]int{0: 0}
+	for _, line := range strings.Split(out.String(), "\n") {
+		var ms int64
+		var n int
+		if _, err := fmt.Sscanf(line, "reads %d %d", &ms, &n); err == nil {
+			reads[time.Duration(ms)*time.Millisecond] = n
+		}
+	}
+	return start, reads
+}
+
+// rateAround is the child's pages a second between from and to, taken at
+// the reports nearest to them.
+func rateAround(reads map[time.Duration]int, from, to time.Duration) float64 {
+	near := func(at time.Duration) (time.Duration, int) {
+		best, n := time.Duration(-1), 0
+		for d, v := range reads {
+			if best < 0 || (d-at).Abs() < (best-at).Abs() {
+				best, n = d, v
+			}
+		}
+		return best, n
+	}
+	t0, n0 := near(from)
+	t1, n1 := near(to)
+	if t1 <= t0 {
+		return 0
+	}
+	return float64(n1-n0) / (t1 - t0).Seconds()
+}
+
+// cutAt is the first window whose status shows read-ahead below 2560,
+// and when it ended.
+type cutAt struct {
+	window int
+	kib    int
+	at     time.Time
+}
+
+func (a *runningAgent) firstCut(name string) (cutAt, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.wins {
+		if d, ok := deviceStatus(s, name); ok && d.ReadAheadKiB > 0 && d.ReadAheadKiB < 2560 {
+			return cutAt{window: s.Windows, kib: d.ReadAheadKiB, at: a.at[i]}, true
+		}
+	}
+	return cutAt{}, false
+}

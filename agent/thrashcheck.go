@@ -1,0 +1,126 @@
+package agent
+
+// The thrash check: a window ends early when read-ahead thrashes.
+//
+// Read-ahead that thrashes the page cache is the costliest state the
+// agent can leave a device in: in a memory-limited container each random
+// mmap fault at the default read_ahead_kb of 2560 reads 2.5 MiB, and the
+// application runs 10–30 times slower than at 16 KiB
+// (docs/bench-decisions.md, MEM). The evidence, the page-cache probe's
+// count of pages evicted unused, is a map read and costs nothing to
+// look at, so the agent does not wait for the window's end to see it:
+// every ThrashCheckEvery it takes each device's counts since the last
+// check, and when a device's read-ahead would be cut on them at once (a
+// waste of StrongWastePct or more that decide.ReadAhead cuts), every
+// device's window ends there, at least ThrashCheckEvery after it began,
+// and the next begins. The window's end then decides as any window's:
+// the cut, its verification (whose windows may end early the same way),
+// a revert and its back-off. Nothing else ends a window early, so a
+// device at the policy's lowest depth, one whose last cut regressed, one
+// whose scheduler switch is being verified, or one in Observe mode or
+// paused keeps its whole windows. A device whose tracing is paused for a
+// sample (sampling.go) has no page-cache counts until the sample begins:
+// its thrash is seen in the sample.
+
+import (
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/model"
+)
+
+// ThrashCheckEvery is how often the page-cache counts are checked between
+// window ends, and the shortest a window ended early lasts.
+const ThrashCheckEvery = time.Second
+
+// cutsOnThrash reports whether pc, a device's page-cache counts over the
+// last check's interval, would make its window cut read-ahead at once
+// (chooseReadAhead): in Apply mode and not held by a pause or another
+// writer, with read-ahead governed, no scheduler switch being verified,
+// a waste of StrongWastePct or more that decide.ReadAhead cuts on, and
+// no back-off of lowering.
+func (c *deviceController) cutsOnThrash(pc PageCacheWindow, g Gate, now time.Time) (float64, bool) {
+	if !c.policy.Apply || !c.policy.ReadAhead || g.Paused || g.Yielded || c.verify != nil {
+		return 0, false
+	}
+	waste, ok := pc.WastePct()
+	if !ok || waste < StrongWastePct {
+		return waste, false
+	}
+	cur := c.current.ReadAheadKiB
+	kib, reason := decide.ReadAhead(c.readAheadInput(waste, true))
+	if reason != decide.RAWaste || kib >= cur {
+		return waste, false
+	}
+	if until, ok := c.backoff[raBackoffKey(cur, kib)]; ok && now.Before(until) {
+		return waste, false
+	}
+	return waste, true
+}
+
+// readAheadInput is decide.ReadAhead's input for the device now, with the
+// given waste and the last window's read-ahead requests.
+func (c *deviceController) readAheadInput(wastePct float64, measured bool) decide.ReadAheadInput {
+	return decide.ReadAheadInput{
+		CurrentKiB: c.current.ReadAheadKiB, OriginalKiB: c.originalRA,
+		MinKiB: c.policy.Engine.ReadAhead.MinKiB, MaxKiB: c.policy.Engine.ReadAhead.MaxKiB,
+		WasteMeasured: measured, WastePct: wastePct,
+		ReadAheadSharePct: c.ra.sharePct, Streams: c.ra.streams,
+		Rotational: c.model.Class() == model.HDD, CompetitiveKiB: c.raAdvice,
+	}
+}
+
+// thrashing is the thrash check at now of the window that began at
+// start: it reports whether a device's read-ahead thrashes so that its
+// window should end now.
+func (a *Agent) thrashing(now, start time.Time) bool {
+	if a.pcache == nil || now.Sub(start) < ThrashCheckEvery {
+		return false
+	}
+	s, err := a.pcache.p.Stats()
+	if err != nil {
+		return false // the window's end reads them again and logs the error
+	}
+	iv := a.pcache.interval(s)
+	for _, d := range a.devs {
+		if d.status.Gone != "" {
+			continue
+		}
+		pc, ok := iv[d.sys.Name]
+		if !ok {
+			continue
+		}
+		if waste, cut := d.ctrl.cutsOnThrash(pc, Gate{Paused: d.policy.Spec.Paused, Yielded: d.yielded}, now); cut {
+			a.opt.Log.Info("window ended early: read-ahead thrashes", "device", d.sys.Name,
+				"wastePct", waste, "readAheadKiB", d.ctrl.current.ReadAheadKiB, "after", now.Sub(start).Round(time.Millisecond))
+			if a.opt.Metrics != nil {
+				a.opt.Metrics.IncEarlyWindow(d.sys.Name)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// interval is each tracked device's counts between the last check (or
+// window end) and the probe's counts s, which the next interval starts
+// from.
+func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats) map[string]PageCacheWindow {
+	out := make(map[string]PageCacheWindow, len(w.devs))
+	for name, ids := range w.devs {
+		pc := PageCacheWindow{Measured: true}
+		for _, id := range ids {
+			cur, ok := s[id]
+			if !ok {
+				continue
+			}
+			d := cur.Sub(w.checked[id])
+			pc.UsedPages += d.UsedPages
+			pc.WastedPages += d.WastedPages
+		}
+		out[name] = pc
+	}
+	w.checked = s
+	return out
+}

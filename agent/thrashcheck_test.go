@@ -1,0 +1,103 @@
+package agent
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+)
+
+// TestCutsOnThrash: a check's interval ends the window exactly when the
+// window's end would cut read-ahead at once on it.
+func TestCutsOnThrash(t *testing.T) {
+	now := time.Unix(1000, 0)
+	thrash := PageCacheWindow{Measured: true, UsedPages: 100, WastedPages: 1900}   // 95 %
+	moderate := PageCacheWindow{Measured: true, UsedPages: 600, WastedPages: 1400} // 70 %: two windows must agree
+	for _, tc := range []struct {
+		name string
+		pc   PageCacheWindow
+		ra   int
+		set  func(c *deviceController)
+		g    Gate
+		want bool
+	}{
+		{name: "strong waste", pc: thrash, ra: 2560, want: true},
+		{name: "strong waste, 128 KiB", pc: thrash, ra: 128, want: true},
+		{name: "waste under the strong threshold", pc: moderate, ra: 2560},
+		{name: "too few pages resolved", pc: PageCacheWindow{Measured: true, UsedPages: 1, WastedPages: 19}, ra: 2560},
+		{name: "not measured", pc: PageCacheWindow{}, ra: 2560},
+		{name: "at the policy's lowest depth", pc: thrash, ra: 16},
+		{name: "observe mode", pc: thrash, ra: 2560, set: func(c *deviceController) { c.policy.Apply = false }},
+		{name: "read-ahead not governed", pc: thrash, ra: 2560, set: func(c *deviceController) { c.policy.ReadAhead = false }},
+		{name: "paused", pc: thrash, ra: 2560, g: Gate{Paused: true}},
+		{name: "yielded to another writer", pc: thrash, ra: 2560, g: Gate{Yielded: true}},
+		{name: "a scheduler switch being verified", pc: thrash, ra: 2560,
+			set: func(c *deviceController) { c.verify = &verification{left: 2} }},
+		{name: "a read-ahead cut being verified", pc: thrash, ra: 128, want: true,
+			set: func(c *deviceController) { c.raVerify = &raVerification{previous: 2560, target: 128, left: 2} }},
+		{name: "lowering in back-off", pc: thrash, ra: 2560,
+			set: func(c *deviceController) { c.backoff[raBackoffKey(2560, 16)] = now.Add(time.Minute) }},
+		{name: "lowering's back-off over", pc: thrash, ra: 2560, want: true,
+			set: func(c *deviceController) { c.backoff[raBackoffKey(2560, 16)] = now.Add(-time.Second) }},
+		{name: "raising in back-off", pc: thrash, ra: 2560, want: true,
+			set: func(c *deviceController) { c.backoff[raBackoffKey(16, 2560)] = now.Add(time.Minute) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := raController(t, tc.ra)
+			if tc.set != nil {
+				tc.set(c)
+			}
+			if _, got := c.cutsOnThrash(tc.pc, tc.g, now); got != tc.want {
+				t.Errorf("cutsOnThrash = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPageCacheWatchInterval: a check's interval runs from the last check
+// or window end, whichever came later, and a device tracked anew counts
+// from zero.
+func TestPageCacheWatchInterval(t *testing.T) {
+	const sda, sdb = 8 << 20, 8<<20 | 16
+	w := &pageCacheWatch{}
+	w.zeroNew(map[string][]uint32{"sda": {sda}})
+	iv := w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 10, WastedPages: 90}})
+	if got := iv["sda"]; !got.Measured || got.UsedPages != 10 || got.WastedPages != 90 {
+		t.Errorf("first interval = %+v, want 10 used and 90 wasted", got)
+	}
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 15, WastedPages: 190}})
+	if got := iv["sda"]; got.UsedPages != 5 || got.WastedPages != 100 {
+		t.Errorf("second interval = %+v, want 5 used and 100 wasted", got)
+	}
+	w.advance(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 20, WastedPages: 200}}) // a window ends
+	if got := w.window("sda"); got.UsedPages != 20 || got.WastedPages != 200 {
+		t.Errorf("the window = %+v, want all of its counts, checks or not", got)
+	}
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 21, WastedPages: 260}})
+	if got := iv["sda"]; got.UsedPages != 1 || got.WastedPages != 60 {
+		t.Errorf("the interval after the window's end = %+v, want 1 used and 60 wasted", got)
+	}
+	w.zeroNew(map[string][]uint32{"sda": {sda}, "sdb": {sdb}})
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 22, WastedPages: 260}, sdb: {UsedPages: 3, WastedPages: 4}})
+	if got := iv["sdb"]; got.UsedPages != 3 || got.WastedPages != 4 {
+		t.Errorf("a device tracked anew = %+v, want its counts from zero", got)
+	}
+	if _, ok := iv["sdc"]; ok {
+		t.Error("an untracked device has an interval")
+	}
+}
+
+// TestBudgetRefillProRata: a window ended early adds its share of a
+// window's allowance, not a whole one.
+func TestBudgetRefillProRata(t *testing.T) {
+	b := newCPUBudget(10*time.Second, 10) // 1 s of CPU a window
+	b.spend(time.Second)
+	b.refill(time.Second)
+	if b.tokens != 100*time.Millisecond {
+		t.Errorf("after a 1 s window: %v, want 100ms", b.tokens)
+	}
+	b.refill(time.Hour)
+	if b.tokens != 2*time.Second {
+		t.Errorf("after a long gap: %v, want the cap of two windows, 2s", b.tokens)
+	}
+}

@@ -1,0 +1,69 @@
+package loopdev
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// MemCgroup creates a memory cgroup limited to limit bytes, named after
+// the test process, and returns its cgroup.procs file; it is removed
+// when t ends (its processes must have exited by then). It is a cgroup
+// v2 leaf under /sys/fs/cgroup when the memory controller is enabled
+// there, else a cgroup v1 memory cgroup below this process's own; it
+// skips t when neither is available. The page cache a process in it
+// reads is charged to it, so a small limit makes read-ahead thrash.
+func MemCgroup(t testing.TB, limit int64) string {
+	t.Helper()
+	name := fmt.Sprintf("shadowtune-test-%d", os.Getpid())
+	var dir, limitFile string
+	if b, err := os.ReadFile("/sys/fs/cgroup/cgroup.subtree_control"); err == nil && strings.Contains(string(b), "memory") {
+		dir, limitFile = filepath.Join("/sys/fs/cgroup", name), "memory.max"
+	} else if parent := v1MemoryCgroup(); parent != "" {
+		dir, limitFile = filepath.Join(parent, name), "memory.limit_in_bytes"
+	} else {
+		t.Skip("needs a cgroup v2 memory controller (or cgroup v1 memory)")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a memory cgroup: %v", err)
+	}
+	t.Cleanup(func() {
+		// The children have exited; the cgroup empties a moment later.
+		var err error
+		for range 50 {
+			if err = os.Remove(dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("remove cgroup %s: %v", dir, err)
+	})
+	if err := os.WriteFile(filepath.Join(dir, limitFile), []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		t.Fatalf("%s: %v", limitFile, err)
+	}
+	t.Logf("memory cgroup %s (%s = %d)", dir, limitFile, limit)
+	return filepath.Join(dir, "cgroup.procs")
+}
+
+// v1MemoryCgroup is this process's cgroup v1 memory cgroup directory, or
+// "" without one.
+func v1MemoryCgroup() string {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) == 3 && f[1] == "memory" {
+			dir := filepath.Join("/sys/fs/cgroup/memory", f[2])
+			if _, err := os.Stat(filepath.Join(dir, "memory.limit_in_bytes")); err == nil {
+				return dir
+			}
+		}
+	}
+	return ""
+}
