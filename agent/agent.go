@@ -342,6 +342,7 @@ func (a *Agent) loop(ctx context.Context) error {
 	defer resume.Stop()
 	clk := windowClock{start: time.Now(), resume: resume, cpuMark: processCPU(), idle: idleMeter{path: "/proc/stat"}}
 	clk.idle.share()
+	a.markReads(clk.start)
 	if at := a.startSamples(clk.start); !at.IsZero() {
 		resume.Reset(time.Until(at))
 	}
@@ -375,6 +376,7 @@ func (a *Agent) loop(ctx context.Context) error {
 		case <-resume.C:
 			a.resumeSamples()
 		case now := <-check:
+			a.wakeOnSurge(now)
 			if a.thrashing(now, clk.start) {
 				a.endWindows(ctx, now, &clk)
 				ticker.Reset(a.window)
@@ -411,6 +413,7 @@ func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock)
 	a.budget.refill(now.Sub(clk.start))
 	a.budget.spend(processCPU() - clk.cpuMark)
 	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
+	a.markReads(now)
 	if at := a.startSamples(now); !at.IsZero() {
 		clk.resume.Reset(time.Until(at))
 	}

@@ -41,6 +41,9 @@ type device struct {
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool
+	// reads follows the device's read rate, for a paused sample to
+	// begin early on a surge (samplewake.go).
+	reads readWatch
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.

@@ -94,38 +94,100 @@ func TestThrashChild(t *testing.T) {
 // read at least 3 times as many pages a second in the 2 s after the cut
 // as in the 1 s before it.
 func TestThrashCutWithinAWindow(t *testing.T) {
+	fx := newThrashFixture(t)
+	fx.run(t, -1)
+}
+
+// TestThrashCutWhileSampled is TestThrashCutWithinAWindow on a device the
+// agent learned in an earlier run, whose windows it therefore samples
+// from the first: traced for their last second only (sampling.go). The
+// load begins in the pause, so the cut within 6 s needs the pause to end
+// on the surge of reads (agent/samplewake.go).
+func TestThrashCutWhileSampled(t *testing.T) {
+	fio := loopdev.NeedFio(t)
+	fx := newThrashFixture(t)
+	fx.learn(t, fio)
+	fx.run(t, time.Second)
+}
+
+// thrashFixture is the loop device, file system, data file, memory
+// cgroup and state directory of the thrash tests.
+type thrashFixture struct {
+	l                     *loopdev.Dev
+	data, procs, stateDir string
+}
+
+func newThrashFixture(t *testing.T) *thrashFixture {
+	t.Helper()
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs and changes queue settings")
 	loopdev.LockHeavyIO(t)
 	t.Setenv("TMPDIR", "/var/tmp") // the backing file, mount point and state directory: not tmpfs
-	l := loopdev.NewForTest(t, 1536<<20)
-	l.Allocate(t)
-	data := filepath.Join(l.MountExt4(t), "data")
-	loopdev.WriteRandom(t, data, 1<<30)
-	if err := os.WriteFile(filepath.Join("/sys/block", l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
+	fx := &thrashFixture{l: loopdev.NewForTest(t, 1536<<20), stateDir: t.TempDir()}
+	fx.l.Allocate(t)
+	fx.data = filepath.Join(fx.l.MountExt4(t), "data")
+	loopdev.WriteRandom(t, fx.data, 1<<30)
+	if err := os.WriteFile(filepath.Join("/sys/block", fx.l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
 		t.Fatal(err)
 	}
-	loopdev.Evict(t, data)
-	procs := loopdev.MemCgroup(t, 256<<20)
+	fx.procs = loopdev.MemCgroup(t, 256<<20)
+	return fx
+}
 
+// spec is the policy of the thrash tests: Apply on the loop device, with
+// the given window.
+func (fx *thrashFixture) spec(window time.Duration) v1alpha1.StorageTuningSpec {
 	spec := v1alpha1.StorageTuningSpec{
 		Mode:       v1alpha1.ModeApply,
-		Devices:    v1alpha1.DeviceSelector{Include: []string{l.Name}},
-		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: thrashWindow}},
+		Devices:    v1alpha1.DeviceSelector{Include: []string{fx.l.Name}},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: window}},
 	}
 	spec.Default()
-	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t),
-		TraceSample: -1, FollowOpenFiles: true})
-	start, reads := runThrashChild(t, procs, data)
+	return spec
+}
+
+// learn runs the agent over 6 s of direct random reads of the device,
+// so that it saves a calibrated model of it in the state directory.
+func (fx *thrashFixture) learn(t *testing.T, fio string) {
+	t.Helper()
+	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: fx.spec(2 * time.Second), Tracer: tracer.KindAuto,
+		Log: testr.New(t), TraceSample: -1})
+	if out, err := exec.Command(fio, "--name=learn", "--filename="+fx.l.Path, "--direct=1", "--rw=randread", "--bs=4k",
+		"--ioengine=psync", "--time_based", "--runtime=6", "--output-format=terse").CombinedOutput(); err != nil {
+		a.stop(t)
+		t.Fatalf("fio: %v\n%s", err, out)
+	}
+	a.waitWindowAfter(t, time.Now())
+	st := a.stop(t)
+	if d, ok := deviceStatus(st, fx.l.Name); !ok || d.TotalRequests == 0 {
+		t.Fatalf("the learning run traced nothing: %+v", st)
+	}
+	if err := os.WriteFile(filepath.Join("/sys/block", fx.l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the agent (window thrashWindow, trace sample as given) while
+// the child thrashes, and checks the cut, sysfs and the child's rate.
+func (fx *thrashFixture) run(t *testing.T, sample time.Duration) {
+	t.Helper()
+	loopdev.Evict(t, fx.data)
+	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: fx.spec(thrashWindow), Tracer: tracer.KindAuto,
+		Log: testr.New(t), TraceSample: sample, FollowOpenFiles: true})
+	start, reads := runThrashChild(t, fx.procs, fx.data)
 	final := a.stop(t)
 
-	cut, ok := a.firstCut(l.Name)
+	cut, ok := a.firstCut(fx.l.Name)
 	if !ok {
 		t.Fatalf("no read-ahead cut in %d windows; changes %v; final %+v", len(a.windows()), a.changeLog(), final)
 	}
 	after := cut.at.Sub(start)
-	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load (window %d); changes %v", cut.kib, after.Seconds(), cut.window, a.changeLog())
+	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load (window %d, sampled %v); changes %v",
+		cut.kib, after.Seconds(), cut.window, cut.sampled, a.changeLog())
 	if after > thrashWindow/2 {
 		t.Errorf("the cut came %.2f s into the load; want within %v (the window is %v)", after.Seconds(), thrashWindow/2, thrashWindow)
+	}
+	if sample > 0 && !cut.sampled {
+		t.Errorf("the window of the cut was traced whole; want a sampled one (a model learned before)")
 	}
 	for w := 1; w <= len(a.windows()); w++ {
 		if m := a.sysAt(w); m != "" {
@@ -200,9 +262,10 @@ func rateAround(reads map[time.Duration]int, from, to time.Duration) float64 {
 // cutAt is the first window whose status shows read-ahead below 2560,
 // and when it ended.
 type cutAt struct {
-	window int
-	kib    int
-	at     time.Time
+	window  int
+	kib     int
+	sampled bool
+	at      time.Time
 }
 
 func (a *runningAgent) firstCut(name string) (cutAt, bool) {
@@ -210,7 +273,7 @@ func (a *runningAgent) firstCut(name string) (cutAt, bool) {
 	defer a.mu.Unlock()
 	for i, s := range a.wins {
 		if d, ok := deviceStatus(s, name); ok && d.ReadAheadKiB > 0 && d.ReadAheadKiB < 2560 {
-			return cutAt{window: s.Windows, kib: d.ReadAheadKiB, at: a.at[i]}, true
+			return cutAt{window: s.Windows, kib: d.ReadAheadKiB, sampled: d.Sampled, at: a.at[i]}, true
 		}
 	}
 	return cutAt{}, false

@@ -1,9 +1,16 @@
 package agent
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 )
 
@@ -99,5 +106,93 @@ func TestBudgetRefillProRata(t *testing.T) {
 	b.refill(time.Hour)
 	if b.tokens != 2*time.Second {
 		t.Errorf("after a long gap: %v, want the cap of two windows, 2s", b.tokens)
+	}
+}
+
+func TestSurges(t *testing.T) {
+	for _, tc := range []struct {
+		r    readRates
+		want bool
+	}{
+		{readRates{Window: 0, Interval: 2 * SurgeFloorSectorsPerSec}, true},
+		{readRates{Window: 0, Interval: SurgeFloorSectorsPerSec / 2}, false},        // under the floor
+		{readRates{Window: 100000, Interval: 300000}, false},                        // 3×
+		{readRates{Window: 100000, Interval: 400000}, true},                         // 4×
+		{readRates{Window: 1000, Interval: SurgeFloorSectorsPerSec - 1}, false},     // 16× but under the floor
+		{readRates{Window: 1000000, Interval: SurgeFloorSectorsPerSec * 10}, false}, // a fall
+	} {
+		if got := surges(tc.r); got != tc.want {
+			t.Errorf("surges(%+v) = %v, want %v", tc.r, got, tc.want)
+		}
+	}
+}
+
+func TestReadWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var w readWatch
+	if _, known := w.check(t0, 100); known {
+		t.Error("the first check knows a rate")
+	}
+	w.endWindow(t0.Add(5*time.Second), 5100) // 1000 sectors/s over the window
+	r, known := w.check(t0.Add(6*time.Second), 105100)
+	if !known || r.Window != 1000 || r.Interval != 100000 {
+		t.Errorf("check after the window = %+v (known %v), want window 1000, interval 100000 sectors/s", r, known)
+	}
+	r, _ = w.check(t0.Add(8*time.Second), 105100)
+	if r.Interval != 0 || r.Window != 1000 {
+		t.Errorf("an idle interval = %+v, want 0 over a window of 1000", r)
+	}
+	w.endWindow(t0.Add(10*time.Second), 105100) // 100000 sectors over 5 s
+	if w.windowRate != 20000 {
+		t.Errorf("window rate %v, want 20000 sectors/s (the window's, checks or not)", w.windowRate)
+	}
+}
+
+// pauseTracer records the devices SetPaused was last given.
+type pauseTracer struct {
+	tracer.Tracer
+	paused []uint32
+}
+
+func (p *pauseTracer) SetPaused(devs []uint32) error {
+	p.paused = slices.Clone(devs)
+	return nil
+}
+
+// TestWakeOnSurge: of two paused devices, the one whose reads surged in
+// sysfs since the window's end is resumed, the other stays paused; a
+// device whose read-ahead is not governed is not woken.
+func TestWakeOnSurge(t *testing.T) {
+	root := t.TempDir()
+	setReads := func(name string, sectors int) {
+		dir := filepath.Join(root, "sys/block", name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("1 0 %d 0 0 0 0 0 0 0 0\n", sectors)
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := func(name string, id uint32, ra bool) *device {
+		c := raController(t, 2560)
+		c.policy.ReadAhead = ra
+		return &device{sys: sysfs.Device{Name: name, Dev: id}, ctrl: c}
+	}
+	sda, sdb, sdc := dev("sda", 8<<20, true), dev("sdb", 8<<20|16, true), dev("sdc", 8<<20|32, false)
+	tr := &pauseTracer{}
+	a := &Agent{opt: Options{HostRoot: root, Log: logr.Discard()}, devs: []*device{sda, sdb, sdc}, tr: tr}
+	t0 := time.Unix(1000, 0)
+	for _, n := range []string{"sda", "sdb", "sdc"} {
+		setReads(n, 1000)
+	}
+	a.markReads(t0)
+	a.paused = []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
+	setReads("sda", 1000+200000) // 200,000 sectors (~98 MiB) in a second
+	setReads("sdb", 1000+2000)
+	setReads("sdc", 1000+200000)
+	a.wakeOnSurge(t0.Add(time.Second))
+	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) || !slices.Equal(a.paused, want) {
+		t.Errorf("paused after the check: tracer %v, agent %v; want %v (sda woken)", tr.paused, a.paused, want)
 	}
 }

@@ -1,0 +1,129 @@
+package agent
+
+// A paused sample begins early on a surge of reads.
+//
+// A settled device's window is traced for its last part only
+// (sampling.go), and its page-cache counts are taken in that part too,
+// so a thrash that starts during the pause would wait for the sample to
+// be seen (the thrash check, thrashcheck.go, has no counts to look at
+// until then). The kernel counts the device's reads whether or not the
+// agent traces them (/sys/block/NAME/stat), so at every thrash check the
+// agent compares each paused device's read rate since the last check
+// with its rate over the last window: a rate of SurgeFactor times that,
+// and at least SurgeFloorSectorsPerSec, ends the pause there. The sample
+// then runs from that moment to the window's end, the thrash check sees
+// its counts a check later, and the window is evaluated over the longer
+// sample. Only devices whose read-ahead is governed wake, as only they
+// have page-cache counts to gain.
+
+import (
+	"slices"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+)
+
+// Thresholds of a read surge.
+const (
+	// SurgeFactor is how many times the last window's read rate a
+	// check's interval must reach.
+	SurgeFactor = 4.0
+	// SurgeFloorSectorsPerSec is the least read rate that is a surge,
+	// sectors (512 B) a second: 8 MiB/s.
+	SurgeFloorSectorsPerSec = 16384.0
+)
+
+// readRates are a device's read rates, sectors (512 B) a second.
+type readRates struct {
+	// Window is the rate over the last whole window (0 before the first
+	// window's end).
+	Window float64
+	// Interval is the rate since the last check (or window end).
+	Interval float64
+}
+
+// surges reports whether r is a surge of reads: an interval rate of at
+// least SurgeFloorSectorsPerSec and SurgeFactor times the window's.
+func surges(r readRates) bool {
+	return r.Interval >= SurgeFloorSectorsPerSec && r.Interval >= SurgeFactor*r.Window
+}
+
+// readWatch follows a device's read sectors between checks and windows.
+type readWatch struct {
+	known            bool
+	at, windowAt     time.Time
+	sectors, wSector uint64
+	windowRate       float64 // sectors/s over the last window
+}
+
+// rate is the rate from (at0, s0) to (at1, s1), sectors a second.
+func rate(at0, at1 time.Time, s0, s1 uint64) float64 {
+	el := at1.Sub(at0).Seconds()
+	if el <= 0 || s1 < s0 {
+		return 0
+	}
+	return float64(s1-s0) / el
+}
+
+// check takes the device's read sectors s at now and returns the rates
+// since the last check and over the last window.
+func (w *readWatch) check(now time.Time, s uint64) (readRates, bool) {
+	if !w.known {
+		w.known, w.at, w.windowAt, w.sectors, w.wSector = true, now, now, s, s
+		return readRates{}, false
+	}
+	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s)}
+	w.at, w.sectors = now, s
+	return r, true
+}
+
+// endWindow takes the device's read sectors s at a window's end, now.
+func (w *readWatch) endWindow(now time.Time, s uint64) {
+	if w.known {
+		w.windowRate = rate(w.windowAt, now, w.wSector, s)
+	}
+	w.known, w.at, w.windowAt, w.sectors, w.wSector = true, now, now, s, s
+}
+
+// readSectors is the device's sectors read so far, from sysfs.
+func (a *Agent) readSectors(d *device) (uint64, bool) {
+	st, err := sysfs.ReadStat(a.opt.HostRoot, d.sys.Name)
+	if err != nil {
+		return 0, false // gone: the window's end says so
+	}
+	return st.ReadSectors, true
+}
+
+// wakeOnSurge ends the pause of every paused device whose read-ahead is
+// governed and whose reads surged since the last check, at now.
+func (a *Agent) wakeOnSurge(now time.Time) {
+	if len(a.paused) == 0 {
+		return
+	}
+	keep := a.paused[:0:0]
+	for _, d := range a.devs {
+		if !slices.Contains(a.paused, d.sys.Dev) {
+			continue
+		}
+		s, ok := a.readSectors(d)
+		r, known := d.reads.check(now, s)
+		if ok && known && d.ctrl.policy.ReadAhead && surges(r) {
+			a.opt.Log.Info("sample begun early: reads surged", "device", d.sys.Name,
+				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
+			continue
+		}
+		keep = append(keep, d.sys.Dev)
+	}
+	if len(keep) < len(a.paused) {
+		a.setPaused(keep)
+	}
+}
+
+// markReads takes every device's read sectors at a window's end, now.
+func (a *Agent) markReads(now time.Time) {
+	for _, d := range a.devs {
+		if s, ok := a.readSectors(d); ok {
+			d.reads.endWindow(now, s)
+		}
+	}
+}
