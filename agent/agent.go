@@ -343,8 +343,8 @@ func (a *Agent) loop(ctx context.Context) error {
 	clk := windowClock{start: time.Now(), resume: resume, cpuMark: processCPU(), idle: idleMeter{path: "/proc/stat"}}
 	clk.idle.share()
 	a.markReads(clk.start)
-	if at := a.startSamples(clk.start); !at.IsZero() {
-		resume.Reset(time.Until(at))
+	if clk.sampleAt = a.startSamples(clk.start); !clk.sampleAt.IsZero() {
+		resume.Reset(time.Until(clk.sampleAt))
 	}
 	// check is the thrash check between window ends (thrashcheck.go).
 	var check <-chan time.Time
@@ -371,14 +371,12 @@ func (a *Agent) loop(ctx context.Context) error {
 				a.resumeSamples()
 				resume.Stop()
 				ticker.Reset(a.window)
-				clk.start = time.Now()
+				clk.start, clk.sampleAt = time.Now(), time.Time{}
 			}
 		case <-resume.C:
 			a.resumeSamples()
 		case now := <-check:
-			a.wakeOnSurge(now)
-			if a.thrashing(now, clk.start) {
-				a.endWindows(ctx, now, &clk)
+			if a.check(ctx, now, &clk) {
 				ticker.Reset(a.window)
 			}
 		case now := <-ticker.C:
@@ -391,8 +389,10 @@ func (a *Agent) loop(ctx context.Context) error {
 type windowClock struct {
 	// start is when the current window began.
 	start time.Time
-	// resume is the timer that ends the sampled devices' pause.
-	resume *time.Timer
+	// resume is the timer that ends the sampled devices' pause at
+	// sampleAt (zero: none paused).
+	resume   *time.Timer
+	sampleAt time.Time
 	// lastStats are the tracer's counts at the last window end.
 	lastStats tracer.Stats
 	// cpuMark is the process CPU time at the end of the last window's
@@ -405,6 +405,21 @@ type windowClock struct {
 	idle    idleMeter
 }
 
+// check is the check between window ends (thrashcheck.go,
+// samplewake.go): it ends every device's window at now and reports true
+// when a device's read-ahead thrashes; else it pauses again the devices
+// probed since the last check, and probes the paused devices whose reads
+// surged.
+func (a *Agent) check(ctx context.Context, now time.Time, clk *windowClock) bool {
+	if a.thrashing(now, clk.start) {
+		a.endWindows(ctx, now, clk)
+		return true
+	}
+	a.endProbes(now, clk.sampleAt)
+	a.wakeOnSurge(now)
+	return false
+}
+
 // endWindows ends every device's window at now, on the window ticker or
 // early on a thrash check, and begins the next.
 func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock) {
@@ -414,8 +429,8 @@ func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock)
 	a.budget.spend(processCPU() - clk.cpuMark)
 	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
 	a.markReads(now)
-	if at := a.startSamples(now); !at.IsZero() {
-		clk.resume.Reset(time.Until(at))
+	if clk.sampleAt = a.startSamples(now); !clk.sampleAt.IsZero() {
+		clk.resume.Reset(time.Until(clk.sampleAt))
 	}
 	if err := a.act.Flush(); err != nil {
 		a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")

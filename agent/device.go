@@ -41,9 +41,10 @@ type device struct {
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool
-	// reads follows the device's read rate, for a paused sample to
-	// begin early on a surge (samplewake.go).
+	// reads follows the device's read rate, and wake the probe of its
+	// pause on a surge (samplewake.go).
 	reads readWatch
+	wake  wakeState
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.

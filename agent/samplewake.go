@@ -1,6 +1,6 @@
 package agent
 
-// A paused sample begins early on a surge of reads.
+// A paused sample is probed early on a surge of reads.
 //
 // A settled device's window is traced for its last part only
 // (sampling.go), and its page-cache counts are taken in that part too,
@@ -10,11 +10,13 @@ package agent
 // agent traces them (/sys/block/NAME/stat), so at every thrash check the
 // agent compares each paused device's read rate since the last check
 // with its rate over the last window: a rate of SurgeFactor times that,
-// and at least SurgeFloorSectorsPerSec, ends the pause there. The sample
-// then runs from that moment to the window's end, the thrash check sees
-// its counts a check later, and the window is evaluated over the longer
-// sample. Only devices whose read-ahead is governed wake, as only they
-// have page-cache counts to gain.
+// and at least SurgeFloorSectorsPerSec, resumes the device's tracing for
+// one check's interval, a probe. If the thrash check then finds the
+// device thrashing, the window ends there and decides on what the probe
+// traced; if not, the device is paused again until its sample, and is
+// not probed again in the window, so a surge costs at most a second of
+// tracing a window. Only devices whose read-ahead is governed are
+// probed, as only they have page-cache counts to gain.
 
 import (
 	"slices"
@@ -94,8 +96,16 @@ func (a *Agent) readSectors(d *device) (uint64, bool) {
 	return st.ReadSectors, true
 }
 
-// wakeOnSurge ends the pause of every paused device whose read-ahead is
-// governed and whose reads surged since the last check, at now.
+// wakeState is a device's probe in the current window.
+type wakeState struct {
+	// probing: the device's pause was ended at the last check;
+	// probed: it was probed in this window and not again.
+	probing, probed bool
+}
+
+// wakeOnSurge probes every paused device whose read-ahead is governed,
+// whose reads surged since the last check and which was not probed in
+// this window, at now.
 func (a *Agent) wakeOnSurge(now time.Time) {
 	if len(a.paused) == 0 {
 		return
@@ -107,8 +117,9 @@ func (a *Agent) wakeOnSurge(now time.Time) {
 		}
 		s, ok := a.readSectors(d)
 		r, known := d.reads.check(now, s)
-		if ok && known && d.ctrl.policy.ReadAhead && surges(r) {
-			a.opt.Log.Info("sample begun early: reads surged", "device", d.sys.Name,
+		if ok && known && d.ctrl.policy.ReadAhead && !d.wake.probed && surges(r) {
+			d.wake = wakeState{probing: true, probed: true}
+			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
 				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
 			continue
 		}
@@ -116,6 +127,22 @@ func (a *Agent) wakeOnSurge(now time.Time) {
 	}
 	if len(keep) < len(a.paused) {
 		a.setPaused(keep)
+	}
+}
+
+// endProbes pauses again, until their samples begin at sampleAt, the
+// devices probed since the last check (the thrash check found them not
+// thrashing).
+func (a *Agent) endProbes(now, sampleAt time.Time) {
+	paused := slices.Clone(a.paused)
+	for _, d := range a.devs {
+		if d.wake.probing {
+			d.wake.probing = false
+			paused = append(paused, d.sys.Dev)
+		}
+	}
+	if len(paused) > len(a.paused) && now.Before(sampleAt) {
+		a.setPaused(paused)
 	}
 }
 

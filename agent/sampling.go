@@ -177,6 +177,7 @@ func (a *Agent) startSamples(now time.Time) time.Time {
 	s := a.sampleLen()
 	var paused []uint32
 	for _, d := range a.devs {
+		d.wake = wakeState{}
 		d.sampled = d.status.Gone == "" && sampleNext(d.ctrl.sampleInput(s > 0, d.policy.Spec.Cache.Enabled))
 		if d.sampled {
 			paused = append(paused, d.sys.Dev)

@@ -159,9 +159,12 @@ func (p *pauseTracer) SetPaused(devs []uint32) error {
 	return nil
 }
 
-// TestWakeOnSurge: of two paused devices, the one whose reads surged in
-// sysfs since the window's end is resumed, the other stays paused; a
-// device whose read-ahead is not governed is not woken.
+// TestWakeOnSurge: of the paused devices, the one whose reads surged in
+// sysfs since the window's end is probed (resumed) and the others stay
+// paused; a device whose read-ahead is not governed is not probed. A probe
+// that found no thrash is paused again at the next check, and the device
+// is not probed again in the window however its reads go; a new window
+// may probe it again, and no device is paused again once its sample began.
 func TestWakeOnSurge(t *testing.T) {
 	root := t.TempDir()
 	setReads := func(name string, sectors int) {
@@ -182,17 +185,43 @@ func TestWakeOnSurge(t *testing.T) {
 	sda, sdb, sdc := dev("sda", 8<<20, true), dev("sdb", 8<<20|16, true), dev("sdc", 8<<20|32, false)
 	tr := &pauseTracer{}
 	a := &Agent{opt: Options{HostRoot: root, Log: logr.Discard()}, devs: []*device{sda, sdb, sdc}, tr: tr}
+	all := []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
 	t0 := time.Unix(1000, 0)
+	sampleAt := t0.Add(4 * time.Second)
+	reads := 1000
+	surge := func(at time.Duration) { // sda and sdc read 200,000 sectors (~98 MiB) a second, sdb 2,000
+		reads += 200000
+		setReads("sda", reads)
+		setReads("sdb", 1000+int(at/time.Second)*2000)
+		setReads("sdc", reads)
+	}
 	for _, n := range []string{"sda", "sdb", "sdc"} {
 		setReads(n, 1000)
 	}
 	a.markReads(t0)
-	a.paused = []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
-	setReads("sda", 1000+200000) // 200,000 sectors (~98 MiB) in a second
-	setReads("sdb", 1000+2000)
-	setReads("sdc", 1000+200000)
+	a.paused = slices.Clone(all)
+	surge(time.Second)
 	a.wakeOnSurge(t0.Add(time.Second))
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) || !slices.Equal(a.paused, want) {
-		t.Errorf("paused after the check: tracer %v, agent %v; want %v (sda woken)", tr.paused, a.paused, want)
+		t.Errorf("paused after the surge: tracer %v, agent %v; want %v (sda probed)", tr.paused, a.paused, want)
+	}
+	surge(2 * time.Second)
+	a.endProbes(t0.Add(2*time.Second), sampleAt)
+	a.wakeOnSurge(t0.Add(2 * time.Second))
+	if got := slices.Sorted(slices.Values(tr.paused)); !slices.Equal(got, all) {
+		t.Errorf("paused after the probe: %v, want all again %v (sda probed once a window)", tr.paused, all)
+	}
+	for _, d := range a.devs {
+		d.wake = wakeState{} // a new window (startSamples)
+	}
+	surge(3 * time.Second)
+	a.wakeOnSurge(t0.Add(3 * time.Second))
+	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
+		t.Errorf("paused in a new window's surge: %v, want %v", tr.paused, want)
+	}
+	a.setPaused(nil) // the sample begins
+	a.endProbes(sampleAt.Add(time.Second), sampleAt)
+	if len(tr.paused) != 0 {
+		t.Errorf("paused after the sample began: %v, want none", tr.paused)
 	}
 }
