@@ -24,7 +24,9 @@ package agent
 // verified on whole windows. A sample's read-ahead waste cuts at once as a
 // whole window's does (chooseReadAhead: a sample can only understate it),
 // and a scheduler switch a sample decides needs the next, whole, window to
-// decide it too (confirmSwitch). A device whose
+// decide it too (confirmSwitch). A surge of a paused device's reads is
+// probed for a second (samplewake.go), so that read-ahead that thrashes
+// is seen before the sample. A device whose
 // policy governs a cache is traced whole: the simulated cache is carried
 // warm from window to window (engine.CacheWarm).
 
