@@ -17,8 +17,9 @@ package agent
 // the cut, its verification (whose windows may end early the same way),
 // a revert and its back-off. Nothing else ends a window early, so a
 // device at the policy's lowest depth, one whose last cut regressed, one
-// whose scheduler switch is being verified, or one in Observe mode or
-// paused keeps its whole windows. A device whose tracing is paused for a
+// whose scheduler switch is being verified, and one whose gate would hold
+// the cut back (Observe mode, a pause, another writer, minDwell, no grant
+// at its last window) keeps its whole windows. A device whose tracing is paused for a
 // sample (sampling.go) has no page-cache counts until the sample begins:
 // its thrash is seen in the sample.
 
@@ -36,12 +37,13 @@ const ThrashCheckEvery = time.Second
 
 // cutsOnThrash reports whether pc, a device's page-cache counts over the
 // last check's interval, would make its window cut read-ahead at once
-// (chooseReadAhead): in Apply mode and not held by a pause or another
-// writer, with read-ahead governed, no scheduler switch being verified,
-// a waste of StrongWastePct or more that decide.ReadAhead cuts on, and
-// no back-off of lowering.
+// (chooseReadAhead): in Apply mode and not held by the gate g (a pause,
+// another writer, minDwell, no grant), with read-ahead governed, no
+// scheduler switch being verified, a waste of StrongWastePct or more
+// that decide.ReadAhead cuts on, and no back-off of lowering. It also
+// returns the waste, percent.
 func (c *deviceController) cutsOnThrash(pc PageCacheWindow, g Gate, now time.Time) (float64, bool) {
-	if !c.policy.Apply || !c.policy.ReadAhead || g.Paused || g.Yielded || c.verify != nil {
+	if !c.policy.Apply || !c.policy.ReadAhead || c.verify != nil || g.hold(c.lastChange, now) != HoldNone {
 		return 0, false
 	}
 	waste, ok := pc.WastePct()
@@ -91,7 +93,7 @@ func (a *Agent) thrashing(now, start time.Time) bool {
 		if !ok {
 			continue
 		}
-		if waste, cut := d.ctrl.cutsOnThrash(pc, Gate{Paused: d.policy.Spec.Paused, Yielded: d.yielded}, now); cut {
+		if waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now); cut {
 			a.opt.Log.Info("window ended early: read-ahead thrashes", "device", d.sys.Name,
 				"wastePct", waste, "readAheadKiB", d.ctrl.current.ReadAheadKiB, "after", now.Sub(start).Round(time.Millisecond))
 			if a.opt.Metrics != nil {
@@ -123,4 +125,15 @@ func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats) map[string
 	}
 	w.checked = s
 	return out
+}
+
+// checkGate is the device's gate at a thrash check: its policy's pause
+// and minDwell, and the grant as the last window found it (a check does
+// not ask the operator).
+func (d *device) checkGate() Gate {
+	g := Gate{Paused: d.policy.Spec.Paused, Yielded: d.yielded, Granted: !d.status.AwaitingGrant}
+	if dw := d.policy.Spec.Rollout.MinDwell; dw != nil {
+		g.MinDwell = dw.Duration
+	}
+	return g
 }

@@ -25,7 +25,7 @@ func TestCutsOnThrash(t *testing.T) {
 		pc   PageCacheWindow
 		ra   int
 		set  func(c *deviceController)
-		g    Gate
+		g    *Gate // nil: open
 		want bool
 	}{
 		{name: "strong waste", pc: thrash, ra: 2560, want: true},
@@ -36,8 +36,13 @@ func TestCutsOnThrash(t *testing.T) {
 		{name: "at the policy's lowest depth", pc: thrash, ra: 16},
 		{name: "observe mode", pc: thrash, ra: 2560, set: func(c *deviceController) { c.policy.Apply = false }},
 		{name: "read-ahead not governed", pc: thrash, ra: 2560, set: func(c *deviceController) { c.policy.ReadAhead = false }},
-		{name: "paused", pc: thrash, ra: 2560, g: Gate{Paused: true}},
-		{name: "yielded to another writer", pc: thrash, ra: 2560, g: Gate{Yielded: true}},
+		{name: "paused", pc: thrash, ra: 2560, g: &Gate{Paused: true, Granted: true}},
+		{name: "yielded to another writer", pc: thrash, ra: 2560, g: &Gate{Yielded: true, Granted: true}},
+		{name: "awaiting the operator's grant", pc: thrash, ra: 2560, g: &Gate{}},
+		{name: "within minDwell of the last change", pc: thrash, ra: 2560, g: &Gate{Granted: true, MinDwell: time.Hour},
+			set: func(c *deviceController) { c.lastChange = now.Add(-time.Minute) }},
+		{name: "minDwell over", pc: thrash, ra: 2560, g: &Gate{Granted: true, MinDwell: time.Minute}, want: true,
+			set: func(c *deviceController) { c.lastChange = now.Add(-time.Hour) }},
 		{name: "a scheduler switch being verified", pc: thrash, ra: 2560,
 			set: func(c *deviceController) { c.verify = &verification{left: 2} }},
 		{name: "a read-ahead cut being verified", pc: thrash, ra: 128, want: true,
@@ -54,7 +59,11 @@ func TestCutsOnThrash(t *testing.T) {
 			if tc.set != nil {
 				tc.set(c)
 			}
-			if _, got := c.cutsOnThrash(tc.pc, tc.g, now); got != tc.want {
+			g := Gate{Granted: true}
+			if tc.g != nil {
+				g = *tc.g
+			}
+			if _, got := c.cutsOnThrash(tc.pc, g, now); got != tc.want {
 				t.Errorf("cutsOnThrash = %v, want %v", got, tc.want)
 			}
 		})
