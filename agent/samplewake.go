@@ -115,9 +115,13 @@ func (a *Agent) wakeOnSurge(now time.Time) {
 		if !slices.Contains(a.paused, d.sys.Dev) {
 			continue
 		}
+		if !d.ctrl.policy.ReadAhead || d.wake.probed {
+			keep = append(keep, d.sys.Dev)
+			continue
+		}
 		s, ok := a.readSectors(d)
 		r, known := d.reads.check(now, s)
-		if ok && known && d.ctrl.policy.ReadAhead && !d.wake.probed && surges(r) {
+		if ok && known && surges(r) {
 			d.wake = wakeState{probing: true, probed: true}
 			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
 				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
@@ -146,9 +150,13 @@ func (a *Agent) endProbes(now, sampleAt time.Time) {
 	}
 }
 
-// markReads takes every device's read sectors at a window's end, now.
+// markReads takes the read sectors of every device whose read-ahead is
+// governed (the only ones probed) at a window's end, now.
 func (a *Agent) markReads(now time.Time) {
 	for _, d := range a.devs {
+		if !d.ctrl.policy.ReadAhead {
+			continue
+		}
 		if s, ok := a.readSectors(d); ok {
 			d.reads.endWindow(now, s)
 		}

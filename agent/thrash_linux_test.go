@@ -3,13 +3,11 @@
 package agent_test
 
 import (
-	"bufio"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +46,7 @@ func TestThrashChild(t *testing.T) {
 	if path == "" {
 		t.Skip("workload child of TestThrashCutWithinAWindow")
 	}
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	loopdev.AwaitGo(t)
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -206,30 +202,9 @@ func (fx *thrashFixture) run(t *testing.T, sample time.Duration) {
 // progress: elapsed time → pages read.
 func runThrashChild(t *testing.T, procs, data string) (time.Time, map[time.Duration]int) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestThrashChild$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), thrashChildEnv+"="+data)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("move the child into %s: %v", procs, err)
-	}
-	start := time.Now()
-	_, _ = in.Write([]byte("go\n"))
-	_ = in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child: %v\n%s", err, out.String())
-	}
+	start, out := loopdev.RunChild(t, procs, "TestThrashChild", thrashChildEnv+"="+data)
 	reads := map[time.Duration]int{0: 0}
-	for _, line := range strings.Split(out.String(), "\n") {
+	for _, line := range strings.Split(out, "\n") {
 		var ms int64
 		var n int
 		if _, err := fmt.Sscanf(line, "reads %d %d", &ms, &n); err == nil {

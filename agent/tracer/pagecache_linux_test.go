@@ -3,17 +3,14 @@
 package tracer
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,9 +66,7 @@ func TestPageCacheChild(t *testing.T) {
 	if spec == "" {
 		t.Skip("workload child of TestPageCacheWaste")
 	}
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		t.Fatal(err)
-	}
+	loopdev.AwaitGo(t)
 	mode, path, _ := strings.Cut(spec, ":")
 	f, err := os.Open(path)
 	if err != nil {
@@ -156,28 +151,7 @@ func (fx *pcFixture) evict(t *testing.T) { loopdev.Evict(t, fx.data) }
 // cgroup whose cgroup.procs file is procs, and waits for it.
 func runChild(t *testing.T, procs, spec string) {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPageCacheChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), pcChildEnv+"="+spec)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("move child into %s: %v", procs, err)
-	}
-	t0 := time.Now()
-	_, _ = in.Write([]byte("go\n"))
-	_ = in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child %s: %v\n%s", spec, err, out.String())
-	}
+	t0, _ := loopdev.RunChild(t, procs, "TestPageCacheChild", pcChildEnv+"="+spec)
 	t.Logf("child %s: %.2f s", spec, time.Since(t0).Seconds())
 }
 

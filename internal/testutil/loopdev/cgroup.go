@@ -1,8 +1,10 @@
 package loopdev
 
 import (
+	"bufio"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -66,4 +68,47 @@ func v1MemoryCgroup() string {
 		}
 	}
 	return ""
+}
+
+// RunChild re-executes the test binary to run the test function test
+// alone as a child, with env ("NAME=value") added to its environment;
+// moves the child into the cgroup whose cgroup.procs file is procs
+// (MemCgroup); then lets it go with a line on its stdin, which the child
+// waits for with AwaitGo, so that none of its work is done outside the
+// cgroup. It waits for the child and returns when it was let go and its
+// combined output; a child that fails fails t.
+func RunChild(t testing.TB, procs, test, env string) (time.Time, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("move the child %s into %s: %v", test, procs, err)
+	}
+	start := time.Now()
+	_, _ = in.Write([]byte("go\n"))
+	_ = in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("child %s (%s): %v\n%s", test, env, err, out.String())
+	}
+	return start, out.String()
+}
+
+// AwaitGo is a RunChild child's wait for the line that lets it go, once
+// it is in its cgroup.
+func AwaitGo(t testing.TB) {
+	t.Helper()
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
 }
