@@ -3,6 +3,8 @@
 package tracer
 
 import (
+	"maps"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -14,14 +16,30 @@ import (
 // device's queue/scheduler, read_ahead_kb and an iosched tunable; the
 // probe names it, the attribute and the value each time. Writes by this
 // process are not recorded.
+//
+// With SHADOWTUNE_TEST_WRITER_DEVICE=NAME it writes that disk's queue
+// settings (a scratch disk; they are put back) instead of a new loop
+// device's, and a probe that cannot load fails the test: the VM lab runs
+// it so on its Debian guest, whose kernel has kprobes and fentry.
 func TestWriterProbeNamesTheWriter(t *testing.T) {
-	dev := loopdev.NewForTest(t, 64<<20)
+	var dev *loopdev.Dev
+	scratch := os.Getenv("SHADOWTUNE_TEST_WRITER_DEVICE")
+	if scratch != "" {
+		snap := loopdev.SnapshotQueue(t, scratch)
+		t.Cleanup(func() { loopdev.RestoreQueue(t, scratch, snap) })
+		dev = &loopdev.Dev{Name: scratch, Queue: maps.Clone(snap)}
+	} else {
+		dev = loopdev.NewForTest(t, 64<<20)
+	}
 	p, err := NewWriterProbe()
+	if err != nil && scratch != "" {
+		t.Fatal(err)
+	}
 	if err != nil {
 		// Kernels without kprobes whose BPF trampolines cannot attach here
-		// (this project's 6.18 test machines: CONFIG_KPROBES off, fentry
-		// refused): nothing can name a writer. The VM lab's Debian kernel
-		// has kprobes.
+		// (this project's 6.18 test machines: CONFIG_KPROBES off, and
+		// ftrace closed to root, so fentry is refused): nothing can name a
+		// writer. The VM lab runs this test on its Debian guest.
 		t.Skipf("no writer probe on this kernel: %v", err)
 	}
 	defer p.Close()

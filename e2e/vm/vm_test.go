@@ -522,10 +522,15 @@ func TestTraceRecord(t *testing.T) {
 
 // reaperRaceScript runs the tracer package's test of its reaper against
 // completions (TestEBPFReaperRaceCountsOnce, the reaper run back to back
-// with no age limit) on /dev/vdb, three times.
+// with no age limit) on /dev/vdb, three times, then its test of the
+// writer probe (TestWriterProbeNamesTheWriter) on vdb's queue settings:
+// this host's kernel can attach neither the probe's fentry programs nor
+// kprobes, the guest's can.
 const reaperRaceScript = `SZ=$(blockdev --getsize64 /dev/vdb)
 rc=0
 SHADOWTUNE_TEST_RACE_DEVICE="/dev/vdb $SZ 400" tracer.test -test.run '^TestEBPFReaperRaceCountsOnce$' -test.v -test.count=3 || rc=$?
+modprobe bfq || true
+SHADOWTUNE_TEST_WRITER_DEVICE=vdb tracer.test -test.run '^TestWriterProbeNamesTheWriter$' -test.v || rc=$?
 exit $rc
 `
 
@@ -556,6 +561,9 @@ func TestTracerReaperRace(t *testing.T) {
 	}
 	if len(runs) != 3 {
 		t.Errorf("%d runs of the test reported, want 3; output:\n%s", len(runs), r.Output)
+	}
+	if !strings.Contains(r.Output, "--- PASS: TestWriterProbeNamesTheWriter") {
+		t.Errorf("the writer probe's test did not pass on the guest; output:\n%s", r.Output)
 	}
 	set("reaperRace", runs)
 }
