@@ -411,12 +411,13 @@ type windowClock struct {
 // probed since the last check, and probes the paused devices whose reads
 // surged.
 func (a *Agent) check(ctx context.Context, now time.Time, clk *windowClock) bool {
-	if a.thrashing(now, clk.start) {
+	thrash, iv := a.thrashing(now, clk.start)
+	if thrash {
 		a.endWindows(ctx, now, clk)
 		return true
 	}
 	a.endProbes(now, clk.sampleAt)
-	a.wakeOnSurge(now)
+	a.wakeOnSurge(now, iv)
 	return false
 }
 

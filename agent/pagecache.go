@@ -28,13 +28,14 @@ type pageCacheWatch struct {
 }
 
 // track makes the probe count the file systems of pageCacheDevs(devs),
-// but for the devices whose tracing is paused (sampling.go). The probe
-// counts a device tracked again from zero, and so does the window's
-// share of it.
+// those of the devices whose tracing is paused (sampling.go) lightly:
+// their faults and read-around windows, which tell when to look
+// (samplewake.go), not their pages. The probe counts a device tracked
+// again from zero, and so does the window's share of it.
 func (w *pageCacheWatch) track(hostRoot string, devs []*device, paused []uint32) error {
-	byName, all := pageCacheDevs(hostRoot, devs, paused)
+	byName, all, light := pageCacheDevs(hostRoot, devs, paused)
 	w.zeroNew(byName)
-	if err := w.p.Track(all); err != nil {
+	if err := w.p.Track(all, light); err != nil {
 		return fmt.Errorf("page-cache probe: %w", err)
 	}
 	return nil
@@ -64,16 +65,16 @@ func (w *pageCacheWatch) zeroNew(byName map[string][]uint32) {
 
 // pageCacheDevs maps each device that is there and whose policy governs
 // read-ahead (the counts' only use) to the s_dev values of the disk and
-// its partitions, and lists them all; a device whose partitions cannot
-// be listed counts for the disk alone. The probe's programs run on every
-// page-cache event of the node, but only a tracked device's events touch
-// its maps, so the readers of a device whose read-ahead is not governed
-// pay almost nothing for it.
-func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (map[string][]uint32, []uint32) {
-	byName := map[string][]uint32{}
-	var all []uint32
+// its partitions, lists them all, and lists apart those of the paused
+// devices; a device whose partitions cannot be listed counts for the
+// disk alone. The probe's programs run on every page-cache event of the
+// node, but only a tracked device's events touch its maps, so the
+// readers of a device whose read-ahead is not governed pay almost
+// nothing for it.
+func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (byName map[string][]uint32, all, light []uint32) {
+	byName = map[string][]uint32{}
 	for _, d := range devs {
-		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead || slices.Contains(paused, d.sys.Dev) {
+		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead {
 			continue
 		}
 		ids := []uint32{d.sys.Dev}
@@ -82,8 +83,11 @@ func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (map[string
 		}
 		byName[d.sys.Name] = ids
 		all = append(all, ids...)
+		if slices.Contains(paused, d.sys.Dev) {
+			light = append(light, ids...)
+		}
 	}
-	return byName, all
+	return byName, all, light
 }
 
 // read takes the counters at the end of a window; the window of a device
@@ -118,6 +122,8 @@ func (w *pageCacheWatch) window(name string) PageCacheWindow {
 		d := cur.Sub(w.prev[id])
 		out.UsedPages += d.UsedPages
 		out.WastedPages += d.WastedPages
+		out.Faults += d.MmapFaults
+		out.AroundPages += d.AroundPages
 	}
 	return out
 }

@@ -29,18 +29,21 @@ func TestPageCacheDevs(t *testing.T) {
 		d.status.Gone = gone
 		return d
 	}
-	byName, all := pageCacheDevs(root, []*device{
+	byName, all, light := pageCacheDevs(root, []*device{
 		dev("sda", 8<<20, true, ""),        // governed, one partition
 		dev("sdb", 8<<20|16, false, ""),    // read-ahead not governed
 		dev("vdc", 254<<20|32, true, ""),   // governed, no sysfs entry: the disk alone
 		dev("sdd", 8<<20|48, true, "gone"), // gone
 		dev("sde", 8<<20|64, true, ""),     // paused
 	}, []uint32{8<<20 | 64})
-	if want := []uint32{8 << 20, 8<<20 | 1, 254<<20 | 32}; !slices.Equal(all, want) {
+	if want := []uint32{8 << 20, 8<<20 | 1, 254<<20 | 32, 8<<20 | 64}; !slices.Equal(all, want) {
 		t.Errorf("tracked %v, want %v", all, want)
 	}
-	if len(byName) != 2 || len(byName["sda"]) != 2 || len(byName["vdc"]) != 1 {
-		t.Errorf("by device %v, want sda (disk and sda1) and vdc (disk)", byName)
+	if want := []uint32{8<<20 | 64}; !slices.Equal(light, want) {
+		t.Errorf("counted lightly %v, want %v (the paused device)", light, want)
+	}
+	if len(byName) != 3 || len(byName["sda"]) != 2 || len(byName["vdc"]) != 1 || len(byName["sde"]) != 1 {
+		t.Errorf("by device %v, want sda (disk and sda1), vdc (disk) and sde (disk)", byName)
 	}
 }
 

@@ -25,6 +25,11 @@ type PageCacheWindow struct {
 	// UsedPages were read or mapped for the first time since they entered
 	// the page cache; WastedPages left it without ever being used.
 	UsedPages, WastedPages uint64
+	// Faults are the page faults on the files that missed the page cache,
+	// and AroundPages the pages (4 KiB) of the read-around windows they
+	// read; both are counted while the device's tracing is paused too
+	// (tracer.PageCacheProbe.Track).
+	Faults, AroundPages uint64
 }
 
 // WastePct is the share of resolved pages that were wasted, percent, and

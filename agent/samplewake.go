@@ -1,22 +1,34 @@
 package agent
 
-// A paused sample is probed early on a surge of reads.
+// A paused sample is probed early on a surge of reads or of read-around.
 //
 // A settled device's window is traced for its last part only
-// (sampling.go), and its page-cache counts are taken in that part too,
-// so a thrash that starts during the pause would wait for the sample to
-// be seen (the thrash check, thrashcheck.go, has no counts to look at
-// until then). The kernel counts the device's reads whether or not the
-// agent traces them (/sys/block/NAME/stat), so at every thrash check the
-// agent compares each paused device's read rate since the last check
-// with its rate over the last window: a rate of SurgeFactor times that,
-// and at least SurgeFloorSectorsPerSec, resumes the device's tracing for
-// one check's interval, a probe. If the thrash check then finds the
-// device thrashing, the window ends there and decides on what the probe
-// traced; if not, the device is paused again until its sample, and is
-// not probed again in the window, so a surge costs at most a second of
-// tracing a window. Only devices whose read-ahead is governed are
-// probed, as only they have page-cache counts to gain.
+// (sampling.go), and its pages are followed in that part only too, so a
+// thrash that starts during the pause would wait for the sample to be
+// seen (the thrash check, thrashcheck.go, has no waste to look at until
+// then). Two counts go on during the pause, and at every thrash check
+// either can resume the device's tracing for one check's interval, a
+// probe:
+//
+//   - the device's reads, which the kernel counts whether or not the
+//     agent traces them (/sys/block/NAME/stat): a read rate since the
+//     last check of SurgeFactor times the rate over the last window, and
+//     at least SurgeFloorSectorsPerSec;
+//   - its page faults that missed the page cache and the read-around
+//     windows they read, which the page-cache probe counts lightly while
+//     the device is paused: at least AroundMinFaults faults reading
+//     AroundMinPagesPerFault pages each on average, and at least
+//     SurgeFloorSectorsPerSec of them. That is what read-ahead that
+//     thrashes under random mmap reads looks like, whatever ran before it
+//     (a surge needs a quieter window before it, and in the
+//     decision-quality benchmark MEM followed a heavier reader).
+//
+// If the thrash check then finds the device thrashing, the window ends
+// there and decides on what the probe traced; if not, the device is
+// paused again until its sample, and is not probed again in the window,
+// so a probe costs at most a second of tracing a window. Only devices
+// whose read-ahead a thrash could cut now (deviceController.mayCut) are
+// probed, as only they have a decision to gain.
 
 import (
 	"slices"
@@ -33,6 +45,14 @@ const (
 	// SurgeFloorSectorsPerSec is the least read rate that is a surge,
 	// sectors (512 B) a second: 8 MiB/s.
 	SurgeFloorSectorsPerSec = 16384.0
+	// AroundMinFaults is how many page faults that missed the page cache
+	// a check's interval must have for their read-around to be probed.
+	AroundMinFaults = 32
+	// AroundMinPagesPerFault is the least mean read-around window of
+	// those faults, pages (4 KiB): 256 KiB, at or above which random
+	// mmap reads in a memory-limited container thrashed the page cache
+	// in the decision-quality benchmark.
+	AroundMinPagesPerFault = 64
 )
 
 // readRates are a device's read rates, sectors (512 B) a second.
@@ -48,6 +68,17 @@ type readRates struct {
 // least SurgeFloorSectorsPerSec and SurgeFactor times the window's.
 func surges(r readRates) bool {
 	return r.Interval >= SurgeFloorSectorsPerSec && r.Interval >= SurgeFactor*r.Window
+}
+
+// readsAround reports whether pc, a paused device's counts over a check's
+// interval of el, show faults reading large read-around windows:
+// AroundMinFaults faults or more, AroundMinPagesPerFault pages read around
+// each on average, and SurgeFloorSectorsPerSec or more of them.
+func readsAround(pc PageCacheWindow, el time.Duration) bool {
+	if el <= 0 || pc.Faults < AroundMinFaults || pc.AroundPages < AroundMinPagesPerFault*pc.Faults {
+		return false
+	}
+	return float64(pc.AroundPages)*8/el.Seconds() >= SurgeFloorSectorsPerSec
 }
 
 // readWatch follows a device's read sectors between checks and windows.
@@ -103,10 +134,12 @@ type wakeState struct {
 	probing, probed bool
 }
 
-// wakeOnSurge probes every paused device whose read-ahead is governed,
-// whose reads surged since the last check and which was not probed in
-// this window, at now.
-func (a *Agent) wakeOnSurge(now time.Time) {
+// wakeOnSurge probes, at now, every paused device whose read-ahead a
+// thrash could cut, which was not probed in this window, and whose reads
+// surged since the last check or whose faults read large read-around
+// windows in iv, each device's page-cache counts since the last check
+// (nil when the probe has none).
+func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
 	if len(a.paused) == 0 {
 		return
 	}
@@ -115,19 +148,25 @@ func (a *Agent) wakeOnSurge(now time.Time) {
 		if !slices.Contains(a.paused, d.sys.Dev) {
 			continue
 		}
-		if !d.ctrl.policy.ReadAhead || d.wake.probed {
+		if !d.ctrl.policy.ReadAhead || d.wake.probed || !d.ctrl.mayCut(d.checkGate(), now) {
 			keep = append(keep, d.sys.Dev)
 			continue
 		}
 		s, ok := a.readSectors(d)
 		r, known := d.reads.check(now, s)
-		if ok && known && surges(r) {
-			d.wake = wakeState{probing: true, probed: true}
+		pc := iv[d.sys.Name]
+		switch {
+		case ok && known && surges(r):
 			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
 				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
+		case readsAround(pc, ThrashCheckEvery):
+			a.opt.Log.Info("sample probed early: faults read around", "device", d.sys.Name,
+				"faults", pc.Faults, "aroundKiBPerFault", 4*pc.AroundPages/pc.Faults)
+		default:
+			keep = append(keep, d.sys.Dev)
 			continue
 		}
-		keep = append(keep, d.sys.Dev)
+		d.wake = wakeState{probing: true, probed: true}
 	}
 	if len(keep) < len(a.paused) {
 		a.setPaused(keep)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestThrashChild(t *testing.T) {
 // as in the 1 s before it.
 func TestThrashCutWithinAWindow(t *testing.T) {
 	fx := newThrashFixture(t)
-	fx.run(t, -1)
+	fx.run(t, -1, nil)
 }
 
 // TestThrashCutWhileSampled is TestThrashCutWithinAWindow on a device the
@@ -103,7 +104,94 @@ func TestThrashCutWhileSampled(t *testing.T) {
 	fio := loopdev.NeedFio(t)
 	fx := newThrashFixture(t)
 	fx.learn(t, fio)
-	fx.run(t, time.Second)
+	fx.run(t, time.Second, nil)
+}
+
+// TestThrashCutAfterHeavyReader is TestThrashCutWhileSampled with a
+// heavier reader before the load: direct sequential reads of the device
+// through the agent's whole first window, stopped when it ends. The load
+// then reads less a second than that window did, which is no surge, so
+// the cut within 6 s needs the pause to end on the faults' read-around,
+// which the page-cache probe counts while the device is paused
+// (agent/samplewake.go). Before that, the cut came at the window's
+// sample, 11 s into the load. The test checks its premise: the load's
+// read rate must stay under 4 times the heavy reader's.
+func TestThrashCutAfterHeavyReader(t *testing.T) {
+	fio := loopdev.NeedFio(t)
+	fx := newThrashFixture(t)
+	fx.learn(t, fio)
+	fx.run(t, time.Second, func(a *runningAgent) func() {
+		return fx.heavyReader(t, a, fio)
+	})
+}
+
+// heavyReader reads the device directly and sequentially with fio from
+// now until the agent's next window ends, and returns a function that
+// checks, once the load has run, that the load's read rate over any
+// second stayed under SurgeFactor times the heavy reader's.
+func (fx *thrashFixture) heavyReader(t *testing.T, a *runningAgent, fio string) func() {
+	t.Helper()
+	sectors := func() (uint64, error) {
+		b, err := os.ReadFile(filepath.Join("/sys/block", fx.l.Name, "stat"))
+		if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+			return strconv.ParseUint(f[2], 10, 64)
+		}
+		return 0, fmt.Errorf("the stat of %s: %q, %v", fx.l.Name, b, err)
+	}
+	mustSectors := func() uint64 {
+		n, err := sectors()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	cmd := exec.Command(fio, "--name=heavy", "--filename="+fx.l.Path, "--direct=1", "--rw=read", "--bs=1m",
+		"--ioengine=libaio", "--iodepth=8", "--thread", "--time_based", "--runtime=60", "--output-format=terse")
+	t0, s0 := time.Now(), mustSectors()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	n := len(a.windows())
+	for len(a.windows()) == n && time.Since(t0) < 3*thrashWindow {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	heavy := float64(mustSectors()-s0) / time.Since(t0).Seconds()
+	t.Logf("the heavy reader read %.0f MiB/s for %.1f s", heavy/2048, time.Since(t0).Seconds())
+	stop := make(chan struct{})
+	done := make(chan float64)
+	go func() { // the load's highest rate over a second, sampled every 250 ms
+		var ring []uint64
+		peak := 0.0
+		tk := time.NewTicker(250 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			if n, err := sectors(); err == nil {
+				ring = append(ring, n)
+			}
+			if len(ring) > 5 {
+				ring = ring[1:]
+			}
+			if len(ring) == 5 {
+				peak = max(peak, float64(ring[4]-ring[0]))
+			}
+			select {
+			case <-stop:
+				done <- peak
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		peak := <-done
+		t.Logf("the load read at most %.0f MiB/s over a second", peak/2048)
+		if peak >= agent.SurgeFactor*heavy {
+			t.Errorf("the load's %.0f MiB/s is a surge over the heavy reader's %.0f: the test's premise failed", peak/2048, heavy/2048)
+		}
+	}
 }
 
 // thrashFixture is the loop device, file system, data file, memory
@@ -164,12 +252,19 @@ func (fx *thrashFixture) learn(t *testing.T, fio string) {
 
 // run runs the agent (window thrashWindow, trace sample as given) while
 // the child thrashes, and checks the cut, sysfs and the child's rate.
-func (fx *thrashFixture) run(t *testing.T, sample time.Duration) {
+// pre, if not nil, runs first, once the agent has started; the check it
+// returns runs after the child.
+func (fx *thrashFixture) run(t *testing.T, sample time.Duration, pre func(*runningAgent) func()) {
 	t.Helper()
 	loopdev.Evict(t, fx.data)
 	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: fx.spec(thrashWindow), Tracer: tracer.KindAuto,
 		Log: testr.New(t), TraceSample: sample, FollowOpenFiles: true})
+	check := func() {}
+	if pre != nil {
+		check = pre(a)
+	}
 	start, reads := runThrashChild(t, fx.procs, fx.data)
+	check()
 	final := a.stop(t)
 
 	cut, ok := a.firstCut(fx.l.Name)

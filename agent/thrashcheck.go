@@ -20,8 +20,9 @@ package agent
 // whose scheduler switch is being verified, and one whose gate would hold
 // the cut back (Observe mode, a pause, another writer, minDwell, no grant
 // at its last window) keeps its whole windows. A device whose tracing is paused for a
-// sample (sampling.go) has no page-cache counts until the sample begins:
-// its thrash is seen in the sample.
+// sample (sampling.go) has no counts of pages until the sample begins; a
+// surge of its reads, or of its page faults' read-around, is probed for
+// a second (samplewake.go) so that its thrash is seen sooner.
 
 import (
 	"time"
@@ -43,7 +44,7 @@ const ThrashCheckEvery = time.Second
 // that decide.ReadAhead cuts on, and no back-off of lowering. It also
 // returns the waste, percent.
 func (c *deviceController) cutsOnThrash(pc PageCacheWindow, g Gate, now time.Time) (float64, bool) {
-	if !c.policy.Apply || !c.policy.ReadAhead || c.verify != nil || g.hold(c.lastChange, now) != HoldNone {
+	if !c.mayCut(g, now) {
 		return 0, false
 	}
 	waste, ok := pc.WastePct()
@@ -61,6 +62,15 @@ func (c *deviceController) cutsOnThrash(pc PageCacheWindow, g Gate, now time.Tim
 	return waste, true
 }
 
+// mayCut reports whether a thrash could cut the device's read-ahead now,
+// whatever its waste: in Apply mode, with read-ahead governed and above
+// the policy's minKiB, no scheduler switch being verified, and the gate g
+// not holding changes.
+func (c *deviceController) mayCut(g Gate, now time.Time) bool {
+	return c.policy.Apply && c.policy.ReadAhead && c.verify == nil && g.hold(c.lastChange, now) == HoldNone &&
+		c.current.ReadAheadKiB > c.policy.Engine.ReadAhead.MinKiB
+}
+
 // readAheadInput is decide.ReadAhead's input for the device now, with the
 // given waste and the last window's read-ahead requests.
 func (c *deviceController) readAheadInput(wastePct float64, measured bool) decide.ReadAheadInput {
@@ -75,14 +85,15 @@ func (c *deviceController) readAheadInput(wastePct float64, measured bool) decid
 
 // thrashing is the thrash check at now of the window that began at
 // start: it reports whether a device's read-ahead thrashes so that its
-// window should end now.
-func (a *Agent) thrashing(now, start time.Time) bool {
+// window should end now, and returns each device's page-cache counts
+// since the last check (nil when there are none).
+func (a *Agent) thrashing(now, start time.Time) (bool, map[string]PageCacheWindow) {
 	if a.pcache == nil || now.Sub(start) < ThrashCheckEvery {
-		return false
+		return false, nil
 	}
 	s, err := a.pcache.p.Stats()
 	if err != nil {
-		return false // the window's end reads them again and logs the error
+		return false, nil // the window's end reads them again and logs the error
 	}
 	iv := a.pcache.interval(s)
 	for _, d := range a.devs {
@@ -99,10 +110,10 @@ func (a *Agent) thrashing(now, start time.Time) bool {
 			if a.opt.Metrics != nil {
 				a.opt.Metrics.IncEarlyWindow(d.sys.Name)
 			}
-			return true
+			return true, iv
 		}
 	}
-	return false
+	return false, iv
 }
 
 // interval is each tracked device's counts between the last check (or
@@ -120,6 +131,8 @@ func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats) map[string
 			d := cur.Sub(w.checked[id])
 			pc.UsedPages += d.UsedPages
 			pc.WastedPages += d.WastedPages
+			pc.Faults += d.MmapFaults
+			pc.AroundPages += d.AroundPages
 		}
 		out[name] = pc
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
 // TestCutsOnThrash: a check's interval ends the window exactly when the
@@ -189,7 +190,7 @@ func TestWakeOnSurge(t *testing.T) {
 	dev := func(name string, id uint32, ra bool) *device {
 		c := raController(t, 2560)
 		c.policy.ReadAhead = ra
-		return &device{sys: sysfs.Device{Name: name, Dev: id}, ctrl: c}
+		return &device{sys: sysfs.Device{Name: name, Dev: id}, ctrl: c, policy: &v1alpha1.StorageTuning{}}
 	}
 	sda, sdb, sdc := dev("sda", 8<<20, true), dev("sdb", 8<<20|16, true), dev("sdc", 8<<20|32, false)
 	tr := &pauseTracer{}
@@ -210,13 +211,13 @@ func TestWakeOnSurge(t *testing.T) {
 	a.markReads(t0)
 	a.paused = slices.Clone(all)
 	surge(time.Second)
-	a.wakeOnSurge(t0.Add(time.Second))
+	a.wakeOnSurge(t0.Add(time.Second), nil)
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) || !slices.Equal(a.paused, want) {
 		t.Errorf("paused after the surge: tracer %v, agent %v; want %v (sda probed)", tr.paused, a.paused, want)
 	}
 	surge(2 * time.Second)
 	a.endProbes(t0.Add(2*time.Second), sampleAt)
-	a.wakeOnSurge(t0.Add(2 * time.Second))
+	a.wakeOnSurge(t0.Add(2*time.Second), nil)
 	if got := slices.Sorted(slices.Values(tr.paused)); !slices.Equal(got, all) {
 		t.Errorf("paused after the probe: %v, want all again %v (sda probed once a window)", tr.paused, all)
 	}
@@ -224,7 +225,7 @@ func TestWakeOnSurge(t *testing.T) {
 		d.wake = wakeState{} // a new window (startSamples)
 	}
 	surge(3 * time.Second)
-	a.wakeOnSurge(t0.Add(3 * time.Second))
+	a.wakeOnSurge(t0.Add(3*time.Second), nil)
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
 		t.Errorf("paused in a new window's surge: %v, want %v", tr.paused, want)
 	}
@@ -232,5 +233,68 @@ func TestWakeOnSurge(t *testing.T) {
 	a.endProbes(sampleAt.Add(time.Second), sampleAt)
 	if len(tr.paused) != 0 {
 		t.Errorf("paused after the sample began: %v, want none", tr.paused)
+	}
+}
+
+// TestReadsAround: a check's faults read large read-around windows when
+// there are enough of them, each reading 256 KiB or more on average, at
+// 8 MiB/s or more.
+func TestReadsAround(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		faults, around uint64
+		el             time.Duration
+		want           bool
+	}{
+		{"MEM at 2560 KiB: 640 pages a fault", 300, 300 * 640, time.Second, true},
+		{"256 KiB a fault", 40, 40 * 64, time.Second, true},
+		{"128 KiB a fault", 1000, 1000 * 32, time.Second, false},
+		{"too few faults", AroundMinFaults - 1, (AroundMinFaults - 1) * 640, time.Second, false},
+		{"under 8 MiB/s", 40, 40 * 64, 2 * time.Second, false},
+		{"no faults", 0, 0, time.Second, false},
+		{"no time", 300, 300 * 640, 0, false},
+	} {
+		pc := PageCacheWindow{Measured: true, Faults: c.faults, AroundPages: c.around}
+		if got := readsAround(pc, c.el); got != c.want {
+			t.Errorf("%s: readsAround = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWakeOnAround: a paused device whose reads did not surge but whose
+// faults read 2.5 MiB around each is probed; one whose faults read 64 KiB
+// each is not, nor is one whose read-ahead a thrash could not cut now (at
+// the policy's minKiB), whatever its reads and faults.
+func TestWakeOnAround(t *testing.T) {
+	root := t.TempDir()
+	for _, n := range []string{"sda", "sdb", "sdc"} {
+		dir := filepath.Join(root, "sys/block", n)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte("1 0 1000 0 0 0 0 0 0 0 0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dev := func(name string, id uint32, raKiB int) *device {
+		return &device{sys: sysfs.Device{Name: name, Dev: id}, ctrl: raController(t, raKiB), policy: &v1alpha1.StorageTuning{}}
+	}
+	sda, sdb, sdc := dev("sda", 8<<20, 2560), dev("sdb", 8<<20|16, 2560), dev("sdc", 8<<20|32, 16)
+	tr := &pauseTracer{}
+	a := &Agent{opt: Options{HostRoot: root, Log: logr.Discard()}, devs: []*device{sda, sdb, sdc}, tr: tr}
+	t0 := time.Unix(1000, 0)
+	a.markReads(t0)
+	a.paused = []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
+	thrash := PageCacheWindow{Measured: true, Faults: 300, AroundPages: 300 * 640}
+	a.wakeOnSurge(t0.Add(time.Second), map[string]PageCacheWindow{
+		"sda": thrash,
+		"sdb": {Measured: true, Faults: 3000, AroundPages: 3000 * 16},
+		"sdc": thrash,
+	})
+	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
+		t.Errorf("paused: %v, want %v (sda probed)", tr.paused, want)
+	}
+	if !sda.wake.probing || sdb.wake.probed || sdc.wake.probed {
+		t.Errorf("wake states sda %+v sdb %+v sdc %+v, want sda probing alone", sda.wake, sdb.wake, sdc.wake)
 	}
 }

@@ -225,7 +225,20 @@
 // program, whichever file system it is on; the programs return after a
 // filter of up to 8 tracked devices, read without a map lookup (a hash
 // map beyond 8). While it tracks none (no policy governs read-ahead) the
-// programs are detached ([PageCacheProbe.Track]). Measured by
+// programs are detached ([PageCacheProbe.Track]).
+//
+// A device can be tracked lightly (the agent does so while its tracing is
+// paused for a sample): then only its faults, its read-ahead events and
+// the pages of its read-ahead windows are counted, not its pages, and
+// AroundPages, the pages of the windows that faults read (mmap
+// read-around). pc_fault notes, per CPU, the thread whose fault missed
+// the page cache, and the window that thread sets next on that CPU
+// (pc_ra_order) is the fault's read-around, which filemap_fault reads
+// before it returns. While every tracked device is light, only pc_fault
+// and pc_ra_order are attached: they run on faults that missed the page
+// cache and on read-ahead windows, a few hundred or thousand times a
+// second, where the page programs run on every read() and folio. Forced
+// read-ahead (page_cache_ra_unbounded) is not counted then. Measured by
 // TestPageCacheReadCost (4 KiB read() calls of a cached file), a read()
 // of an untracked file system costs about 43 ns more with the probe
 // attached, of a tracked one about 67 ns, on a 730–755 ns call; as

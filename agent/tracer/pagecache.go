@@ -64,6 +64,11 @@ type PageCacheStats struct {
 	// UnwalkedPages are pages of events beyond the probe's per-event
 	// bound (1024 pages), left unresolved (pages).
 	UnwalkedPages uint64
+	// AroundPages are the pages of the read-ahead windows that page faults
+	// read: mmap read-around, read_ahead_kb around each fault that
+	// missed the page cache (do_sync_mmap_readahead, mm/filemap.c)
+	// (pages; part of ReadAheadPages).
+	AroundPages uint64
 }
 
 // Sub returns s - prev, field by field: the counts of a window when prev
@@ -85,6 +90,7 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		ReadAheadPages: d(s.ReadAheadPages, prev.ReadAheadPages),
 		MmapFaults:     d(s.MmapFaults, prev.MmapFaults),
 		UnwalkedPages:  d(s.UnwalkedPages, prev.UnwalkedPages),
+		AroundPages:    d(s.AroundPages, prev.AroundPages),
 	}
 }
 

@@ -37,6 +37,7 @@ type pagecachePcStats struct {
 	RaPages  uint64
 	Faults   uint64
 	Unwalked uint64
+	Around   uint64
 }
 
 type pagecacheTaskState struct {
@@ -57,6 +58,7 @@ type pagecacheTaskState struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	pagecacheMapChunks         = "chunks"
+	pagecacheMapFaultTid       = "fault_tid"
 	pagecacheMapStats          = "stats"
 	pagecacheMapTasks          = "tasks"
 	pagecacheMapTracked        = "tracked"
@@ -71,6 +73,7 @@ const (
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
 	pagecacheVarFastDevs       = "fast_devs"
 	pagecacheVarFastMany       = "fast_many"
+	pagecacheVarLightMask      = "light_mask"
 	pagecacheVarSampleMask     = "sample_mask"
 )
 
@@ -131,10 +134,11 @@ type pagecacheProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheMapSpecs struct {
-	Chunks  *ebpf.MapSpec `ebpf:"chunks"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
-	Tasks   *ebpf.MapSpec `ebpf:"tasks"`
-	Tracked *ebpf.MapSpec `ebpf:"tracked"`
+	Chunks   *ebpf.MapSpec `ebpf:"chunks"`
+	FaultTid *ebpf.MapSpec `ebpf:"fault_tid"`
+	Stats    *ebpf.MapSpec `ebpf:"stats"`
+	Tasks    *ebpf.MapSpec `ebpf:"tasks"`
+	Tracked  *ebpf.MapSpec `ebpf:"tracked"`
 }
 
 // pagecacheVariableSpecs contains global variables before they are loaded into the kernel.
@@ -143,6 +147,7 @@ type pagecacheMapSpecs struct {
 type pagecacheVariableSpecs struct {
 	FastDevs   *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany   *ebpf.VariableSpec `ebpf:"fast_many"`
+	LightMask  *ebpf.VariableSpec `ebpf:"light_mask"`
 	SampleMask *ebpf.VariableSpec `ebpf:"sample_mask"`
 }
 
@@ -166,15 +171,17 @@ func (o *pagecacheObjects) Close() error {
 //
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheMaps struct {
-	Chunks  *ebpf.Map `ebpf:"chunks"`
-	Stats   *ebpf.Map `ebpf:"stats"`
-	Tasks   *ebpf.Map `ebpf:"tasks"`
-	Tracked *ebpf.Map `ebpf:"tracked"`
+	Chunks   *ebpf.Map `ebpf:"chunks"`
+	FaultTid *ebpf.Map `ebpf:"fault_tid"`
+	Stats    *ebpf.Map `ebpf:"stats"`
+	Tasks    *ebpf.Map `ebpf:"tasks"`
+	Tracked  *ebpf.Map `ebpf:"tracked"`
 }
 
 func (m *pagecacheMaps) Close() error {
 	return _PagecacheClose(
 		m.Chunks,
+		m.FaultTid,
 		m.Stats,
 		m.Tasks,
 		m.Tracked,
@@ -187,6 +194,7 @@ func (m *pagecacheMaps) Close() error {
 type pagecacheVariables struct {
 	FastDevs   *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany   *ebpf.Variable `ebpf:"fast_many"`
+	LightMask  *ebpf.Variable `ebpf:"light_mask"`
 	SampleMask *ebpf.Variable `ebpf:"sample_mask"`
 }
 

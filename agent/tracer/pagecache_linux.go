@@ -24,18 +24,37 @@ const pageCacheChunks = 1 << 17
 const pageCacheMaxDevs = 64
 
 // pageCacheHooks are the probe's tracepoints (group, name) and programs,
-// in the order they are attached.
-var pageCacheHooks = []struct{ group, name, prog string }{
-	{"filemap", "mm_filemap_add_to_page_cache", pagecacheProgPcAdd},
-	{"filemap", "mm_filemap_delete_from_page_cache", pagecacheProgPcDelete},
-	{"filemap", "mm_filemap_get_pages", pagecacheProgPcGetPages},
-	{"filemap", "mm_filemap_fault", pagecacheProgPcFault},
-	{"filemap", "mm_filemap_map_pages", pagecacheProgPcMapPages},
-	{"readahead", "page_cache_sync_ra", pagecacheProgPcSyncRa},
-	{"readahead", "page_cache_async_ra", pagecacheProgPcAsyncRa},
-	{"readahead", "page_cache_ra_order", pagecacheProgPcRaOrder},
-	{"readahead", "page_cache_ra_unbounded", pagecacheProgPcRaUnbounded},
+// in the order they are attached. Those marked light are all that is
+// attached while every tracked device is counted lightly (Track): the
+// faults and their read-around windows, which happen a few hundred times
+// a second where reads happen hundreds of thousands of times.
+var pageCacheHooks = []pageCacheHook{
+	{"filemap", "mm_filemap_add_to_page_cache", pagecacheProgPcAdd, false},
+	{"filemap", "mm_filemap_delete_from_page_cache", pagecacheProgPcDelete, false},
+	{"filemap", "mm_filemap_get_pages", pagecacheProgPcGetPages, false},
+	{"filemap", "mm_filemap_fault", pagecacheProgPcFault, true},
+	{"filemap", "mm_filemap_map_pages", pagecacheProgPcMapPages, false},
+	{"readahead", "page_cache_sync_ra", pagecacheProgPcSyncRa, false},
+	{"readahead", "page_cache_async_ra", pagecacheProgPcAsyncRa, false},
+	{"readahead", "page_cache_ra_order", pagecacheProgPcRaOrder, true},
+	{"readahead", "page_cache_ra_unbounded", pagecacheProgPcRaUnbounded, false},
 }
+
+// pageCacheHook is a tracepoint (group, name), its program, and whether
+// it is attached in the light state.
+type pageCacheHook struct {
+	group, name, prog string
+	light             bool
+}
+
+// attachLevel is how many of the hooks are attached.
+type attachLevel int
+
+const (
+	attachNone  attachLevel = iota
+	attachLight             // the light hooks
+	attachAll
+)
 
 // PageCacheProbe counts, per file system device, the pages added to the
 // page cache and whether they were accessed before they left it: the
@@ -44,15 +63,18 @@ var pageCacheHooks = []struct{ group, name, prog string }{
 // called concurrently. Close releases it.
 type PageCacheProbe struct {
 	coll    *ebpf.Collection
-	links   []link.Link
+	links   map[string]link.Link // by program
 	tracked *ebpf.Map
 	stats   *ebpf.Map
 	// fastDevs and fastMany are the programs' filter (fast_devs,
-	// fast_many in bpf/pagecache.c), kept by syncFilter.
-	fastDevs, fastMany *ebpf.Variable
+	// fast_many in bpf/pagecache.c), kept by syncFilter, and lightMask
+	// its light_mask.
+	fastDevs, fastMany, lightMask *ebpf.Variable
 
-	mu   sync.Mutex
-	devs map[uint32]uint32 // s_dev → index into stats
+	mu    sync.Mutex
+	devs  map[uint32]uint32 // s_dev → index into stats
+	light map[uint32]bool   // the devices counted lightly
+	level attachLevel
 }
 
 // NewPageCacheProbe loads the probe and checks that it attaches to its nine
@@ -91,10 +113,11 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	}
 	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
 		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
-		fastMany: coll.Variables[pagecacheVarFastMany], devs: map[uint32]uint32{}}
-	err = p.attach()
+		fastMany: coll.Variables[pagecacheVarFastMany], lightMask: coll.Variables[pagecacheVarLightMask],
+		devs: map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
+	err = p.attach(attachAll)
 	if err == nil {
-		err = p.detach()
+		err = p.attach(attachNone)
 	}
 	if err != nil {
 		_ = p.Close()
@@ -103,32 +126,44 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	return p, nil
 }
 
-// attach attaches the programs to their tracepoints; on an error none
-// stays attached (p.mu held, or p not yet shared).
-func (p *PageCacheProbe) attach() error {
+// attach attaches the hooks of level and detaches the others; on an
+// error nothing stays attached (p.mu held, or p not yet shared). Every
+// page-cache event of the node runs the attached programs, a tracked
+// device's or not: on 4 KiB reads of a device not tracked, about 10 ms of
+// each second of reading (hack/bench-bpf-programs.sh,
+// docs/bench-decisions.md); the light hooks run on faults and read-ahead
+// windows only. Detaching the page hooks forgets the per-page and
+// per-task state, which the events missed meanwhile would leave stale.
+func (p *PageCacheProbe) attach(level attachLevel) error {
 	for _, h := range pageCacheHooks {
+		want := level == attachAll || level == attachLight && h.light
+		if l, ok := p.links[h.prog]; ok && !want {
+			delete(p.links, h.prog)
+			if err := l.Close(); err != nil {
+				return errors.Join(fmt.Errorf("page-cache probe: detach %s:%s: %w", h.group, h.name, err), p.attach(attachNone))
+			}
+		}
+		if _, ok := p.links[h.prog]; ok || !want {
+			continue
+		}
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.coll.Programs[h.prog], AttachType: ebpf.AttachTraceRawTp})
 		if err != nil {
-			_ = p.detach()
-			return fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err)
+			return errors.Join(fmt.Errorf("page-cache probe: attach %s:%s: %w", h.group, h.name, err), p.attach(attachNone))
 		}
-		p.links = append(p.links, l)
+		p.links[h.prog] = l
 	}
-	return nil
+	was := p.level
+	p.level = level
+	if was != attachAll || level == attachAll {
+		return nil
+	}
+	return p.forgetPages()
 }
 
-// detach detaches the programs and forgets the per-page and per-task
-// state, which the events missed while detached would leave stale (p.mu
-// held, or p not yet shared). Every page-cache event of the node runs the
-// attached programs, a tracked device's or not: on 4 KiB reads of a
-// device not tracked, about 10 ms of each second of reading
-// (hack/bench-bpf-programs.sh, docs/bench-decisions.md).
-func (p *PageCacheProbe) detach() error {
+// forgetPages clears the per-page and per-task maps (the page hooks
+// detached, p.mu held).
+func (p *PageCacheProbe) forgetPages() error {
 	var errs []error
-	for _, l := range p.links {
-		errs = append(errs, l.Close())
-	}
-	p.links = nil
 	for _, name := range []string{pagecacheMapChunks, pagecacheMapTasks} {
 		if err := clearMap(p.coll.Maps[name]); err != nil {
 			errs = append(errs, fmt.Errorf("page-cache probe: clear %s: %w", name, err))
@@ -158,14 +193,21 @@ func clearMap(m *ebpf.Map) error {
 }
 
 // Track sets the devices counted: s_dev values, the kernel's encoding
-// major<<20 | minor (KernelDev converts stat's st_dev). A device already
-// tracked keeps its counters; one dropped loses them, and restarts from
-// zero if tracked again. Pages a device had in the page cache before it
-// was tracked are never counted as used or wasted. The programs are
-// attached while at least one device is tracked and detached while none
-// is. It returns an error for more than 64 devices or when a map update,
-// an attach or a detach fails (the set is then partly applied).
-func (p *PageCacheProbe) Track(devs []uint32) error {
+// major<<20 | minor (KernelDev converts stat's st_dev). Those also in
+// light are counted lightly: their faults, read-ahead events and windows
+// (MmapFaults, SyncReadAhead, AsyncReadAhead, ReadAheadPages,
+// AroundPages), not their pages; in the light state only the fault and
+// read-ahead-window programs run, and forced read-ahead
+// (page_cache_ra_unbounded) is not counted. A device already tracked
+// keeps its counters, whether it changes between the two states or not;
+// one dropped loses them, and restarts from zero if tracked again. Pages
+// a device had in the page cache before it was tracked, or added while it
+// was counted lightly, are never counted as used or wasted. All programs
+// are attached while one device is counted fully, the light ones while
+// every device is counted lightly, none while none is tracked. It returns
+// an error for more than 64 devices or when a map update, an attach or a
+// detach fails (the set is then partly applied).
+func (p *PageCacheProbe) Track(devs, light []uint32) error {
 	devs = slices.Compact(slices.Sorted(slices.Values(devs)))
 	if len(devs) > pageCacheMaxDevs {
 		return fmt.Errorf("page-cache probe: %d devices, at most %d", len(devs), pageCacheMaxDevs)
@@ -199,16 +241,26 @@ func (p *PageCacheProbe) Track(devs []uint32) error {
 		}
 		p.devs[dev] = idx
 	}
+	clear(p.light)
+	for _, dev := range light {
+		if _, ok := p.devs[dev]; ok {
+			p.light[dev] = true
+		}
+	}
 	if err := p.syncFilter(); err != nil {
 		return err
 	}
+	level := attachNone
 	switch {
-	case len(p.devs) == 0 && p.links != nil:
-		return p.detach()
-	case len(p.devs) > 0 && p.links == nil:
-		return p.attach()
+	case len(p.devs) > len(p.light):
+		level = attachAll
+	case len(p.devs) > 0:
+		level = attachLight
 	}
-	return nil
+	if level == p.level {
+		return nil
+	}
+	return p.attach(level)
 }
 
 // pageCacheFastDevs is FAST_DEVS in bpf/pagecache.c.
@@ -237,6 +289,13 @@ func (p *PageCacheProbe) syncFilter() error {
 		return fmt.Errorf("page-cache probe: filter: %w", err)
 	}
 	if err := p.fastMany.Set(many); err != nil {
+		return fmt.Errorf("page-cache probe: filter: %w", err)
+	}
+	var mask uint64
+	for dev := range p.light {
+		mask |= 1 << p.devs[dev]
+	}
+	if err := p.lightMask.Set(mask); err != nil {
 		return fmt.Errorf("page-cache probe: filter: %w", err)
 	}
 	return nil
@@ -282,6 +341,7 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.ReadAheadPages += c.RaPages
 			s.MmapFaults += c.Faults
 			s.UnwalkedPages += c.Unwalked
+			s.AroundPages += c.Around
 		}
 		out[dev] = s
 	}
@@ -294,7 +354,7 @@ func (p *PageCacheProbe) Close() error {
 	for _, l := range p.links {
 		errs = append(errs, l.Close())
 	}
-	p.links = nil
+	clear(p.links)
 	if p.coll != nil {
 		p.coll.Close()
 		p.coll = nil

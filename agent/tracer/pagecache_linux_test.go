@@ -170,8 +170,8 @@ func (fx *pcFixture) phases(t *testing.T, ps []*PageCacheProbe, procs, spec stri
 	for i, p := range ps {
 		d := pcStats(t, p, fx.dev).Sub(before[i])
 		w, ok := d.WastePct()
-		t.Logf("%s, probe %d: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d, mmap faults %d, unwalked %d",
-			spec, i, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.MmapFaults, d.UnwalkedPages)
+		t.Logf("%s, probe %d: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d (read-around %d), mmap faults %d, unwalked %d",
+			spec, i, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.AroundPages, d.MmapFaults, d.UnwalkedPages)
 		out[i] = d
 	}
 	return out
@@ -222,12 +222,12 @@ func TestPageCacheWaste(t *testing.T) {
 	procs := loopdev.MemCgroup(t, 256<<20)
 	fx := newPCFixture(t)
 	for _, p := range []*PageCacheProbe{exact, sampled} {
-		if err := p.Track([]uint32{fx.dev}); err != nil {
+		if err := p.Track([]uint32{fx.dev}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Devices 0:1…0:8 sort first, so the file system's gets index 8.
-	if err := many.Track([]uint32{1, 2, 3, 4, 5, 6, 7, 8, fx.dev}); err != nil {
+	if err := many.Track([]uint32{1, 2, 3, 4, 5, 6, 7, 8, fx.dev}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("file system %s on %s", DevString(fx.dev), fx.loop.Path)
@@ -281,7 +281,7 @@ func TestPageCacheAttachedWhileTracking(t *testing.T) {
 	fx := newPCFixture(t)
 	const readBytes = 64 << 20
 	for round := range 2 {
-		if err := p.Track([]uint32{fx.dev}); err != nil {
+		if err := p.Track([]uint32{fx.dev}, nil); err != nil {
 			t.Fatal(err)
 		}
 		if len(p.links) != len(pageCacheHooks) {
@@ -293,7 +293,7 @@ func TestPageCacheAttachedWhileTracking(t *testing.T) {
 		if want := uint64(readBytes >> 12); s.UsedPages < want*9/10 || s.UsedPages > want*2 {
 			t.Errorf("round %d: %d pages used after reading %d, want about that (counted from zero)", round, s.UsedPages, want)
 		}
-		if err := p.Track(nil); err != nil {
+		if err := p.Track(nil, nil); err != nil {
 			t.Fatal(err)
 		}
 		if len(p.links) != 0 {
@@ -339,7 +339,7 @@ func TestPageCacheOverhead(t *testing.T) {
 				if p, err = NewPageCacheProbe(PageCacheOptions{SampleEvery: PageCacheSampleEvery}); err != nil {
 					t.Fatal(err)
 				}
-				if err := p.Track([]uint32{fx.dev}); err != nil {
+				if err := p.Track([]uint32{fx.dev}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -392,7 +392,7 @@ func TestPageCacheReadCost(t *testing.T) {
 				if mode == "other" {
 					dev++ // a minor number no file system here has
 				}
-				if err := p.Track([]uint32{dev}); err != nil {
+				if err := p.Track([]uint32{dev}, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -480,7 +480,7 @@ func TestPageCacheUnsupported(t *testing.T) {
 	loopdev.NeedLoop(t, "loads BPF programs")
 	saved := pageCacheHooks
 	t.Cleanup(func() { pageCacheHooks = saved })
-	pageCacheHooks = append(slices.Clone(saved), struct{ group, name, prog string }{"filemap", "mm_filemap_no_such_event", pagecacheProgPcAdd})
+	pageCacheHooks = append(slices.Clone(saved), pageCacheHook{"filemap", "mm_filemap_no_such_event", pagecacheProgPcAdd, false})
 	p, err := NewPageCacheProbe(PageCacheOptions{})
 	if err == nil {
 		_ = p.Close()
@@ -488,5 +488,44 @@ func TestPageCacheUnsupported(t *testing.T) {
 	}
 	if !errors.Is(err, ErrPageCacheUnsupported) || !strings.Contains(err.Error(), "filemap:mm_filemap_no_such_event") {
 		t.Fatalf("error %q: want ErrPageCacheUnsupported naming filemap:mm_filemap_no_such_event", err)
+	}
+}
+
+// TestPageCacheLight: a device counted lightly (its tracing paused) has
+// only the fault and read-ahead-window programs attached, and counts the
+// faults of random mmap reads and their read-around windows (2560 KiB
+// around each fault) but no pages; counted fully again, it resolves
+// pages as before, and its counters went on from where they were.
+func TestPageCacheLight(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	p := newProbe(t, 1)
+	procs := loopdev.MemCgroup(t, 256<<20)
+	fx := newPCFixture(t)
+	if err := p.Track([]uint32{fx.dev}, []uint32{fx.dev}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.links) != 2 {
+		t.Fatalf("counting lightly, %d programs attached, want 2 (fault, ra_order)", len(p.links))
+	}
+	mm := fx.phases(t, []*PageCacheProbe{p}, procs, "mmap:"+fx.data)[0]
+	if mm.AddedPages != 0 || mm.UsedPages != 0 || mm.WastedPages != 0 {
+		t.Errorf("counted lightly: %d pages added, %d used, %d wasted; want none", mm.AddedPages, mm.UsedPages, mm.WastedPages)
+	}
+	if mm.MmapFaults < 1000 || mm.AroundPages < 64*mm.MmapFaults {
+		t.Errorf("counted lightly: %d faults, %d read-around pages; want ≥ 1000 faults (2000 reads) and ≥ 64 pages each", mm.MmapFaults, mm.AroundPages)
+	}
+	if err := p.Track([]uint32{fx.dev}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.links) != len(pageCacheHooks) {
+		t.Fatalf("counting fully, %d programs attached, want %d", len(p.links), len(pageCacheHooks))
+	}
+	before := pcStats(t, p, fx.dev)
+	if before.MmapFaults < mm.MmapFaults {
+		t.Errorf("the counters restarted when the device was counted fully: %d faults, %d before", before.MmapFaults, mm.MmapFaults)
+	}
+	seq := fx.phases(t, []*PageCacheProbe{p}, procs, "read:"+fx.data)[0]
+	if want := uint64(1 << 30 >> 12); seq.UsedPages < 9*want/10 || seq.AroundPages != 0 {
+		t.Errorf("sequential read() counted fully: %d pages used, %d read-around; want ≥ 90%% of %d, and none", seq.UsedPages, seq.AroundPages, want)
 	}
 }

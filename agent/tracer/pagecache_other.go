@@ -15,7 +15,7 @@ func NewPageCacheProbe(PageCacheOptions) (*PageCacheProbe, error) {
 }
 
 // Track returns an error wrapping ErrPageCacheUnsupported.
-func (*PageCacheProbe) Track([]uint32) error {
+func (*PageCacheProbe) Track(_, _ []uint32) error {
 	return fmt.Errorf("%w: needs Linux", ErrPageCacheUnsupported)
 }
 

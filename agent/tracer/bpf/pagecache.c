@@ -75,6 +75,7 @@ struct pc_stats {
 	__u64 ra_pages;   // pages of the read-ahead windows read
 	__u64 faults;     // mm_filemap_fault events
 	__u64 unwalked;   // pages of events beyond MAX_CHUNKS chunks (not followed)
+	__u64 around;     // pages of the read-ahead windows a fault read (mmap read-around)
 };
 
 struct chunk_key {
@@ -109,6 +110,12 @@ struct task_state {
 #define FAST_DEVS 8
 __u32 fast_devs[FAST_DEVS] SEC(".data.select");
 __u32 fast_many SEC(".data.select");
+// light_mask: bit i set counts the device at stats index i lightly: its
+// faults and read-ahead events and windows (faults, sync_ra, async_ra,
+// ra_pages, around), none of its pages. User space sets it for a device
+// whose tracing is paused; only pc_fault and pc_ra_order need be attached
+// for what it watches then.
+__u64 light_mask SEC(".data.select");
 
 // tracked: s_dev → index into stats.
 struct {
@@ -139,6 +146,17 @@ struct {
 	__type(key, __u32);
 	__type(value, struct task_state);
 } tasks SEC(".maps");
+
+// fault_tid: per CPU, the thread whose page fault missed the page cache
+// last on it (pc_fault); the read-ahead window that thread sets next on
+// the CPU (pc_ra_order) is the fault's read-around, which filemap_fault
+// reads before it returns (do_sync_mmap_readahead, mm/filemap.c).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} fault_tid SEC(".maps");
 
 // sample_mask selects the chunks followed: those whose hash & sample_mask
 // is 0, 1 in sample_mask + 1 (set from user space; 0 follows every chunk).
@@ -188,7 +206,8 @@ static __always_inline __u32 folio_order_of(struct folio *folio)
 // page-cache event of the node starts with it. Up to FAST_DEVS devices
 // are found in fast_devs without a map lookup (most events are of
 // devices not tracked, and a hash lookup was half of what they cost).
-static __always_inline struct pc_stats *lookup_dev(__u32 dev)
+// *light is set when the device is counted lightly (light_mask).
+static __always_inline struct pc_stats *lookup_dev(__u32 dev, int *light)
 {
 	__u32 i = FAST_DEVS;
 	if (fast_many) {
@@ -206,6 +225,7 @@ static __always_inline struct pc_stats *lookup_dev(__u32 dev)
 		if (i == FAST_DEVS)
 			return 0;
 	}
+	*light = i < MAX_DEVS && ((light_mask >> (i & 63)) & 1);
 	return bpf_map_lookup_elem(&stats, &i);
 }
 
@@ -294,8 +314,9 @@ int BPF_PROG(pc_add, struct folio *folio)
 {
 	struct inode *host = folio->mapping->host;
 	__u32 dev = inode_dev(host), order;
-	struct pc_stats *st = lookup_dev(dev);
-	if (!st)
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
+	if (!st || light)
 		return 0;
 	__u64 ino = host->i_ino, lo = folio->index;
 	order = folio_order_of(folio);
@@ -338,8 +359,9 @@ int BPF_PROG(pc_delete, struct folio *folio)
 {
 	struct inode *host = folio->mapping->host;
 	__u32 dev = inode_dev(host), order;
-	struct pc_stats *st = lookup_dev(dev);
-	if (!st)
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
+	if (!st || light)
 		return 0;
 	__u64 ino = host->i_ino, lo = folio->index;
 	order = folio_order_of(folio);
@@ -371,8 +393,9 @@ int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long lo, unsi
 {
 	struct inode *host = mapping->host;
 	__u32 dev = inode_dev(host);
-	struct pc_stats *st = lookup_dev(dev);
-	if (!st)
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
+	if (!st || light)
 		return 0;
 	__u64 ino = host->i_ino;
 	struct task_state *ts = task();
@@ -404,11 +427,17 @@ int BPF_PROG(pc_fault, struct address_space *mapping, unsigned long index)
 {
 	struct inode *host = mapping->host;
 	__u32 dev = inode_dev(host);
-	struct pc_stats *st = lookup_dev(dev);
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
 	if (!st)
 		return 0;
 	__u64 ino = host->i_ino;
 	st->faults++;
+	__u32 zero = 0, *ft = bpf_map_lookup_elem(&fault_tid, &zero);
+	if (ft)
+		*ft = (__u32)bpf_get_current_pid_tgid();
+	if (light)
+		return 0;
 	credit(st, dev, ino, index, index);
 	set_demand(dev, ino, index);
 	return 0;
@@ -419,8 +448,9 @@ int BPF_PROG(pc_map_pages, struct address_space *mapping, unsigned long lo, unsi
 {
 	struct inode *host = mapping->host;
 	__u32 dev = inode_dev(host);
-	struct pc_stats *st = lookup_dev(dev);
-	if (!st)
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
+	if (!st || light)
 		return 0;
 	credit(st, dev, host->i_ino, lo, hi);
 	return 0;
@@ -430,10 +460,13 @@ SEC("tp_btf/page_cache_sync_ra")
 int BPF_PROG(pc_sync_ra, struct inode *inode, unsigned long index)
 {
 	__u32 dev = inode->i_sb->s_dev;
-	struct pc_stats *st = lookup_dev(dev);
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
 	if (!st)
 		return 0;
 	st->sync_ra++;
+	if (light)
+		return 0;
 	set_demand(dev, inode->i_ino, index);
 	return 0;
 }
@@ -441,10 +474,13 @@ int BPF_PROG(pc_sync_ra, struct inode *inode, unsigned long index)
 SEC("tp_btf/page_cache_async_ra")
 int BPF_PROG(pc_async_ra, struct inode *inode)
 {
-	struct pc_stats *st = lookup_dev(inode->i_sb->s_dev);
+	int light = 0;
+	struct pc_stats *st = lookup_dev(inode->i_sb->s_dev, &light);
 	if (!st)
 		return 0;
 	st->async_ra++;
+	if (light)
+		return 0;
 	struct task_state *ts = task();
 	if (ts)
 		ts->in_ra_order = 0;
@@ -457,11 +493,20 @@ SEC("tp_btf/page_cache_ra_order")
 int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_ra_state *ra)
 {
 	__u32 dev = inode->i_sb->s_dev;
-	struct pc_stats *st = lookup_dev(dev);
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
 	if (!st)
 		return 0;
 	__u64 ino = inode->i_ino;
 	st->ra_pages += ra->size;
+	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
+	__u32 *ft = bpf_map_lookup_elem(&fault_tid, &zero);
+	if (ft && *ft == tid) {
+		st->around += ra->size;
+		*ft = 0;
+	}
+	if (light)
+		return 0;
 	struct task_state *ts = task();
 	if (ts) {
 		ts->in_ra_order = 1;
@@ -480,8 +525,9 @@ SEC("tp_btf/page_cache_ra_unbounded")
 int BPF_PROG(pc_ra_unbounded, struct inode *inode, unsigned long index, unsigned long nr)
 {
 	__u32 dev = inode->i_sb->s_dev;
-	struct pc_stats *st = lookup_dev(dev);
-	if (!st)
+	int light = 0;
+	struct pc_stats *st = lookup_dev(dev, &light);
+	if (!st || light)
 		return 0;
 	__u64 ino = inode->i_ino;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
