@@ -133,10 +133,13 @@ func (fx *thrashFixture) heavyReader(t *testing.T, a *runningAgent, fio string) 
 	t.Helper()
 	sectors := func() (uint64, error) {
 		b, err := os.ReadFile(filepath.Join("/sys/block", fx.l.Name, "stat"))
-		if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		if err != nil {
+			return 0, err
+		}
+		if f := strings.Fields(string(b)); len(f) >= 3 {
 			return strconv.ParseUint(f[2], 10, 64)
 		}
-		return 0, fmt.Errorf("the stat of %s: %q, %v", fx.l.Name, b, err)
+		return 0, fmt.Errorf("the stat of %s: %q: fewer than 3 fields", fx.l.Name, b)
 	}
 	mustSectors := func() uint64 {
 		n, err := sectors()
