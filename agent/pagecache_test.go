@@ -49,8 +49,9 @@ func TestPageCacheDevs(t *testing.T) {
 
 // TestPageCacheWatchFirstWindow: a device's counts start from zero when it
 // is tracked, so its first window, the agent's first included, is
-// measured, and a device tracked again (after a paused sample) counts
-// from zero again.
+// measured, and a device tracked again (its read-ahead governed again, or
+// back after it was gone) counts from zero again. (A paused device stays
+// tracked, lightly, and its counts go on: pageCacheDevs.)
 func TestPageCacheWatchFirstWindow(t *testing.T) {
 	w := &pageCacheWatch{}
 	w.zeroNew(map[string][]uint32{"sda": {8 << 20, 8<<20 | 1}})
@@ -58,13 +59,13 @@ func TestPageCacheWatchFirstWindow(t *testing.T) {
 	if got := w.window("sda"); !got.Measured || got.UsedPages != 15 || got.WastedPages != 990 {
 		t.Errorf("first window = %+v, want measured, 15 used and 990 wasted", got)
 	}
-	w.zeroNew(map[string][]uint32{}) // paused
+	w.zeroNew(map[string][]uint32{}) // no longer governed
 	if got := w.window("sda"); got.Measured {
 		t.Errorf("a device not tracked: %+v, want not measured", got)
 	}
-	w.zeroNew(map[string][]uint32{"sda": {8 << 20}}) // resumed: the probe restarts from zero
+	w.zeroNew(map[string][]uint32{"sda": {8 << 20}}) // governed again: the probe restarts from zero
 	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 7, WastedPages: 3}})
 	if got := w.window("sda"); !got.Measured || got.UsedPages != 7 || got.WastedPages != 3 {
-		t.Errorf("the window after a resume = %+v, want 7 used and 3 wasted", got)
+		t.Errorf("the window after it was tracked again = %+v, want 7 used and 3 wasted", got)
 	}
 }
