@@ -252,6 +252,11 @@ type windowInput struct {
 	// Sampled: the window was traced for its last part only (sampling.go);
 	// its read-ahead evidence asks for a fully traced window before a cut.
 	Sampled bool
+	// Thrash, when Measured, is the page-cache counts of the thrash
+	// check's interval that ended the window for the device
+	// (thrashcheck.go): the window's waste is taken from it when it is
+	// higher; PageCache still measures the window's used pages.
+	Thrash PageCacheWindow
 }
 
 // deviceController is the per-device state carried between windows.
@@ -452,6 +457,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
 	if c.policy.ReadAhead {
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+		if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
+			c.ra.wastePct, c.ra.wasteOK = w, true
+		}
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {
 		// Only an active cache is judged on these (decide.CacheInput):

@@ -45,6 +45,11 @@ type device struct {
 	// pause on a surge (samplewake.go).
 	reads readWatch
 	wake  wakeState
+	// thrash holds the page-cache counts of the thrash check's interval
+	// that ended the current window for this device (thrashcheck.go),
+	// nil when the window ends otherwise; the window is then evaluated
+	// even over the CPU budget, and decides on their waste.
+	thrash *PageCacheWindow
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -168,7 +173,9 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
-	if !e.budget.allow() {
+	if d.thrash != nil {
+		in.Thrash, d.thrash = *d.thrash, nil
+	} else if !e.budget.allow() {
 		in.Skip = "over the CPU budget"
 	}
 	cpu0, t0 := processCPU(), time.Now()

@@ -45,7 +45,8 @@ func (p PageCacheWindow) WastePct() (float64, bool) {
 // raEvidence is one window's evidence about read-ahead.
 type raEvidence struct {
 	pc PageCacheWindow
-	// wastePct is pc's waste when wasteOK.
+	// wastePct is pc's waste when wasteOK, or the thrash check's
+	// interval's when that is higher (windowInput.Thrash).
 	wastePct float64
 	wasteOK  bool
 	// sharePct is the share of read sectors issued as read-ahead, percent;

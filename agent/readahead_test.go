@@ -165,3 +165,37 @@ func TestCorrectionAfterRefutedSwitch(t *testing.T) {
 		t.Fatalf("switched to %s again despite its correction %.2f: %s", target, f, rep.Action.Reason)
 	}
 }
+
+// TestThrashIntervalDecidesTheWindow: a window whose earlier part ran
+// another load measures 66 % waste over the whole window, which alone
+// asks for a second window before a cut; when the thrash check ended it
+// on an interval of 94 % (windowInput.Thrash), it cuts at once, and the
+// window's own used pages stay the verification's baseline.
+func TestThrashIntervalDecidesTheWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	reqs := raWindow(0, 400, 5120, 2_000_000, false)
+	window := PageCacheWindow{Measured: true, UsedPages: 3400, WastedPages: 6600}
+	interval := PageCacheWindow{Measured: true, UsedPages: 600, WastedPages: 9400}
+	for _, tc := range []struct {
+		name   string
+		thrash PageCacheWindow
+		cut    bool
+	}{
+		{"the window's counts alone", PageCacheWindow{}, false},
+		{"ended by the thrash check", interval, true},
+		{"an interval below the window's waste", PageCacheWindow{Measured: true, UsedPages: 8000, WastedPages: 2000}, false},
+	} {
+		c := raController(t, 2560)
+		c.add(reqs)
+		rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: window, Thrash: tc.thrash})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cut := rep.Action.Kind == ActionApply && rep.Action.Setting.ReadAheadKiB < 2560; cut != tc.cut {
+			t.Errorf("%s: action %+v, want a cut %v", tc.name, rep.Action, tc.cut)
+		}
+		if c.ra.pc.UsedPages != window.UsedPages {
+			t.Errorf("%s: the evidence's used pages %d, want the window's %d", tc.name, c.ra.pc.UsedPages, window.UsedPages)
+		}
+	}
+}

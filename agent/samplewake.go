@@ -25,8 +25,11 @@ package agent
 //
 // If the thrash check then finds the device thrashing, the window ends
 // there and decides on what the probe traced; if not, the device is
-// paused again until its sample, and is not probed again in the window,
-// so a probe costs at most a second of tracing a window. Only devices
+// paused again until its sample. Each count probes a device at most once
+// a window, so the probes cost at most two seconds of tracing a window,
+// and a surge at a workload's start (every workload of the AIR suite
+// begins with one) does not use up the probe of a thrash that follows
+// within the window. Only devices
 // whose read-ahead a thrash could cut now (deviceController.mayCut) are
 // probed, as only they have a decision to gain.
 
@@ -130,15 +133,16 @@ func (a *Agent) readSectors(d *device) (uint64, bool) {
 // wakeState is a device's probe in the current window.
 type wakeState struct {
 	// probing: the device's pause was ended at the last check;
-	// probed: it was probed in this window and not again.
-	probing, probed bool
+	// surged, around: it was probed on a surge of reads, on its faults'
+	// read-around, in this window, and is not again on the same count.
+	probing, surged, around bool
 }
 
 // wakeOnSurge probes, at now, every paused device whose read-ahead a
-// thrash could cut, which was not probed in this window, and whose reads
-// surged since the last check or whose faults read large read-around
-// windows in iv, each device's page-cache counts since the last check
-// (nil when the probe has none).
+// thrash could cut, and whose reads surged since the last check or whose
+// faults read large read-around windows in iv, each device's page-cache
+// counts since the last check (nil when the probe has none), unless that
+// count probed it already in this window.
 func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
 	if len(a.paused) == 0 {
 		return
@@ -148,7 +152,7 @@ func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
 		if !slices.Contains(a.paused, d.sys.Dev) {
 			continue
 		}
-		if !d.ctrl.policy.ReadAhead || d.wake.probed || !d.ctrl.mayCut(d.checkGate(), now) {
+		if !d.ctrl.policy.ReadAhead || (d.wake.surged && d.wake.around) || !d.ctrl.mayCut(d.checkGate(), now) {
 			keep = append(keep, d.sys.Dev)
 			continue
 		}
@@ -156,17 +160,19 @@ func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
 		r, known := d.reads.check(now, s)
 		pc := iv[d.sys.Name]
 		switch {
-		case ok && known && surges(r):
+		case !d.wake.surged && ok && known && surges(r):
+			d.wake.surged = true
 			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
 				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
-		case readsAround(pc, ThrashCheckEvery):
+		case !d.wake.around && readsAround(pc, ThrashCheckEvery):
+			d.wake.around = true
 			a.opt.Log.Info("sample probed early: faults read around", "device", d.sys.Name,
 				"faults", pc.Faults, "aroundKiBPerFault", 4*pc.AroundPages/pc.Faults)
 		default:
 			keep = append(keep, d.sys.Dev)
 			continue
 		}
-		d.wake = wakeState{probing: true, probed: true}
+		d.wake.probing = true
 	}
 	if len(keep) < len(a.paused) {
 		a.setPaused(keep)

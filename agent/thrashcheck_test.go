@@ -262,9 +262,11 @@ func TestReadsAround(t *testing.T) {
 }
 
 // TestWakeOnAround: a paused device whose reads did not surge but whose
-// faults read 2.5 MiB around each is probed; one whose faults read 64 KiB
-// each is not, nor is one whose read-ahead a thrash could not cut now (at
-// the policy's minKiB), whatever its reads and faults.
+// faults read 2.5 MiB around each is probed, though a surge probed it
+// earlier in the window, and not again on its faults in that window; one
+// whose faults read 64 KiB each is not, nor is one whose read-ahead a
+// thrash could not cut now (at the policy's minKiB), whatever its reads
+// and faults.
 func TestWakeOnAround(t *testing.T) {
 	root := t.TempDir()
 	for _, n := range []string{"sda", "sdb", "sdc"} {
@@ -286,15 +288,22 @@ func TestWakeOnAround(t *testing.T) {
 	a.markReads(t0)
 	a.paused = []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
 	thrash := PageCacheWindow{Measured: true, Faults: 300, AroundPages: 300 * 640}
-	a.wakeOnSurge(t0.Add(time.Second), map[string]PageCacheWindow{
+	iv := map[string]PageCacheWindow{
 		"sda": thrash,
 		"sdb": {Measured: true, Faults: 3000, AroundPages: 3000 * 16},
 		"sdc": thrash,
-	})
+	}
+	sda.wake.surged = true // a surge probed it earlier in the window
+	a.wakeOnSurge(t0.Add(time.Second), iv)
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
 		t.Errorf("paused: %v, want %v (sda probed)", tr.paused, want)
 	}
-	if !sda.wake.probing || sdb.wake.probed || sdc.wake.probed {
+	if !sda.wake.probing || !sda.wake.around || sdb.wake.around || sdc.wake.around {
 		t.Errorf("wake states sda %+v sdb %+v sdc %+v, want sda probing alone", sda.wake, sdb.wake, sdc.wake)
+	}
+	a.endProbes(t0.Add(2*time.Second), t0.Add(4*time.Second))
+	a.wakeOnSurge(t0.Add(2*time.Second), iv)
+	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev, sda.sys.Dev}; !slices.Equal(tr.paused, want) {
+		t.Errorf("paused after the probe: %v, want %v (sda probed on its faults once a window)", tr.paused, want)
 	}
 }
