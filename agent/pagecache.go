@@ -124,6 +124,8 @@ func (w *pageCacheWatch) window(name string) PageCacheWindow {
 		out.WastedPages += d.WastedPages
 		out.Faults += d.MmapFaults
 		out.AroundPages += d.AroundPages
+		out.MappedPages += d.MappedPages
+		out.AsyncReadAhead += d.AsyncReadAhead
 	}
 	return out
 }

@@ -199,3 +199,30 @@ func TestThrashIntervalDecidesTheWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestPageCacheWindowWaste: pages that fault-around mapped and nothing
+// else touched count as wasted when the window's faults are random mmap
+// reads (64 faults or more, under one asynchronous read-ahead in 8), and
+// as used otherwise.
+func TestPageCacheWindowWaste(t *testing.T) {
+	// MEM at 128 KiB in one second, sampled 1 in 8: 2,700 faults, 32
+	// pages read around each, 16 of them mapped.
+	mem := PageCacheWindow{Measured: true, UsedPages: 5700, WastedPages: 4000, MappedPages: 5400, Faults: 2700}
+	for _, tc := range []struct {
+		name string
+		pc   PageCacheWindow
+		want float64
+	}{
+		{"random mmap reads", mem, 100 * 9400.0 / 9700},
+		{"sequential mmap reads", func() PageCacheWindow { p := mem; p.AsyncReadAhead = 2700; return p }(), 100 * 4000.0 / 9700},
+		{"one asynchronous read-ahead in 8 faults", func() PageCacheWindow { p := mem; p.AsyncReadAhead = 2700/8 + 1; return p }(), 100 * 4000.0 / 9700},
+		{"too few faults", func() PageCacheWindow { p := mem; p.Faults = RandomMinFaults - 1; return p }(), 100 * 4000.0 / 9700},
+		{"read() alone", PageCacheWindow{Measured: true, UsedPages: 9000, WastedPages: 1000}, 10},
+		{"more mapped than used", PageCacheWindow{Measured: true, UsedPages: 300, WastedPages: 700, MappedPages: 900, Faults: 100}, 100},
+	} {
+		got, ok := tc.pc.WastePct()
+		if !ok || got < tc.want-0.01 || got > tc.want+0.01 {
+			t.Errorf("%s: waste %.2f%% (%v), want %.2f%%", tc.name, got, ok, tc.want)
+		}
+	}
+}

@@ -140,6 +140,8 @@ func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats) map[string
 			pc.WastedPages += d.WastedPages
 			pc.Faults += d.MmapFaults
 			pc.AroundPages += d.AroundPages
+			pc.MappedPages += d.MappedPages
+			pc.AsyncReadAhead += d.AsyncReadAhead
 		}
 		out[name] = pc
 	}

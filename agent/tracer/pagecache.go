@@ -69,6 +69,13 @@ type PageCacheStats struct {
 	// missed the page cache (do_sync_mmap_readahead, mm/filemap.c)
 	// (pages; part of ReadAheadPages).
 	AroundPages uint64
+	// MappedPages are the used pages whose first access was fault-around
+	// mapping them into a process (mm_filemap_map_pages), not a read()
+	// or a fault on them: no event tells whether the process then
+	// touched them (pages; part of UsedPages).
+	MappedPages uint64
+	// MapEvents count fault-around mappings (events).
+	MapEvents uint64
 }
 
 // Sub returns s - prev, field by field: the counts of a window when prev
@@ -91,6 +98,8 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		MmapFaults:     d(s.MmapFaults, prev.MmapFaults),
 		UnwalkedPages:  d(s.UnwalkedPages, prev.UnwalkedPages),
 		AroundPages:    d(s.AroundPages, prev.AroundPages),
+		MappedPages:    d(s.MappedPages, prev.MappedPages),
+		MapEvents:      d(s.MapEvents, prev.MapEvents),
 	}
 }
 

@@ -342,6 +342,8 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.MmapFaults += c.Faults
 			s.UnwalkedPages += c.Unwalked
 			s.AroundPages += c.Around
+			s.MappedPages += c.Mapped
+			s.MapEvents += c.MapEvents
 		}
 		out[dev] = s
 	}

@@ -92,6 +92,15 @@ func TestPageCacheChild(t *testing.T) {
 			copy(buf[:4096], m[off:off+4096])
 			sum ^= buf[0]
 		}
+	case "mmapseq":
+		m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = unix.Munmap(m) }()
+		for off := 0; off < len(m); off += 4096 {
+			sum ^= m[off]
+		}
 	case "read":
 		for {
 			n, err := f.Read(buf)
@@ -170,8 +179,8 @@ func (fx *pcFixture) phases(t *testing.T, ps []*PageCacheProbe, procs, spec stri
 	for i, p := range ps {
 		d := pcStats(t, p, fx.dev).Sub(before[i])
 		w, ok := d.WastePct()
-		t.Logf("%s, probe %d: added %d used %d wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d (read-around %d), mmap faults %d, unwalked %d",
-			spec, i, d.AddedPages, d.UsedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.AroundPages, d.MmapFaults, d.UnwalkedPages)
+		t.Logf("%s, probe %d: added %d used %d (mapped %d) wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d (read-around %d), mmap faults %d, fault-around %d, unwalked %d",
+			spec, i, d.AddedPages, d.UsedPages, d.MappedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.AroundPages, d.MmapFaults, d.MapEvents, d.UnwalkedPages)
 		out[i] = d
 	}
 	return out
@@ -210,7 +219,8 @@ func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 // TestPageCacheWaste checks the probe's read-ahead waste on an ext4 file
 // system with read_ahead_kb 2560, in a 256 MiB memory cgroup: random 4 KiB
 // reads through mmap waste most of the read-around (> 90 %), sequential
-// read() almost nothing (< 5 %). Two probes count the same I/O at once:
+// read() almost nothing (< 5 %), and so does a sequential mmap reader
+// (91 % before the asynchronous read-ahead credited the pages it passed). Two probes count the same I/O at once:
 // one following every page, and one following 1 in PageCacheSampleEvery
 // chunks (the agent's), whose ratios must meet the same bounds. A third
 // probe follows every page too, with eight other devices tracked before
@@ -261,6 +271,21 @@ func TestPageCacheWaste(t *testing.T) {
 	}
 	if seq[0].UsedPages < 9*filePages/10 {
 		t.Errorf("sequential read(): %d pages used, want ≥ 90%% of the file's %d", seq[0].UsedPages, filePages)
+	}
+	// The agent tells random mmap reads, whose fault-around mapped pages
+	// it counts as unused (agent.PageCacheWindow.WastePct), by fewer than
+	// one asynchronous read-ahead in 8 faults that missed: a sequential
+	// mmap reader reaches the PG_readahead page of about every window.
+	if r := mm[0]; 8*r.AsyncReadAhead > r.MmapFaults || r.MappedPages == 0 {
+		t.Errorf("random mmap reads: %d asynchronous read-aheads, %d pages first mapped, for %d faults; want under 1 in 8, and pages mapped",
+			r.AsyncReadAhead, r.MappedPages, r.MmapFaults)
+	}
+	// A sequential mmap reader touches most pages through minor faults
+	// that fire no event; the asynchronous read-ahead credits them.
+	ms := fx.phases(t, probes[:1], procs, "mmapseq:"+fx.data)[0]
+	if w, ok := ms.WastePct(); !ok || w >= 5 || 8*ms.AsyncReadAhead <= ms.MmapFaults {
+		t.Errorf("sequential mmap reads: waste %.2f%% (measured %v), %d asynchronous read-aheads for %d faults; want < 5%% and more than 1 in 8",
+			w, ok, ms.AsyncReadAhead, ms.MmapFaults)
 	}
 	// The sample is about 1 in 8 chunks; the hash must not pick far fewer.
 	if want := uint64(filePages / PageCacheSampleEvery); seq[1].UsedPages < want*6/10 || seq[1].UsedPages > want*14/10 {

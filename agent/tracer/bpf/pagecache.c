@@ -76,6 +76,8 @@ struct pc_stats {
 	__u64 faults;     // mm_filemap_fault events
 	__u64 unwalked;   // pages of events beyond MAX_CHUNKS chunks (not followed)
 	__u64 around;     // pages of the read-ahead windows a fault read (mmap read-around)
+	__u64 mapped;     // of used, pages first accessed by fault-around mapping them
+	__u64 map_events; // mm_filemap_map_pages events (fault-around)
 };
 
 struct chunk_key {
@@ -259,11 +261,13 @@ static __always_inline __u64 walk_end(struct pc_stats *st, __u64 lo, __u64 hi)
 }
 
 // credit marks pages lo..hi of (dev, ino) accessed; those added while
-// traced and not accessed before count as used.
-static __always_inline void credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi)
+// traced and not accessed before count as used, and their number is
+// returned.
+static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi)
 {
+	__u64 n = 0;
 	if (hi < lo)
-		return;
+		return 0;
 	struct chunk_key k = {.ino = ino, .dev = dev};
 	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
 	for (int i = 0; i < MAX_CHUNKS; i++) {
@@ -280,8 +284,10 @@ static __always_inline void credit(struct pc_stats *st, __u32 dev, __u64 ino, __
 		if (!want)
 			continue;
 		__u32 old = __sync_fetch_and_or(&v->bits, want << 16);
-		st->used += pop16(want & ~(old >> 16) & 0xffff);
+		n += pop16(want & ~(old >> 16) & 0xffff);
 	}
+	st->used += n;
+	return n;
 }
 
 static __always_inline struct task_state *task(void)
@@ -452,7 +458,8 @@ int BPF_PROG(pc_map_pages, struct address_space *mapping, unsigned long lo, unsi
 	struct pc_stats *st = lookup_dev(dev, &light);
 	if (!st || light)
 		return 0;
-	credit(st, dev, host->i_ino, lo, hi);
+	st->map_events++;
+	st->mapped += credit(st, dev, host->i_ino, lo, hi);
 	return 0;
 }
 
@@ -471,11 +478,22 @@ int BPF_PROG(pc_sync_ra, struct inode *inode, unsigned long index)
 	return 0;
 }
 
+// page_cache_async_ra fires when a reader reaches a page marked
+// PG_readahead (index), before the next window is read: when the page is
+// in the file's current window (ra), the kernel's own evidence that the
+// reader came sequentially through the window before it, whose ra->size
+// pages before index are then credited as used. A sequential mmap reader
+// touches most of its pages with no event at all (minor faults that map
+// a whole large folio, in filemap_fault's finish_fault, fire none), and
+// would look wasteful without it. A random reader that lands on the
+// marked page of an older window (its file's window is the last
+// read-around, elsewhere) credits nothing.
 SEC("tp_btf/page_cache_async_ra")
-int BPF_PROG(pc_async_ra, struct inode *inode)
+int BPF_PROG(pc_async_ra, struct inode *inode, unsigned long index, struct file_ra_state *ra)
 {
+	__u32 dev = inode->i_sb->s_dev;
 	int light = 0;
-	struct pc_stats *st = lookup_dev(inode->i_sb->s_dev, &light);
+	struct pc_stats *st = lookup_dev(dev, &light);
 	if (!st)
 		return 0;
 	st->async_ra++;
@@ -484,6 +502,13 @@ int BPF_PROG(pc_async_ra, struct inode *inode)
 	struct task_state *ts = task();
 	if (ts)
 		ts->in_ra_order = 0;
+	__u64 start = ra->start, size = ra->size;
+	if (index < start || index >= start + size)
+		return 0;
+	if (size > index)
+		size = index;
+	if (size)
+		credit(st, dev, inode->i_ino, index - size, index - 1);
 	return 0;
 }
 
