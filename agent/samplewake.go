@@ -29,9 +29,9 @@ package agent
 // a window, so the probes cost at most two seconds of tracing a window,
 // and a surge at a workload's start (every workload of the AIR suite
 // begins with one) does not use up the probe of a thrash that follows
-// within the window. Only devices
-// whose read-ahead a thrash could cut now (deviceController.mayCut) are
-// probed, as only they have a decision to gain.
+// within the window. Only devices whose read-ahead a thrash could cut now
+// (deviceController.mayCut) are probed, as only they have a decision to
+// gain.
 
 import (
 	"slices"
@@ -52,9 +52,10 @@ const (
 	// a check's interval must have for their read-around to be probed.
 	AroundMinFaults = 32
 	// AroundMinPagesPerFault is the least mean read-around window of
-	// those faults, pages (4 KiB): 256 KiB, at or above which random
-	// mmap reads in a memory-limited container thrashed the page cache
-	// in the decision-quality benchmark.
+	// those faults, pages (4 KiB): 256 KiB, a tenth of the 2560 KiB at
+	// which MEM's random mmap reads thrash its cgroup's page cache
+	// (docs/bench-decisions.md); at 128 KiB and below, where the thrash
+	// check's cuts leave a device, no probe is asked for.
 	AroundMinPagesPerFault = 64
 )
 
