@@ -472,7 +472,7 @@ func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
 		caches: a.opt.Caches, hostRoot: a.opt.HostRoot}
 	if a.pcache != nil {
-		if err := a.pcache.read(); err != nil {
+		if err := a.pcache.read(now); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")
 		} else {
 			env.pageCache = a.pcache.window

@@ -9,6 +9,7 @@ package agent
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -23,8 +24,9 @@ type pageCacheWatch struct {
 	devs      map[string][]uint32
 	prev, cur map[uint32]tracer.PageCacheStats
 	// checked are the counts at the last thrash check or window end
-	// (thrashcheck.go).
-	checked map[uint32]tracer.PageCacheStats
+	// (thrashcheck.go), taken at checkedAt.
+	checked   map[uint32]tracer.PageCacheStats
+	checkedAt time.Time
 }
 
 // track makes the probe count the file systems of pageCacheDevs(devs),
@@ -90,20 +92,20 @@ func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (byName map
 	return byName, all, light
 }
 
-// read takes the counters at the end of a window; the window of a device
-// is then cur − prev.
-func (w *pageCacheWatch) read() error {
+// read takes the counters at the end of a window, at now; the window of a
+// device is then cur − prev.
+func (w *pageCacheWatch) read(now time.Time) error {
 	s, err := w.p.Stats()
 	if err != nil {
 		return fmt.Errorf("page-cache probe: %w", err)
 	}
-	w.advance(s)
+	w.advance(s, now)
 	return nil
 }
 
-// advance ends a window at the probe's counts s.
-func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats) {
-	w.prev, w.cur, w.checked = w.cur, s, s
+// advance ends a window at now, at the probe's counts s.
+func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats, now time.Time) {
+	w.prev, w.cur, w.checked, w.checkedAt = w.cur, s, s, now
 }
 
 // window is device name's counts since the previous read, or since it
@@ -113,13 +115,20 @@ func (w *pageCacheWatch) window(name string) PageCacheWindow {
 	if !ok || w.prev == nil {
 		return PageCacheWindow{}
 	}
+	return countsSince(ids, w.cur, w.prev)
+}
+
+// countsSince sums, over the s_dev values ids (a disk and its
+// partitions), each one's counts in cur less those in base (zero when
+// absent); an id absent from cur adds nothing.
+func countsSince(ids []uint32, cur, base map[uint32]tracer.PageCacheStats) PageCacheWindow {
 	out := PageCacheWindow{Measured: true}
 	for _, id := range ids {
-		cur, ok := w.cur[id]
+		c, ok := cur[id]
 		if !ok {
 			continue
 		}
-		d := cur.Sub(w.prev[id])
+		d := c.Sub(base[id])
 		out.UsedPages += d.UsedPages
 		out.WastedPages += d.WastedPages
 		out.Faults += d.MmapFaults

@@ -141,10 +141,10 @@ type wakeState struct {
 
 // wakeOnSurge probes, at now, every paused device whose read-ahead a
 // thrash could cut, and whose reads surged since the last check or whose
-// faults read large read-around windows in iv, each device's page-cache
-// counts since the last check (nil when the probe has none), unless that
-// count probed it already in this window.
-func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
+// faults read large read-around windows in iv, the devices' page-cache
+// counts since the last check (empty when the probe has none), unless
+// that count probed it already in this window.
+func (a *Agent) wakeOnSurge(now time.Time, iv pcInterval) {
 	if len(a.paused) == 0 {
 		return
 	}
@@ -159,13 +159,13 @@ func (a *Agent) wakeOnSurge(now time.Time, iv map[string]PageCacheWindow) {
 		}
 		s, ok := a.readSectors(d)
 		r, known := d.reads.check(now, s)
-		pc := iv[d.sys.Name]
+		pc := iv.devs[d.sys.Name]
 		switch {
 		case !d.wake.surged && ok && known && surges(r):
 			d.wake.surged = true
 			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
 				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
-		case !d.wake.around && readsAround(pc, ThrashCheckEvery):
+		case !d.wake.around && readsAround(pc, iv.el):
 			d.wake.around = true
 			a.opt.Log.Info("sample probed early: faults read around", "device", d.sys.Name,
 				"faults", pc.Faults, "aroundKiBPerFault", 4*pc.AroundPages/pc.Faults)

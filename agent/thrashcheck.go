@@ -92,22 +92,22 @@ func (c *deviceController) readAheadInput(wastePct float64, measured bool) decid
 // thrashing is the thrash check at now of the window that began at
 // start: it reports whether a device's read-ahead thrashes so that its
 // window should end now, and returns each device's page-cache counts
-// since the last check (nil when there are none).
-func (a *Agent) thrashing(now, start time.Time) (bool, map[string]PageCacheWindow) {
+// since the last check (none when the probe has none).
+func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 	if a.pcache == nil || now.Sub(start) < ThrashCheckEvery {
-		return false, nil
+		return false, pcInterval{}
 	}
 	s, err := a.pcache.p.Stats()
 	if err != nil {
-		return false, nil // the window's end reads them again and logs the error
+		return false, pcInterval{} // the window's end reads them again and logs the error
 	}
-	iv := a.pcache.interval(s)
+	iv := a.pcache.interval(s, now)
 	thrash := false
 	for _, d := range a.devs {
 		if d.status.Gone != "" {
 			continue
 		}
-		pc, ok := iv[d.sys.Name]
+		pc, ok := iv.devs[d.sys.Name]
 		if !ok {
 			continue
 		}
@@ -123,30 +123,26 @@ func (a *Agent) thrashing(now, start time.Time) (bool, map[string]PageCacheWindo
 	return thrash, iv
 }
 
+// pcInterval is each tracked device's page-cache counts over a check's
+// interval, of el: from the last check or window end to the check.
+type pcInterval struct {
+	devs map[string]PageCacheWindow
+	el   time.Duration
+}
+
 // interval is each tracked device's counts between the last check (or
-// window end) and the probe's counts s, which the next interval starts
-// from.
-func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats) map[string]PageCacheWindow {
-	out := make(map[string]PageCacheWindow, len(w.devs))
-	for name, ids := range w.devs {
-		pc := PageCacheWindow{Measured: true}
-		for _, id := range ids {
-			cur, ok := s[id]
-			if !ok {
-				continue
-			}
-			d := cur.Sub(w.checked[id])
-			pc.UsedPages += d.UsedPages
-			pc.WastedPages += d.WastedPages
-			pc.Faults += d.MmapFaults
-			pc.AroundPages += d.AroundPages
-			pc.MappedPages += d.MappedPages
-			pc.AsyncReadAhead += d.AsyncReadAhead
-		}
-		out[name] = pc
+// window end) and the probe's counts s, taken at now, which the next
+// interval starts from.
+func (w *pageCacheWatch) interval(s map[uint32]tracer.PageCacheStats, now time.Time) pcInterval {
+	iv := pcInterval{devs: make(map[string]PageCacheWindow, len(w.devs))}
+	if !w.checkedAt.IsZero() {
+		iv.el = now.Sub(w.checkedAt)
 	}
-	w.checked = s
-	return out
+	for name, ids := range w.devs {
+		iv.devs[name] = countsSince(ids, s, w.checked)
+	}
+	w.checked, w.checkedAt = s, now
+	return iv
 }
 
 // checkGate is the device's gate at a thrash check: its policy's pause

@@ -78,28 +78,38 @@ func TestPageCacheWatchInterval(t *testing.T) {
 	const sda, sdb = 8 << 20, 8<<20 | 16
 	w := &pageCacheWatch{}
 	w.zeroNew(map[string][]uint32{"sda": {sda}})
-	iv := w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 10, WastedPages: 90}})
-	if got := iv["sda"]; !got.Measured || got.UsedPages != 10 || got.WastedPages != 90 {
+	t0 := time.Unix(1000, 0)
+	iv := w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 10, WastedPages: 90}}, t0)
+	if iv.el != 0 {
+		t.Errorf("first interval's length = %v, want 0 (no check or window end before it)", iv.el)
+	}
+	if got := iv.devs["sda"]; !got.Measured || got.UsedPages != 10 || got.WastedPages != 90 {
 		t.Errorf("first interval = %+v, want 10 used and 90 wasted", got)
 	}
-	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 15, WastedPages: 190}})
-	if got := iv["sda"]; got.UsedPages != 5 || got.WastedPages != 100 {
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 15, WastedPages: 190}}, t0.Add(time.Second))
+	if iv.el != time.Second {
+		t.Errorf("second interval's length = %v, want 1s", iv.el)
+	}
+	if got := iv.devs["sda"]; got.UsedPages != 5 || got.WastedPages != 100 {
 		t.Errorf("second interval = %+v, want 5 used and 100 wasted", got)
 	}
-	w.advance(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 20, WastedPages: 200}}) // a window ends
+	w.advance(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 20, WastedPages: 200}}, t0.Add(1500*time.Millisecond)) // a window ends
 	if got := w.window("sda"); got.UsedPages != 20 || got.WastedPages != 200 {
 		t.Errorf("the window = %+v, want all of its counts, checks or not", got)
 	}
-	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 21, WastedPages: 260}})
-	if got := iv["sda"]; got.UsedPages != 1 || got.WastedPages != 60 {
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 21, WastedPages: 260}}, t0.Add(3500*time.Millisecond))
+	if iv.el != 2*time.Second {
+		t.Errorf("the interval after the window's end lasted %v, want 2s (from the window's end)", iv.el)
+	}
+	if got := iv.devs["sda"]; got.UsedPages != 1 || got.WastedPages != 60 {
 		t.Errorf("the interval after the window's end = %+v, want 1 used and 60 wasted", got)
 	}
 	w.zeroNew(map[string][]uint32{"sda": {sda}, "sdb": {sdb}})
-	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 22, WastedPages: 260}, sdb: {UsedPages: 3, WastedPages: 4}})
-	if got := iv["sdb"]; got.UsedPages != 3 || got.WastedPages != 4 {
+	iv = w.interval(map[uint32]tracer.PageCacheStats{sda: {UsedPages: 22, WastedPages: 260}, sdb: {UsedPages: 3, WastedPages: 4}}, t0.Add(4500*time.Millisecond))
+	if got := iv.devs["sdb"]; got.UsedPages != 3 || got.WastedPages != 4 {
 		t.Errorf("a device tracked anew = %+v, want its counts from zero", got)
 	}
-	if _, ok := iv["sdc"]; ok {
+	if _, ok := iv.devs["sdc"]; ok {
 		t.Error("an untracked device has an interval")
 	}
 }
@@ -211,13 +221,13 @@ func TestWakeOnSurge(t *testing.T) {
 	a.markReads(t0)
 	a.paused = slices.Clone(all)
 	surge(time.Second)
-	a.wakeOnSurge(t0.Add(time.Second), nil)
+	a.wakeOnSurge(t0.Add(time.Second), pcInterval{})
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) || !slices.Equal(a.paused, want) {
 		t.Errorf("paused after the surge: tracer %v, agent %v; want %v (sda probed)", tr.paused, a.paused, want)
 	}
 	surge(2 * time.Second)
 	a.endProbes(t0.Add(2*time.Second), sampleAt)
-	a.wakeOnSurge(t0.Add(2*time.Second), nil)
+	a.wakeOnSurge(t0.Add(2*time.Second), pcInterval{})
 	if got := slices.Sorted(slices.Values(tr.paused)); !slices.Equal(got, all) {
 		t.Errorf("paused after the probe: %v, want all again %v (sda probed once a window)", tr.paused, all)
 	}
@@ -225,7 +235,7 @@ func TestWakeOnSurge(t *testing.T) {
 		d.wake = wakeState{} // a new window (startSamples)
 	}
 	surge(3 * time.Second)
-	a.wakeOnSurge(t0.Add(3*time.Second), nil)
+	a.wakeOnSurge(t0.Add(3*time.Second), pcInterval{})
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
 		t.Errorf("paused in a new window's surge: %v, want %v", tr.paused, want)
 	}
@@ -288,11 +298,11 @@ func TestWakeOnAround(t *testing.T) {
 	a.markReads(t0)
 	a.paused = []uint32{sda.sys.Dev, sdb.sys.Dev, sdc.sys.Dev}
 	thrash := PageCacheWindow{Measured: true, Faults: 300, AroundPages: 300 * 640}
-	iv := map[string]PageCacheWindow{
+	iv := pcInterval{el: time.Second, devs: map[string]PageCacheWindow{
 		"sda": thrash,
 		"sdb": {Measured: true, Faults: 3000, AroundPages: 3000 * 16},
 		"sdc": thrash,
-	}
+	}}
 	sda.wake.surged = true // a surge probed it earlier in the window
 	a.wakeOnSurge(t0.Add(time.Second), iv)
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
