@@ -375,8 +375,9 @@ func (a *Agent) loop(ctx context.Context) error {
 			}
 		case <-resume.C:
 			a.resumeSamples()
-		case now := <-check:
-			if a.check(ctx, now, &clk) {
+		case <-check:
+			// The time the counts are read at, not the tick's (readSectors).
+			if a.check(ctx, time.Now(), &clk) {
 				ticker.Reset(a.window)
 			}
 		case now := <-ticker.C:
@@ -429,7 +430,7 @@ func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock)
 	a.budget.refill(now.Sub(clk.start))
 	a.budget.spend(processCPU() - clk.cpuMark)
 	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
-	a.markReads(now)
+	a.markReads(time.Now()) // after the evaluation: not the tick's time (readSectors)
 	if clk.sampleAt = a.startSamples(now); !clk.sampleAt.IsZero() {
 		clk.resume.Reset(time.Until(clk.sampleAt))
 	}
@@ -472,7 +473,7 @@ func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
 		caches: a.opt.Caches, hostRoot: a.opt.HostRoot}
 	if a.pcache != nil {
-		if err := a.pcache.read(now); err != nil {
+		if err := a.pcache.read(time.Now()); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")
 		} else {
 			env.pageCache = a.pcache.window

@@ -166,6 +166,16 @@ func TestReadWatch(t *testing.T) {
 	if w.windowRate != 20000 {
 		t.Errorf("window rate %v, want 20000 sectors/s (the window's, checks or not)", w.windowRate)
 	}
+	// A check 10 ms after the window's end (its tick waited behind the
+	// evaluation) knows no rate: 5,000 sectors in 10 ms is not a surge of
+	// 500,000 sectors/s. The next check takes the whole interval.
+	if r, known := w.check(t0.Add(10*time.Second+10*time.Millisecond), 110100); known {
+		t.Errorf("a check 10 ms after the last = %+v, want no rate", r)
+	}
+	r, known = w.check(t0.Add(11*time.Second), 125100)
+	if !known || r.Interval != 20000 {
+		t.Errorf("the check after it = %+v (known %v), want 20000 sectors/s over the second since the window's end", r, known)
+	}
 }
 
 // pauseTracer records the devices SetPaused was last given.
@@ -263,6 +273,8 @@ func TestReadsAround(t *testing.T) {
 		{"under 8 MiB/s", 40, 40 * 64, 2 * time.Second, false},
 		{"no faults", 0, 0, time.Second, false},
 		{"no time", 300, 300 * 640, 0, false},
+		{"an interval too short to divide", 300, 300 * 640, MinCheckInterval - time.Millisecond, false},
+		{"the shortest interval", 300, 300 * 640, MinCheckInterval, true},
 	} {
 		pc := PageCacheWindow{Measured: true, Faults: c.faults, AroundPages: c.around}
 		if got := readsAround(pc, c.el); got != c.want {
