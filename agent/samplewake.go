@@ -69,8 +69,9 @@ type readRates struct {
 	// Window is the rate over the last whole window (0 before the first
 	// window's end).
 	Window float64
-	// Interval is the rate since the last check (or window end).
+	// Interval is the rate since the last check (or window end), over El.
 	Interval float64
+	El       time.Duration
 }
 
 // surges reports whether r is a surge of reads: an interval rate of at
@@ -119,7 +120,7 @@ func (w *readWatch) check(now time.Time, s uint64) (readRates, bool) {
 	if now.Sub(w.at) < MinCheckInterval {
 		return readRates{}, false
 	}
-	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s)}
+	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s), El: now.Sub(w.at)}
 	w.at, w.sectors = now, s
 	return r, true
 }
@@ -180,7 +181,7 @@ func (a *Agent) wakeOnSurge(now time.Time, iv pcInterval) {
 		case !d.wake.surged && ok && known && surges(r):
 			d.wake.surged = true
 			a.opt.Log.Info("sample probed early: reads surged", "device", d.sys.Name,
-				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048)
+				"readMiBPerSec", r.Interval/2048, "windowMiBPerSec", r.Window/2048, "over", r.El.Round(time.Millisecond))
 		case !d.wake.around && readsAround(pc, iv.el):
 			d.wake.around = true
 			a.opt.Log.Info("sample probed early: faults read around", "device", d.sys.Name,
