@@ -69,7 +69,8 @@ type readRates struct {
 	// Window is the rate over the last whole window (0 before the first
 	// window's end).
 	Window float64
-	// Interval is the rate since the last check (or window end), over El.
+	// Interval is the rate since the last check (or window end), over
+	// the interval's length El.
 	Interval float64
 	El       time.Duration
 }
@@ -117,10 +118,11 @@ func (w *readWatch) check(now time.Time, s uint64) (readRates, bool) {
 		w.known, w.at, w.windowAt, w.sectors, w.wSector = true, now, now, s, s
 		return readRates{}, false
 	}
-	if now.Sub(w.at) < MinCheckInterval {
+	el := now.Sub(w.at)
+	if el < MinCheckInterval {
 		return readRates{}, false
 	}
-	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s), El: now.Sub(w.at)}
+	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s), El: el}
 	w.at, w.sectors = now, s
 	return r, true
 }
@@ -156,11 +158,11 @@ type wakeState struct {
 }
 
 // wakeOnSurge probes, at now (the time its read counts are read at),
-// every paused device whose read-ahead a
-// thrash could cut, and whose reads surged since the last check or whose
-// faults read large read-around windows in iv, the devices' page-cache
-// counts since the last check (empty when the probe has none), unless
-// that count probed it already in this window.
+// every paused device whose read-ahead a thrash could cut, and whose
+// reads surged since the last check or whose faults read large
+// read-around windows in iv, the devices' page-cache counts since the
+// last check (empty when the probe has none), unless that count probed
+// it already in this window.
 func (a *Agent) wakeOnSurge(now time.Time, iv pcInterval) {
 	if len(a.paused) == 0 {
 		return

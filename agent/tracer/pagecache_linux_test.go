@@ -220,12 +220,13 @@ func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 // system with read_ahead_kb 2560, in a 256 MiB memory cgroup: random 4 KiB
 // reads through mmap waste most of the read-around (> 90 %), sequential
 // read() almost nothing (< 5 %), and so does a sequential mmap reader
-// (91 % before the asynchronous read-ahead credited the pages it passed). Two probes count the same I/O at once:
-// one following every page, and one following 1 in PageCacheSampleEvery
-// chunks (the agent's), whose ratios must meet the same bounds. A third
-// probe follows every page too, with eight other devices tracked before
-// the file system's, which its programs then find in the hash map, not
-// the array: it must count what the first one counts.
+// (91 % before the asynchronous read-ahead credited the pages it
+// passed). Two probes count the same I/O at once: one following every
+// page, and one following 1 in PageCacheSampleEvery chunks (the
+// agent's), whose ratios must meet the same bounds. A third probe follows
+// every page too, with eight other devices tracked before the file
+// system's, which its programs then find in the hash map, not the array:
+// it must count what the first one counts.
 func TestPageCacheWaste(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
 	exact, sampled, many := newProbe(t, 1), newProbe(t, PageCacheSampleEvery), newProbe(t, 1)
