@@ -329,6 +329,7 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
 		m.SetServers(model.EstimateServers(reqs))
 		c.replaceModel(m, fmt.Sprintf("modelled as ssd: two windows ran above the caps of %s", old))
+		c.throttleOver = false
 		return true
 	}
 	c.throttleCaps = t
@@ -360,6 +361,22 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 func (c *deviceController) replaceModel(m *model.Model, note string) {
 	c.model, c.disk, c.note = m, m.NewDisk(0), note
 	c.bias, c.biasKnown = 1, false
+}
+
+// capsPending reports whether the last window showed what checkThrottle
+// needs the next window to confirm: caps the model does not have, or a
+// throttled device running well above its caps. The next window is then
+// traced whole (sampleNext). Caps that move from window to window keep
+// the windows whole, at the tracing's cost only: nothing is decided on
+// them.
+func (c *deviceController) capsPending() bool {
+	if c.throttleOver {
+		return true
+	}
+	if !c.throttleCaps.Enabled() {
+		return false
+	}
+	return c.model.Class() != model.Throttled || capsMoved(c.model.Throttle(), c.throttleCaps)
 }
 
 // capsMoved reports whether a cap of now appeared, went, or moved by more

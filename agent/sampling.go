@@ -24,7 +24,10 @@ package agent
 // verified on whole windows. A sample's read-ahead waste cuts at once as a
 // whole window's does (chooseReadAhead: a sample can only understate it),
 // and a scheduler switch a sample decides needs the next, whole, window to
-// decide it too (confirmSwitch). A surge of a paused device's reads is
+// decide it too (confirmSwitch). Caps of a token bucket that one window
+// showed are confirmed on the next, whole, window too (checkThrottle): a
+// sample of a second holds too few phases of a varied load to show both
+// caps. A surge of a paused device's reads is
 // probed for a second (samplewake.go), so that read-ahead that thrashes
 // is seen before the sample. A device whose
 // policy governs a cache is traced whole: the simulated cache is carried
@@ -59,8 +62,11 @@ type sampleInput struct {
 	// Verifying: a scheduler or read-ahead change is being verified.
 	Verifying bool
 	// Proposed: a switch awaits the next window's confirmation;
-	// RAPending: a read-ahead change awaits the next window's agreement.
-	Proposed, RAPending bool
+	// RAPending: a read-ahead change awaits the next window's agreement;
+	// CapsPending: a token bucket's caps, or a throttled device running
+	// above its caps, await the next window's confirmation
+	// (deviceController.capsPending).
+	Proposed, RAPending, CapsPending bool
 	// Cache: the policy governs a cache in front of the device.
 	Cache bool
 }
@@ -68,8 +74,8 @@ type sampleInput struct {
 // sampleNext reports whether a device's next window may be traced in
 // part.
 func sampleNext(in sampleInput) bool {
-	return in.Enabled && in.Calibrated && !in.Verifying && !in.Proposed && !in.RAPending && !in.Cache &&
-		in.Settled >= SettleWindows
+	return in.Enabled && in.Calibrated && !in.Verifying && !in.Proposed && !in.RAPending && !in.CapsPending &&
+		!in.Cache && in.Settled >= SettleWindows
 }
 
 // settledWindow reports whether a window left the device settled: it
@@ -154,7 +160,8 @@ func (c *deviceController) sampleInput(enabled, cache bool) sampleInput {
 	return sampleInput{
 		Enabled: enabled, Settled: c.settled, Calibrated: c.calibrated,
 		Verifying: c.verify != nil || c.raVerify != nil,
-		Proposed:  c.proposed != "", RAPending: c.raPending != 0, Cache: cache,
+		Proposed:  c.proposed != "", RAPending: c.raPending != 0, CapsPending: c.capsPending(),
+		Cache: cache,
 	}
 }
 

@@ -28,6 +28,7 @@ func TestSampleNext(t *testing.T) {
 		{"verifying a change", with(func(in *sampleInput) { in.Verifying = true }), false},
 		{"a switch awaits confirmation", with(func(in *sampleInput) { in.Proposed = true }), false},
 		{"a read-ahead change awaits agreement", with(func(in *sampleInput) { in.RAPending = true }), false},
+		{"caps await confirmation", with(func(in *sampleInput) { in.CapsPending = true }), false},
 		{"a governed cache", with(func(in *sampleInput) { in.Cache = true }), false},
 	} {
 		if got := sampleNext(tc.in); got != tc.want {

@@ -50,6 +50,7 @@ while [ $(cut -d. -f1 /proc/uptime) -lt $end ]; do
 done
 wait $pid || { cat /tmp/run.log; exit 1; }
 echo "agent-status $(tr -d '\n' </tmp/run.json)"
+echo "== run.log"; cat /tmp/run.log; echo "== run.log end"
 echo "== end"
 `
 
@@ -155,7 +156,11 @@ func checkAgentThrottle(t *testing.T, out string) {
 		if d.Name != "vdb" {
 			continue
 		}
-		t.Logf("agent: vdb class %s, throttle %+v, model error %s", d.Class, d.Throttle, d.ModelErrorPercent)
+		var last v1alpha1.WindowState
+		if d.Window != nil {
+			last = *d.Window
+		}
+		t.Logf("agent: vdb class %s, throttle %+v, model error %s, last window %+v", d.Class, d.Throttle, d.ModelErrorPercent, last)
 		if d.Class != v1alpha1.DeviceClassThrottled || d.Throttle == nil {
 			t.Fatalf("the agent modelled vdb as %q (throttle %+v), want throttled", d.Class, d.Throttle)
 		}
