@@ -19,12 +19,13 @@
 # back, unmounts, detaches the loop device, removes the cgroup and its files.
 #
 # Repetitions are interleaved: each runs every setting's whole sequence,
-# the order of the settings rotated by a different amount per repetition, so
-# that a drift of the host's speed does not favour one setting. The page
-# cache is dropped (sync; echo 3 > drop_caches) before every workload. The
-# agent (default policy selecting only the loop device, minDwell 0s) is
-# started before its sequence and runs through all of it, with one
-# --state-dir kept across the repetitions as on a node.
+# the settings in the order of a row of a Williams design (williams_order,
+# hack/lib/williams.sh), so that neither a drift of the host's speed nor the
+# setting run before favours one setting. The page cache is dropped (sync;
+# echo 3 > drop_caches) before every workload. The agent (default policy
+# selecting only the loop device, minDwell 0s) is started before its
+# sequence and runs through all of it, with one --state-dir kept across the
+# repetitions as on a node.
 #
 # usage: hack/bench-decisions.sh BINARY [REPS]
 # environment (defaults):
@@ -502,13 +503,15 @@ run_sequence() {
 est=$((nset * reps * per_seq_s))
 echo "== ${#seq_names[@]} workloads per sequence: ${seq_names[*]}"
 echo "== $nset settings: ${settings[*]}"
-echo "== $reps repetition(s), interleaved and rotated; estimate $((est / 60)) min $((est % 60)) s (about $per_seq_s s per sequence on a 2-core VM)"
+echo "== $reps repetition(s), interleaved, in Williams-design order; estimate $((est / 60)) min $((est % 60)) s (about $per_seq_s s per sequence on a 2-core VM)"
 t_start=$EPOCHREALTIME
-shift_by=$(((nset + reps - 1) / reps))
+# shellcheck source=hack/lib/williams.sh
+. "$here/lib/williams.sh" # williams_order: the settings' order per repetition
 done_seqs=0
 for ((rep = 1; rep <= reps; rep++)); do
+	read -ra order <<<"$(williams_order "$nset" $((rep - 1)))"
 	for ((k = 0; k < nset; k++)); do
-		set=${settings[((k + (rep - 1) * shift_by) % nset)]}
+		set=${settings[order[k]]}
 		ts=$EPOCHREALTIME
 		run_sequence "$rep" "$set"
 		done_seqs=$((done_seqs + 1))

@@ -154,7 +154,7 @@ def versus(t, a, b, complete, ws):
 def report(runs_path, out_path, markdown=False):
     raw = json.load(open(runs_path))
     runs = raw["runs"]
-    settings = raw["settings"]  # in the order of the first repetition's rotation
+    settings = raw["settings"]  # in the order of the list (BENCH_SETTINGS), not of any repetition
     default = raw["default_setting"]
     workloads = raw["workloads"]  # the primary ones, in sequence order; totals sum these
     derived = raw.get("derived", {})  # name -> list of primary workloads summed (AIR-n)
