@@ -47,6 +47,9 @@ func TestWilliamsOrder(t *testing.T) {
 		pos := make(map[[2]int]int)  // (position, treatment) -> runs
 		pair := make(map[[2]int]int) // (before, after) -> runs
 		for i, row := range rs[:period] {
+			if len(row) != n {
+				t.Fatalf("n %d row %d = %v: want %d treatments", n, i, row, n)
+			}
 			seen := make(map[int]bool)
 			for j, v := range row {
 				if v < 0 || v >= n || seen[v] {
@@ -57,9 +60,6 @@ func TestWilliamsOrder(t *testing.T) {
 				if j > 0 {
 					pair[[2]int{row[j-1], v}]++
 				}
-			}
-			if len(row) != n {
-				t.Fatalf("n %d row %d = %v: want %d treatments", n, i, row, n)
 			}
 			if got := fmt.Sprint(rs[i+period]); got != fmt.Sprint(row) {
 				t.Errorf("n %d: row %d = %s, want row %d = %v again", n, i+period, got, i, row)
