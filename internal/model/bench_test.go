@@ -170,3 +170,19 @@ func BenchmarkEstimateThrottle(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
 }
+
+// BenchmarkThrottleWindowsLoop: cutting the backlogged windows of a
+// recorded window of a fast device (a loop device under ext4, the agent's
+// testdata), per request: the part of the per-window throttle check that
+// every device pays.
+func BenchmarkThrottleWindowsLoop(b *testing.B) {
+	reqs, err := trace.ReadFile("native", "../../agent/testdata/loop-ext4-window.st.gz")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		NewThrottleWindows(reqs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
+}

@@ -225,36 +225,35 @@ func highestCluster(wins []throttleWin, minCount int, f func(throttleWin) float6
 // backloggedWindows cuts the measured completions of reqs, in time order,
 // into windows of throttleWindow and returns those during which the device
 // never idled.
+//
+// The dispatch times and the completions are sorted apart (the dispatches
+// mostly arrive in order) and merged, a dispatch before a completion at
+// the same nanosecond: a tie is no idle moment. That costs less than one
+// sort of both as tagged events, on the agent's path for every window.
 func backloggedWindows(reqs []trace.Request) []throttleWin {
-	type ev struct {
-		t     int64
-		delta int8
-		bytes int64
-	}
-	evs := make([]ev, 0, 2*len(reqs))
+	type completion struct{ t, bytes int64 }
+	disp := make([]int64, 0, len(reqs))
+	comp := make([]completion, 0, len(reqs))
 	for i := range reqs {
 		q := &reqs[i]
 		if q.HasService() && q.Complete > q.Dispatch {
-			b := int64(q.Sectors) * 512
-			evs = append(evs, ev{q.Dispatch, +1, b}, ev{q.Complete, -1, b})
+			disp = append(disp, q.Dispatch)
+			comp = append(comp, completion{q.Complete, int64(q.Sectors) * 512})
 		}
 	}
-	slices.SortFunc(evs, func(a, b ev) int {
-		if c := cmp.Compare(a.t, b.t); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.delta, a.delta) // dispatches first: a tie is no idle moment
-	})
+	slices.Sort(disp)
+	slices.SortFunc(comp, func(a, b completion) int { return cmp.Compare(a.t, b.t) })
 	var wins []throttleWin
 	var (
 		n, done, inFlight int
 		start             int64 = -1 // the completion before the window, ns; -1: none
 		bytes             int64
 	)
-	for _, e := range evs {
-		if e.delta > 0 {
+	next := 0 // the next dispatch in disp
+	for _, e := range comp {
+		for next < len(disp) && disp[next] <= e.t {
 			n++
-			continue
+			next++
 		}
 		n = max(n-1, 0)
 		switch {
