@@ -7,8 +7,8 @@ package agent
 // thrash that starts during the pause would wait for the sample to be
 // seen (the thrash check, thrashcheck.go, has no waste to look at until
 // then). Two counts go on during the pause, and at every thrash check
-// either can resume the device's tracing for one check's interval, a
-// probe:
+// either can resume the device's tracing for ProbeChecks checks (a
+// second), a probe, which the first check that finds the thrash ends:
 //
 //   - the device's reads, which the kernel counts whether or not the
 //     agent traces them (/sys/block/NAME/stat): a read rate since the
@@ -23,9 +23,9 @@ package agent
 //     (a surge needs a quieter window before it, and in the
 //     decision-quality benchmark MEM followed a heavier reader).
 //
-// If the thrash check then finds the device thrashing, the window ends
-// there and decides on what the probe traced; if not, the device is
-// paused again until its sample. Each count probes a device at most once
+// If a thrash check then finds the device thrashing, the window ends
+// there and decides on what the probe traced; if none of the probe's
+// checks does, the device is paused again until its sample. Each count probes a device at most once
 // a window, so the probes cost at most two seconds of tracing a window,
 // and a surge at a workload's start (every workload of the AIR suite
 // begins with one) does not use up the probe of a thrash that follows
@@ -57,6 +57,11 @@ const (
 	// (docs/bench-decisions.md); at 128 KiB and below, where the thrash
 	// check's cuts leave a device, no probe is asked for.
 	AroundMinPagesPerFault = 64
+	// ProbeChecks is how many thrash checks a probe lasts unless one of
+	// them finds the device thrashing: a second at ThrashCheckEvery. A
+	// probe of one check (500 ms) resolved too few pages to show the
+	// thrash after a heavy reader (TestThrashCutAfterHeavyReader).
+	ProbeChecks = int(time.Second / ThrashCheckEvery)
 	// MinCheckInterval is the shortest interval a surge or a read-around
 	// rate is taken over. A check right after a window's end (its tick
 	// waited behind the window's evaluation) would divide a burst by
@@ -151,10 +156,12 @@ func (a *Agent) readSectors(d *device) (uint64, bool) {
 
 // wakeState is a device's probe in the current window.
 type wakeState struct {
-	// probing: the device's pause was ended at the last check;
+	// probing is how many more checks the device's probe lasts (0: not
+	// probing);
+	probing int
 	// surged, around: it was probed on a surge of reads, on its faults'
 	// read-around, in this window, and is not again on the same count.
-	probing, surged, around bool
+	surged, around bool
 }
 
 // wakeOnSurge probes, at now (the time its read counts are read at),
@@ -192,21 +199,23 @@ func (a *Agent) wakeOnSurge(now time.Time, iv pcInterval) {
 			keep = append(keep, d.sys.Dev)
 			continue
 		}
-		d.wake.probing = true
+		d.wake.probing = ProbeChecks
 	}
 	if len(keep) < len(a.paused) {
 		a.setPaused(keep)
 	}
 }
 
-// endProbes pauses again, until their samples begin at sampleAt, the
-// devices probed since the last check (the thrash check found them not
-// thrashing).
+// endProbes counts a check off every probe, and pauses again, until
+// their samples begin at sampleAt, the devices whose probe has lasted
+// ProbeChecks checks (the thrash check found them not thrashing).
 func (a *Agent) endProbes(now, sampleAt time.Time) {
 	paused := slices.Clone(a.paused)
 	for _, d := range a.devs {
-		if d.wake.probing {
-			d.wake.probing = false
+		if d.wake.probing == 0 {
+			continue
+		}
+		if d.wake.probing--; d.wake.probing == 0 {
 			paused = append(paused, d.sys.Dev)
 		}
 	}

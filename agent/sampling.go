@@ -27,7 +27,7 @@ package agent
 // decide it too (confirmSwitch). Caps of a token bucket that one window
 // showed are confirmed on the next, whole, window too (checkThrottle): a
 // sample of a second holds too few phases of a varied load to show both
-// caps. A surge of a paused device's reads is probed for a second
+// caps. A surge of a paused device's reads is probed for up to a second
 // (samplewake.go), so that read-ahead that thrashes is seen before the
 // sample. A device whose policy governs a cache is traced whole: the
 // simulated cache is carried warm from window to window

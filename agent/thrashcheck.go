@@ -40,7 +40,7 @@ import (
 
 // ThrashCheckEvery is how often the page-cache counts are checked between
 // window ends, and the shortest a window ended early lasts.
-const ThrashCheckEvery = time.Second
+const ThrashCheckEvery = 500 * time.Millisecond
 
 // cutsOnThrash reports whether pc, a device's page-cache counts over the
 // last check's interval, would make its window cut read-ahead at once

@@ -235,6 +235,12 @@ func TestWakeOnSurge(t *testing.T) {
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) || !slices.Equal(a.paused, want) {
 		t.Errorf("paused after the surge: tracer %v, agent %v; want %v (sda probed)", tr.paused, a.paused, want)
 	}
+	for i := 1; i < ProbeChecks; i++ { // the probe lasts ProbeChecks checks
+		a.endProbes(t0.Add(time.Second+time.Duration(i)*ThrashCheckEvery), sampleAt)
+		if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
+			t.Errorf("paused %d checks into the probe: %v, want %v (sda still probed)", i, tr.paused, want)
+		}
+	}
 	surge(2 * time.Second)
 	a.endProbes(t0.Add(2*time.Second), sampleAt)
 	a.wakeOnSurge(t0.Add(2*time.Second), pcInterval{})
@@ -320,8 +326,16 @@ func TestWakeOnAround(t *testing.T) {
 	if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
 		t.Errorf("paused: %v, want %v (sda probed)", tr.paused, want)
 	}
-	if !sda.wake.probing || !sda.wake.around || sdb.wake.around || sdc.wake.around {
+	if sda.wake.probing != ProbeChecks || !sda.wake.around || sdb.wake.around || sdc.wake.around {
 		t.Errorf("wake states sda %+v sdb %+v sdc %+v, want sda probing alone", sda.wake, sdb.wake, sdc.wake)
+	}
+	for i := 1; i < ProbeChecks; i++ { // the probe lasts ProbeChecks checks
+		now := t0.Add(time.Second + time.Duration(i)*ThrashCheckEvery)
+		a.endProbes(now, t0.Add(4*time.Second))
+		a.wakeOnSurge(now, iv)
+		if want := []uint32{sdb.sys.Dev, sdc.sys.Dev}; !slices.Equal(tr.paused, want) {
+			t.Errorf("paused %d checks into the probe: %v, want %v (sda still probed)", i, tr.paused, want)
+		}
 	}
 	a.endProbes(t0.Add(2*time.Second), t0.Add(4*time.Second))
 	a.wakeOnSurge(t0.Add(2*time.Second), iv)
