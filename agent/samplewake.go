@@ -25,13 +25,13 @@ package agent
 //
 // If a thrash check then finds the device thrashing, the window ends
 // there and decides on what the probe traced; if none of the probe's
-// checks does, the device is paused again until its sample. Each count probes a device at most once
-// a window, so the probes cost at most two seconds of tracing a window,
-// and a surge at a workload's start (every workload of the AIR suite
-// begins with one) does not use up the probe of a thrash that follows
-// within the window. Only devices whose read-ahead a thrash could cut now
-// (deviceController.mayCut) are probed, as only they have a decision to
-// gain.
+// checks does, the device is paused again until its sample. Each count
+// probes a device at most once a window, so the probes cost at most two
+// seconds of tracing a window, and a surge at a workload's start (every
+// workload of the AIR suite begins with one) does not use up the probe
+// of a thrash that follows within the window. Only devices whose
+// read-ahead a thrash could cut now (deviceController.mayCut) are
+// probed, as only they have a decision to gain.
 
 import (
 	"slices"
