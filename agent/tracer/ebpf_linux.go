@@ -76,6 +76,7 @@ type ebpfTracer struct {
 
 	col    collector     // used by Run's goroutine only (its counters are atomic)
 	lostGC atomic.Uint64 // abandoned after StaleAfter
+	reaps  atomic.Uint64 // runs of the reaper
 
 	mu      sync.Mutex // guards curDevs, paused, idleSince, detached and links after newEBPF
 	curDevs map[uint32]bool
@@ -359,6 +360,16 @@ func (t *ebpfTracer) detachIdle() error {
 	return nil
 }
 
+// isDetached reports whether detachIdle has detached the programs. They
+// were detached with the in-flight table empty, and nothing enters it
+// until they are attached again, so the reaper has nothing to reap
+// meanwhile: on a sampled device, most of each window.
+func (t *ebpfTracer) isDetached() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.detached
+}
+
 // inflightEmpty reports whether the in-flight table (its slots and its
 // overflow map) holds no request.
 func (t *ebpfTracer) inflightEmpty() bool {
@@ -567,11 +578,12 @@ func (t *ebpfTracer) Run(ctx context.Context, out func([]trace.Request)) error {
 			// first, then drain the ring (a completing request is
 			// submitted to the ring before it leaves the map). First drop
 			// the requests whose completion the program missed.
-			if t.reap != nil && time.Since(lastReap) >= reapEvery {
+			if t.reap != nil && time.Since(lastReap) >= reapEvery && !t.isDetached() {
 				// It walks every bucket of the map (~0.25 ms for 16384).
 				if _, err := t.reap.Run(&ebpf.RunOptions{}); err != nil {
 					return fmt.Errorf("run reaper: %w", err)
 				}
+				t.reaps.Add(1)
 				lastReap = time.Now()
 			}
 			now := Monotonic()

@@ -229,6 +229,12 @@ func TestEBPFPauseDetaches(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// Detached, the table is empty and stays so: the reaper does not run.
+	reaps := et.reaps.Load()
+	time.Sleep(reapEvery + 3*maxPoll)
+	if n := et.reaps.Load(); n != reaps {
+		t.Errorf("the reaper ran %d time(s) while the programs were detached, want none", n-reaps)
+	}
 	mustRead(30, 2)
 	if err := tr.SetPaused(nil); err != nil {
 		t.Fatal(err)
@@ -241,6 +247,9 @@ func TestEBPFPauseDetaches(t *testing.T) {
 		t.Fatalf("%d requests delivered, want the 30 made while traced; stats %+v", n, tr.Stats())
 	}
 	time.Sleep(1500 * time.Millisecond) // past the reaper's age limit
+	if et.reaps.Load() == reaps {
+		t.Error("the reaper did not run once the programs were attached again")
+	}
 	reqs := rec.stop(t)
 	if st := tr.Stats(); len(reqs) != 30 || st.Lost != 0 || st.Dropped != 0 {
 		t.Errorf("%d requests delivered, stats %+v: want 30, none lost", len(reqs), st)
