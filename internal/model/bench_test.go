@@ -155,20 +155,28 @@ func TestConcurrentDisks(t *testing.T) {
 	}
 }
 
-// BenchmarkEstimateThrottle: the agent's per-window throttle check on the
-// VM lab's recording of five phases (11,512 requests), per request.
-func BenchmarkEstimateThrottle(b *testing.B) {
-	reqs, err := trace.ReadFile("native", "../../agent/testdata/virtio-throttled-phases.st.gz")
+// benchPerRequest runs run on the requests of the agent's recorded window
+// file (agent/testdata) and reports its time per request.
+func benchPerRequest(b *testing.B, file string, run func([]trace.Request)) {
+	reqs, err := trace.ReadFile("native", "../../agent/testdata/"+file)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
+		run(reqs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
+}
+
+// BenchmarkEstimateThrottle: the agent's per-window throttle check on the
+// VM lab's recording of five phases (11,512 requests), per request.
+func BenchmarkEstimateThrottle(b *testing.B) {
+	benchPerRequest(b, "virtio-throttled-phases.st.gz", func(reqs []trace.Request) {
 		if _, _, ok := EstimateThrottle(reqs); !ok {
 			b.Fatal("no caps found")
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
+	})
 }
 
 // BenchmarkThrottleWindowsLoop: cutting the backlogged windows of a
@@ -176,13 +184,5 @@ func BenchmarkEstimateThrottle(b *testing.B) {
 // testdata), per request: the part of the per-window throttle check that
 // every device pays.
 func BenchmarkThrottleWindowsLoop(b *testing.B) {
-	reqs, err := trace.ReadFile("native", "../../agent/testdata/loop-ext4-window.st.gz")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		NewThrottleWindows(reqs)
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(reqs)), "ns/request")
+	benchPerRequest(b, "loop-ext4-window.st.gz", func(reqs []trace.Request) { NewThrottleWindows(reqs) })
 }

@@ -255,7 +255,7 @@ func backloggedWindows(reqs []trace.Request) []throttleWin {
 			n++
 			next++
 		}
-		n = max(n-1, 0)
+		n-- // its own dispatch, strictly earlier, was counted: n ≥ 0
 		switch {
 		case n == 0: // the device idles: no window spans this
 			start = -1
