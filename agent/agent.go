@@ -139,7 +139,9 @@ type Agent struct {
 	last   Status
 
 	// The loop's own state, on Start's goroutine only.
-	act    *actuate.Actuator
+	act *actuate.Actuator
+	// follow follows each write of read_ahead_kb (follow.go).
+	follow *raFollower
 	tr     tracer.Tracer
 	devs   []*device
 	others []sysfs.Device
@@ -278,15 +280,21 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.pcache = &pageCacheWatch{p: pc}
 		a.trackPageCache()
 	}
+	follow := &raFollower{log: a.opt.Log}
 	if a.opt.FollowOpenFiles {
 		if fo, err := openfiles.New(a.opt.HostRoot, a.opt.StateDir, a.opt.Log.WithName("openfiles"), a.countOpenFiles); err != nil {
 			a.notes = append(a.notes, "read-ahead changes reach only the files opened after them: "+err.Error())
 		} else {
 			defer fo.Close()
-			act.SetReadAheadFollower(fo)
-			defer act.SetReadAheadFollower(nil)
+			follow.files = fo
 		}
 	}
+	if a.pcache != nil {
+		follow.probe = a.pcache.p
+	}
+	a.follow = follow
+	act.SetReadAheadFollower(follow)
+	defer act.SetReadAheadFollower(nil)
 	a.st.Notes = append(a.st.Notes, a.notes[configured:]...)
 	if err := a.loop(ctx); err != nil {
 		return err
@@ -470,7 +478,7 @@ func (a *Agent) ingest() {
 
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
-	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
+	env := &windowEnv{budget: a.budget, act: a.act, follow: a.follow, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
 		caches: a.opt.Caches, hostRoot: a.opt.HostRoot}
 	if a.pcache != nil {
 		if err := a.pcache.read(time.Now()); err != nil {
@@ -550,6 +558,7 @@ func (a *Agent) shutdown() error {
 		return fmt.Errorf("restore devices at shutdown: %w", err)
 	}
 	a.opt.Log.Info("restored original settings", "devices", done)
+	a.follow.release()
 	for _, d := range a.devs {
 		if d.status.Gone == "" {
 			d.refresh(a.act, Gate{Granted: true})

@@ -257,6 +257,12 @@ type windowInput struct {
 	// (thrashcheck.go): the window's waste is taken from it when it is
 	// higher; PageCache still measures the window's used pages.
 	Thrash PageCacheWindow
+	// Used, when Measured, is the page-cache counts of the check's
+	// interval that ended the window because sequential readers use
+	// read-ahead again after a cut (restoresOnUse): the window's waste is
+	// taken from it when it is lower, and it stands for the share of
+	// read-ahead in the block trace.
+	Used PageCacheWindow
 }
 
 // deviceController is the per-device state carried between windows.
@@ -459,6 +465,12 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
 		if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
 			c.ra.wastePct, c.ra.wasteOK = w, true
+		}
+		if w, ok := in.Used.sequentialUse(); ok {
+			c.ra.seqUse = true
+			if !c.ra.wasteOK || w < c.ra.wastePct {
+				c.ra.wastePct, c.ra.wasteOK = w, true
+			}
 		}
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {

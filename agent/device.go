@@ -50,6 +50,10 @@ type device struct {
 	// nil when the window ends otherwise; the window is then evaluated
 	// even over the CPU budget, and decides on their waste.
 	thrash *PageCacheWindow
+	// used holds those counts when the check ended the window because
+	// sequential readers use read-ahead again after a cut
+	// (restoresOnUse); the window is then evaluated as for thrash.
+	used *PageCacheWindow
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -80,8 +84,11 @@ func (d *device) keepPending(r *trace.Request) {
 
 // windowEnv is what a device's window uses besides the device.
 type windowEnv struct {
-	budget  *cpuBudget
-	act     *actuate.Actuator
+	budget *cpuBudget
+	act    *actuate.Actuator
+	// follow follows the actuator's writes of read_ahead_kb; nil in
+	// tests without one.
+	follow  *raFollower
 	metrics *metrics.Metrics
 	log     logr.Logger
 	// grant reports whether the operator's grant allows changing the
@@ -173,9 +180,12 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
-	if d.thrash != nil {
+	switch {
+	case d.thrash != nil:
 		in.Thrash, d.thrash = *d.thrash, nil
-	} else if !e.budget.allow() {
+	case d.used != nil:
+		in.Used, d.used = *d.used, nil
+	case !e.budget.allow():
 		in.Skip = "over the CPU budget"
 	}
 	cpu0, t0 := processCPU(), time.Now()
@@ -294,6 +304,11 @@ func (d *device) observeEvidence(m *metrics.Metrics) {
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
+	if a.Kind == ActionApply && s.ReadAheadKiB > prev.ReadAheadKiB {
+		// A raise decided on sequential readers' evidence: the mapped
+		// files stay at the cut depth (follow.go).
+		defer e.follow.keepingMapped(d.sys.Name)()
+	}
 	// Expect what the controller last saw: a value another writer set
 	// since this window's check is not overwritten (ErrOtherWriter); the
 	// next window's check names the writer and yields.

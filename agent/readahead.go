@@ -34,6 +34,11 @@ type PageCacheWindow struct {
 	// mapping them, and AsyncReadAhead the asynchronous read-aheads (a
 	// reader reached a PG_readahead page).
 	MappedPages, AsyncReadAhead uint64
+	// UsedNow and WastedNow are the part of UsedPages and WastedPages
+	// that read() brought in at the device's current depth: since the
+	// agent last changed a device's read-ahead
+	// (tracer.PageCacheProbe.NewEpoch), and not around a page fault.
+	UsedNow, WastedNow uint64
 }
 
 // Random mmap reads: a window with at least RandomMinFaults faults that
@@ -50,6 +55,47 @@ const (
 // read-aheads for 429 faults), a random one almost never (1 for 1,564).
 func (p PageCacheWindow) randomFaults() bool {
 	return p.Faults >= RandomMinFaults && RandomFaultsPerAsync*p.AsyncReadAhead < p.Faults
+}
+
+// RestoreMinAsync is the fewest asynchronous read-aheads in a thrash
+// check's interval that show sequential readers using read-ahead
+// (sequentialUse): a reader that reaches the PG_readahead page of a
+// window read ahead of it starts the next one (page_cache_async_ra,
+// mm/readahead.c), about one for every depth it reads, so 16 is 256 KiB
+// read at the lowest depth, 16 KiB.
+const RestoreMinAsync = 16
+
+// sequentialUse reports whether the counts show sequential readers using
+// what read-ahead brought in at the current depth: at least
+// RestoreMinAsync asynchronous read-aheads, faults that are not random
+// mmap reads, and a waste of the pages read() brought in at the current
+// depth (UsedNow, WastedNow) of at most decide.LowWastePct, which it
+// returns. The pages read before the last change, and those read around
+// page faults, do not count: after a cut, a sequential reader evicts the
+// pages the cut was made for, never used, and in the decision-quality
+// benchmark's MEM their eviction kept the whole waste above 5 % for two
+// seconds of sequential reading; and the raise it makes leaves the mapped
+// files at their depth (agent/openfiles, hold.go).
+func (p PageCacheWindow) sequentialUse() (float64, bool) {
+	if !p.Measured || p.AsyncReadAhead < RestoreMinAsync || p.randomFaults() {
+		return 0, false
+	}
+	w, ok := tracer.PageCacheStats{UsedPages: p.UsedNow, WastedPages: p.WastedNow}.WastePct()
+	return w, ok && w <= decide.LowWastePct
+}
+
+// cutReaches reports whether a cut to kib KiB would shrink what the
+// counts' page faults read around: true unless the faults are random mmap
+// reads that read around kib or less each (AroundPages per fault). Such
+// faults are on files at a depth of their own, lower than the device's:
+// mapped files a raise left at a cut depth (agent/openfiles, hold.go), or
+// files opened at a lower depth; their waste says nothing of the device's
+// depth, which they no longer read by.
+func (p PageCacheWindow) cutReaches(kib int) bool {
+	if !p.randomFaults() {
+		return true
+	}
+	return float64(p.AroundPages)*4 > float64(kib)*float64(p.Faults)
 }
 
 // WastePct is the share of resolved pages that were wasted, percent, and
@@ -88,6 +134,10 @@ type raEvidence struct {
 	// busyNs is the time the device had a request in service (the union
 	// of the requests' dispatch-to-completion intervals), ns.
 	busyNs int64
+	// seqUse: the window was ended early because sequential readers use
+	// read-ahead again after a cut (windowInput.Used); a restore is then
+	// made at once, and the cut's verification is superseded.
+	seqUse bool
 	// reason is the rule decide.ReadAhead applied.
 	reason decide.ReadAheadReason
 }
@@ -177,13 +227,21 @@ func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 	cur := c.current.ReadAheadKiB
 	in := c.readAheadInput(e.wastePct, e.wasteOK)
 	in.ReadAheadSharePct, in.Streams = e.sharePct, e.streams
+	if e.seqUse {
+		// The interval's asynchronous read-aheads show it: the window's
+		// block trace may be a sample that missed it.
+		in.ReadAheadSharePct = max(in.ReadAheadSharePct, decide.MinReadAheadSharePct)
+	}
 	kib, reason := decide.ReadAhead(in)
+	if reason == decide.RAWaste && !e.pc.cutReaches(kib) {
+		kib, reason = cur, decide.RAKeep
+	}
 	e.reason = reason
 	if kib == cur || cur <= 0 {
 		c.raPending = 0
 		return cur
 	}
-	strong := reason == decide.RAWaste && e.wastePct >= StrongWastePct
+	strong := (reason == decide.RAWaste && e.wastePct >= StrongWastePct) || (reason == decide.RARestore && e.seqUse)
 	agree := c.raPending != 0 && (c.raPending < cur) == (kib < cur)
 	c.raPending = kib
 	if !strong && !agree {
@@ -210,6 +268,15 @@ func raBackoffKey(from, to int) string {
 // which no page was used do not count.
 func (c *deviceController) verifyReadAhead(rep *WindowReport, e raEvidence, now time.Time) bool {
 	v := c.raVerify
+	if v != nil && e.seqUse && v.target < v.previous {
+		// Sequential readers use read-ahead again: the readers the cut
+		// was made for have gone, and what the windows after it measure
+		// is another load. The cut is neither verified nor reverted.
+		c.lastVerify = &verificationResult{What: fmt.Sprintf("read_ahead_kb %d -> %d", v.previous, v.target),
+			BaselineNs: v.beforeNs, Unit: "ns of device time per used page", Outcome: "Superseded"}
+		c.raVerify = nil
+		return false
+	}
 	if v == nil || e.pc.UsedPages == 0 {
 		return false
 	}

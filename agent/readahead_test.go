@@ -226,3 +226,71 @@ func TestPageCacheWindowWaste(t *testing.T) {
 		}
 	}
 }
+
+// TestUsedIntervalSupersedesTheCut: a window ended by the check because
+// sequential readers use read-ahead again restores the depth a cut
+// lowered at once, though the cut's verification had windows left and
+// the window's own counts (most of it the random load the cut was made
+// for) show waste; the cut's verification ends as superseded, and the
+// restore starts its own.
+func TestUsedIntervalSupersedesTheCut(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := raController(t, 2560)
+	c.current.ReadAheadKiB = 16
+	c.raVerify = &raVerification{previous: 2560, target: 16, beforeNs: 50_000, left: 2}
+	reqs := raWindow(0, 400, 32, 100_000, true)
+	window := PageCacheWindow{Measured: true, UsedPages: 3000, WastedPages: 3000, AsyncReadAhead: 300}
+	used := PageCacheWindow{Measured: true, UsedPages: 2000, WastedPages: 1500, UsedNow: 2000, WastedNow: 10, AsyncReadAhead: 250}
+	c.add(reqs)
+	rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: window, Used: used})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 2560 || rep.Action.raVerify == nil {
+		t.Fatalf("action %+v, want read_ahead_kb back to 2560 with a verification", rep.Action)
+	}
+	if c.lastVerify == nil || c.lastVerify.Outcome != "Superseded" {
+		t.Errorf("the cut's verification ended %+v, want Superseded", c.lastVerify)
+	}
+
+	// The same window without the check's interval: the cut's
+	// verification goes on, and nothing is restored.
+	c = raController(t, 2560)
+	c.current.ReadAheadKiB = 16
+	c.raVerify = &raVerification{previous: 2560, target: 16, beforeNs: 50_000, left: 2}
+	c.add(reqs)
+	if rep, err = c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: window}); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionNone || c.raVerify == nil || c.raVerify.left != 1 {
+		t.Errorf("without the interval: action %+v, verification %+v; want none, one window left", rep.Action, c.raVerify)
+	}
+}
+
+// TestCutReachesFaults: a cut is not made on the waste of random page
+// faults that read around no more than the cut's depth each (files at a
+// lower depth of their own); it is on faults that read around more, and
+// on waste that is not of random faults.
+func TestCutReachesFaults(t *testing.T) {
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name string
+		pc   PageCacheWindow
+		cut  bool
+	}{
+		{"random faults reading 2560 KiB around", PageCacheWindow{Measured: true, UsedPages: 500, WastedPages: 9500,
+			Faults: 1000, AroundPages: 640 * 1000}, true},
+		{"random faults reading 16 KiB around", PageCacheWindow{Measured: true, UsedPages: 500, WastedPages: 9500,
+			Faults: 1000, AroundPages: 4 * 1000}, false},
+		{"waste of reads, not faults", PageCacheWindow{Measured: true, UsedPages: 500, WastedPages: 9500}, true},
+	} {
+		c := raController(t, 2560)
+		rep := raStep(c, raWindow(0, 400, 32, 100_000, false), tc.pc, now)
+		if cut := rep.Action.Kind == ActionApply && rep.Action.Setting.ReadAheadKiB < 2560; cut != tc.cut {
+			t.Errorf("%s: action %+v (reason %s), want a cut %v", tc.name, rep.Action, c.ra.reason, tc.cut)
+		}
+		if _, got := c.cutsOnThrash(tc.pc, Gate{Granted: true}, now); got != tc.cut {
+			t.Errorf("%s: cutsOnThrash = %v, want %v", tc.name, got, tc.cut)
+		}
+	}
+}

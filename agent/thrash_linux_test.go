@@ -91,7 +91,7 @@ func TestThrashChild(t *testing.T) {
 // read at least 3 times as many pages a second in the 2 s after the cut
 // as in the 1 s before it.
 func TestThrashCutWithinAWindow(t *testing.T) {
-	fx := newThrashFixture(t)
+	fx := newThrashFixture(t, 0)
 	fx.run(t, -1, nil)
 }
 
@@ -102,7 +102,7 @@ func TestThrashCutWithinAWindow(t *testing.T) {
 // on the surge of reads (agent/samplewake.go).
 func TestThrashCutWhileSampled(t *testing.T) {
 	fio := loopdev.NeedFio(t)
-	fx := newThrashFixture(t)
+	fx := newThrashFixture(t, 0)
 	fx.learn(t, fio)
 	fx.run(t, time.Second, nil)
 }
@@ -118,7 +118,7 @@ func TestThrashCutWhileSampled(t *testing.T) {
 // read rate must stay under 4 times the heavy reader's.
 func TestThrashCutAfterHeavyReader(t *testing.T) {
 	fio := loopdev.NeedFio(t)
-	fx := newThrashFixture(t)
+	fx := newThrashFixture(t, 0)
 	fx.learn(t, fio)
 	fx.run(t, time.Second, func(a *runningAgent) func() {
 		return fx.heavyReader(t, a, fio)
@@ -198,18 +198,19 @@ func (fx *thrashFixture) heavyReader(t *testing.T, a *runningAgent, fio string) 
 }
 
 // thrashFixture is the loop device, file system, data file, memory
-// cgroup and state directory of the thrash tests.
+// cgroup and state directory of the thrash tests; newThrashFixture makes
+// the device extra bytes larger than the 1.5 GiB they need.
 type thrashFixture struct {
 	l                     *loopdev.Dev
 	data, procs, stateDir string
 }
 
-func newThrashFixture(t *testing.T) *thrashFixture {
+func newThrashFixture(t *testing.T, extra int64) *thrashFixture {
 	t.Helper()
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs and changes queue settings")
 	loopdev.LockHeavyIO(t)
 	t.Setenv("TMPDIR", "/var/tmp") // the backing file, mount point and state directory: not tmpfs
-	fx := &thrashFixture{l: loopdev.NewForTest(t, 1536<<20), stateDir: t.TempDir()}
+	fx := &thrashFixture{l: loopdev.NewForTest(t, 1536<<20+extra), stateDir: t.TempDir()}
 	fx.l.Allocate(t)
 	fx.data = filepath.Join(fx.l.MountExt4(t), "data")
 	loopdev.WriteRandom(t, fx.data, 1<<30)

@@ -343,3 +343,62 @@ func TestWakeOnAround(t *testing.T) {
 		t.Errorf("paused after the probe: %v, want %v (sda probed on its faults once a window)", tr.paused, want)
 	}
 }
+
+// TestRestoresOnUse: a check's interval ends the window of a device whose
+// read-ahead was cut exactly when sequential readers use read-ahead in it
+// again and the window's end would restore the depth at once on it.
+func TestRestoresOnUse(t *testing.T) {
+	now := time.Unix(1000, 0)
+	seq := PageCacheWindow{Measured: true, UsedPages: 4000, WastedPages: 40, UsedNow: 4000, WastedNow: 40, AsyncReadAhead: 900} // 1 % waste
+	for _, tc := range []struct {
+		name string
+		pc   PageCacheWindow
+		ra   int
+		set  func(c *deviceController)
+		g    *Gate // nil: open
+		want bool
+	}{
+		{name: "sequential use after a cut", pc: seq, ra: 16, want: true},
+		{name: "at the original depth", pc: seq, ra: 2560},
+		{name: "the old depth's pages wasted", want: true, ra: 16,
+			pc: PageCacheWindow{Measured: true, UsedPages: 4000, WastedPages: 4000, UsedNow: 4000, AsyncReadAhead: 900}},
+		{name: "the current depth's pages wasted over 5 %", ra: 16,
+			pc: PageCacheWindow{Measured: true, UsedPages: 4000, WastedPages: 400, UsedNow: 4000, WastedNow: 400, AsyncReadAhead: 900}},
+		{name: "too few asynchronous read-aheads", ra: 16,
+			pc: PageCacheWindow{Measured: true, UsedPages: 4000, UsedNow: 4000, AsyncReadAhead: RestoreMinAsync - 1}},
+		{name: "random mmap faults", ra: 16,
+			pc: PageCacheWindow{Measured: true, UsedPages: 4000, UsedNow: 4000, AsyncReadAhead: 20, Faults: 1000}},
+		{name: "too few pages of the current depth resolved", ra: 16,
+			pc: PageCacheWindow{Measured: true, UsedPages: 4000, UsedNow: 10, AsyncReadAhead: 900}},
+		{name: "not measured", pc: PageCacheWindow{UsedNow: 4000, AsyncReadAhead: 900}, ra: 16},
+		{name: "observe mode", pc: seq, ra: 16, set: func(c *deviceController) { c.policy.Apply = false }},
+		{name: "read-ahead not governed", pc: seq, ra: 16, set: func(c *deviceController) { c.policy.ReadAhead = false }},
+		{name: "paused", pc: seq, ra: 16, g: &Gate{Paused: true, Granted: true}},
+		{name: "awaiting the operator's grant", pc: seq, ra: 16, g: &Gate{}},
+		{name: "a scheduler switch being verified", pc: seq, ra: 16,
+			set: func(c *deviceController) { c.verify = &verification{left: 2} }},
+		{name: "a cut being verified", pc: seq, ra: 16, want: true,
+			set: func(c *deviceController) { c.raVerify = &raVerification{previous: 2560, target: 16, left: 2} }},
+		{name: "a raise being verified", pc: seq, ra: 64,
+			set: func(c *deviceController) { c.raVerify = &raVerification{previous: 16, target: 64, left: 2} }},
+		{name: "raising in back-off", pc: seq, ra: 16,
+			set: func(c *deviceController) { c.backoff[raBackoffKey(16, 2560)] = now.Add(time.Minute) }},
+		{name: "raising's back-off over", pc: seq, ra: 16, want: true,
+			set: func(c *deviceController) { c.backoff[raBackoffKey(16, 2560)] = now.Add(-time.Second) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := raController(t, 2560)
+			c.current.ReadAheadKiB = tc.ra
+			if tc.set != nil {
+				tc.set(c)
+			}
+			g := Gate{Granted: true}
+			if tc.g != nil {
+				g = *tc.g
+			}
+			if got := c.restoresOnUse(tc.pc, g, now); got != tc.want {
+				t.Errorf("restoresOnUse = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -44,7 +44,8 @@
 #                     (run --explain-dir, DIR/windows.REP) and its state
 #                     directory as the last repetition left it (DIR/state:
 #                     the learned model, with its k)
-#   BENCH_SCAN_KIB=1024 the read() size of the memory mix's scans, KiB
+#   BENCH_SCAN_KIB=8    the read() size of the memory mix's scans, KiB (8: a
+#                     database page; runs before 2026-12-02 used 1024)
 set -euo pipefail
 bin=${1:?usage: $0 BINARY [REPS]}
 reps=${2:-3}
@@ -94,7 +95,7 @@ die() {
 }
 [[ $(id -u) -eq 0 ]] || die "run as root (loop device, mount, cgroup, drop_caches, eBPF)"
 [[ -x $bin ]] || die "$bin: not an executable"
-export BENCH_SCAN_KIB=${BENCH_SCAN_KIB:-1024}
+export BENCH_SCAN_KIB=${BENCH_SCAN_KIB:-8}
 [[ $BENCH_SCAN_KIB =~ ^[1-9][0-9]{0,6}$ ]] || die "BENCH_SCAN_KIB: want a whole number of KiB from 1, got '$BENCH_SCAN_KIB'"
 command -v python3 >/dev/null || die "python3 is required"
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is required (e2fsprogs)"

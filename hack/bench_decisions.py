@@ -9,7 +9,7 @@ Sub-commands (all deterministic: the same arguments give the same I/O):
   memmix MMAP READS PHASES SEED SCAN...
                                 PHASES rounds of: READS random 4 KiB reads
                                 through an mmap of MMAP, then a sequential
-                                scan (1 MiB read()s) of the SCAN files;
+                                scan (8 KiB read()s, BENCH_SCAN_KIB) of the SCAN files;
                                 prints the time of each phase as JSON
   report RUNS.json OUT.json [--markdown]
                                 the statistics of a run (text on stdout;
@@ -53,8 +53,8 @@ def tac(path, nbytes):
     print(n)
 
 
-# The scans' read() size, bytes (BENCH_SCAN_KIB; 1 MiB by default).
-SCAN_BYTES = int(os.environ.get("BENCH_SCAN_KIB", "1024")) * 1024
+# The scans' read() size, bytes (BENCH_SCAN_KIB; 8 KiB by default).
+SCAN_BYTES = int(os.environ.get("BENCH_SCAN_KIB", "8")) * 1024
 
 
 def memmix(path, reads, phases, seed, scans):

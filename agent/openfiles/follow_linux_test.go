@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -69,15 +70,112 @@ func TestFollowChild(t *testing.T) {
 // POSIX_FADV_RANDOM as it was. Following the change back restores the
 // file's read-ahead exactly.
 func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
+	fx := newFollowFixture(t, t.TempDir())
+	f, l, pid, mapped, random := fx.f, fx.l, fx.pid, fx.mapped, fx.random
+	if kib := fx.perFault(); kib < 2048 {
+		t.Fatalf("at 2560 KiB a fault read %.0f KiB; want the read-around of about 2560", kib)
+	}
+	setRA(t, l.Name, 16)
+	unfollowed := fx.perFault()
+	r, err := f.Follow(l.Name, 2560, 16, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := fx.perFault()
+	t.Logf("KiB read per fault after the cut: %.0f before Follow, %.0f after; %+v", unfollowed, followed, r)
+	if unfollowed < 2048 || followed > 64 {
+		t.Errorf("per fault: %.0f KiB before Follow (want ≥ 2048: the file keeps its copy), %.0f after (want ≤ 64)", unfollowed, followed)
+	}
+	if r.Followed != 1 || r.Marked != 1 || r.Failed != 0 {
+		t.Errorf("Follow = %+v; want the mapped file followed and the POSIX_FADV_RANDOM one left", r)
+	}
+	ra := filePages(t, f, l.Name, pid)
+	if ra[mapped] != 4 || ra[random] != 640 {
+		t.Errorf("read-ahead pages after the cut: mapped %d (want 4), random %d (want its own 640)", ra[mapped], ra[random])
+	}
+	setRA(t, l.Name, 2560)
+	if _, err := f.Follow(l.Name, 16, 2560, false); err != nil {
+		t.Fatal(err)
+	}
+	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 || ra[random] != 640 {
+		t.Errorf("read-ahead pages back at 2560: mapped %d, random %d; want 640 each", ra[mapped], ra[random])
+	}
+}
+
+// TestFollowKeepingMappedHoldsAndReleases: as in
+// TestFollowReadAheadReachesOpenFiles, a process keeps a file mapped and
+// the disk's read-ahead is cut from 2560 to 16 KiB and followed. A raise
+// back to 2560 followed with keepMapped leaves the mapped file at 16 KiB
+// (its faults still read about 16 KiB) and records it in the state
+// directory; a Follower started anew on that directory, as `shadowtune
+// run --revert` after a crash, puts it back to 2560 (ReleaseHeld) and
+// removes the record.
+func TestFollowKeepingMappedHoldsAndReleases(t *testing.T) {
+	dir := t.TempDir()
+	fx := newFollowFixture(t, dir)
+	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
+	setRA(t, l.Name, 16)
+	if _, err := f.Follow(l.Name, 2560, 16, false); err != nil {
+		t.Fatal(err)
+	}
+	setRA(t, l.Name, 2560)
+	r, err := f.Follow(l.Name, 16, 2560, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kib := fx.perFault()
+	t.Logf("after the raise keeping mapped files: %+v; %.0f KiB read per fault", r, kib)
+	if len(r.Kept) != 1 || r.Kept[0].FD != mapped || !r.Kept[0].Mapped {
+		t.Errorf("kept %+v; want the mapped file (fd %d) alone", r.Kept, mapped)
+	}
+	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 4 || kib > 64 {
+		t.Errorf("the mapped file after the raise: %d pages, %.0f KiB per fault; want 4 pages, ≤ 64 KiB", ra[mapped], kib)
+	}
+	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); err != nil {
+		t.Errorf("the held file is not recorded: %v", err)
+	}
+	again, err := New("", dir, testr.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	n, err := again.ReleaseHeld()
+	if err != nil || n != 1 {
+		t.Errorf("ReleaseHeld = %d, %v; want 1, nil", n, err)
+	}
+	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 {
+		t.Errorf("the mapped file after ReleaseHeld: %d pages, want 640", ra[mapped])
+	}
+	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record of held files is left: %v", err)
+	}
+}
+
+// followFixture is a Follower (state directory dir) and a child process
+// (TestFollowChild) that maps a 256 MiB file on ext4 over a loop device at
+// read_ahead_kb 2560, by descriptor mapped, and holds it again by
+// descriptor random with POSIX_FADV_RANDOM.
+type followFixture struct {
+	f                   *Follower
+	l                   *loopdev.Dev
+	data                string
+	pid, mapped, random uint32
+	stdin               io.Writer
+	out                 *bufio.Scanner
+	t                   *testing.T
+}
+
+func newFollowFixture(t *testing.T, dir string) *followFixture {
+	t.Helper()
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads a BPF iterator")
-	f, err := New("", t.TempDir(), testr.New(t), nil)
+	f, err := New("", dir, testr.New(t), nil)
 	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
 		t.Skip(err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
 	t.Setenv("TMPDIR", "/var/tmp")
 	l := loopdev.NewForTest(t, 512<<20)
 	l.Allocate(t)
@@ -93,51 +191,25 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
-	out := bufio.NewScanner(stdout)
-	var mapped, random uint32
-	for out.Scan() {
-		if _, err := fmt.Sscanf(out.Text(), "ready %d %d", &mapped, &random); err == nil {
+	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Wait() })
+	fx := &followFixture{f: f, l: l, data: data, pid: uint32(cmd.Process.Pid), stdin: stdin, out: bufio.NewScanner(stdout), t: t}
+	for fx.out.Scan() {
+		if _, err := fmt.Sscanf(fx.out.Text(), "ready %d %d", &fx.mapped, &fx.random); err == nil {
 			break
 		}
 	}
-	perFault := func() float64 { // KiB read per fault of 32, the file's unmapped pages evicted
-		loopdev.Evict(t, data)
-		before := loopdev.ReadStat(t, l.Name)
-		fmt.Fprintln(stdin, "go")
-		for out.Scan() && !strings.HasPrefix(out.Text(), "done") {
-		}
-		return float64(loopdev.ReadStat(t, l.Name).Sub(before).ReadSectors) / 2 / 32
+	return fx
+}
+
+// perFault is the KiB read per fault of 32 random faults of the child,
+// the file's unmapped pages evicted first.
+func (fx *followFixture) perFault() float64 {
+	loopdev.Evict(fx.t, fx.data)
+	before := loopdev.ReadStat(fx.t, fx.l.Name)
+	fmt.Fprintln(fx.stdin, "go")
+	for fx.out.Scan() && !strings.HasPrefix(fx.out.Text(), "done") {
 	}
-	pid := uint32(cmd.Process.Pid)
-	if kib := perFault(); kib < 2048 {
-		t.Fatalf("at 2560 KiB a fault read %.0f KiB; want the read-around of about 2560", kib)
-	}
-	setRA(t, l.Name, 16)
-	unfollowed := perFault()
-	r, err := f.Follow(l.Name, 2560, 16)
-	if err != nil {
-		t.Fatal(err)
-	}
-	followed := perFault()
-	t.Logf("KiB read per fault after the cut: %.0f before Follow, %.0f after; %+v", unfollowed, followed, r)
-	if unfollowed < 2048 || followed > 64 {
-		t.Errorf("per fault: %.0f KiB before Follow (want ≥ 2048: the file keeps its copy), %.0f after (want ≤ 64)", unfollowed, followed)
-	}
-	if r.Followed != 1 || r.Marked != 1 || r.Failed != 0 {
-		t.Errorf("Follow = %+v; want the mapped file followed and the POSIX_FADV_RANDOM one left", r)
-	}
-	ra := filePages(t, f, l.Name, pid)
-	if ra[mapped] != 4 || ra[random] != 640 {
-		t.Errorf("read-ahead pages after the cut: mapped %d (want 4), random %d (want its own 640)", ra[mapped], ra[random])
-	}
-	setRA(t, l.Name, 2560)
-	if _, err := f.Follow(l.Name, 16, 2560); err != nil {
-		t.Fatal(err)
-	}
-	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 || ra[random] != 640 {
-		t.Errorf("read-ahead pages back at 2560: mapped %d, random %d; want 640 each", ra[mapped], ra[random])
-	}
+	return float64(loopdev.ReadStat(fx.t, fx.l.Name).Sub(before).ReadSectors) / 2 / 32
 }
 
 // filePages lists pid's files on disk: descriptor → read-ahead pages.

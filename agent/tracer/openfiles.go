@@ -25,6 +25,10 @@ type OpenFile struct {
 	// Mode is the file's f_mode: FMODE_* bits, whose values differ
 	// between kernel versions.
 	Mode uint32
+	// Mapped: some process maps the file (a VMA in its address_space's
+	// i_mmap tree), so its page faults read around by RAPages
+	// (do_sync_mmap_readahead, mm/filemap.c).
+	Mapped bool
 }
 
 // openFilesMaxDevs is how many devices List accepts (MAX_DEVS in

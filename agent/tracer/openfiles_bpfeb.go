@@ -21,7 +21,7 @@ type openfilesOpenFile struct {
 	RaPages uint32
 	Ino     uint64
 	F_mode  uint32
-	Pad     uint32
+	Mapped  uint32
 }
 
 // Names of all BPF objects in the ELF.

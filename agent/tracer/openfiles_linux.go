@@ -104,7 +104,8 @@ func readOpenFiles(r io.Reader, max int) ([]OpenFile, bool, error) {
 		if len(out) == max {
 			return out, true, nil
 		}
-		out = append(out, OpenFile{PID: rec.Tgid, FD: rec.Fd, Dev: rec.Dev, Ino: rec.Ino, RAPages: rec.RaPages, Mode: rec.F_mode})
+		out = append(out, OpenFile{PID: rec.Tgid, FD: rec.Fd, Dev: rec.Dev, Ino: rec.Ino, RAPages: rec.RaPages, Mode: rec.F_mode,
+			Mapped: rec.Mapped != 0})
 	}
 }
 

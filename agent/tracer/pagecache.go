@@ -76,6 +76,12 @@ type PageCacheStats struct {
 	MappedPages uint64
 	// MapEvents count fault-around mappings (events).
 	MapEvents uint64
+	// UsedNowPages and WastedNowPages are the part of UsedPages and
+	// WastedPages that read() brought in since the probe's last NewEpoch:
+	// not a page fault's read-around, nor pages added before it. To 16
+	// pages: a group of 16 consecutive pages of a file takes the epoch,
+	// and the fault or read() origin, of its last page added.
+	UsedNowPages, WastedNowPages uint64
 }
 
 // Sub returns s - prev, field by field: the counts of a window when prev
@@ -100,6 +106,8 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		AroundPages:    d(s.AroundPages, prev.AroundPages),
 		MappedPages:    d(s.MappedPages, prev.MappedPages),
 		MapEvents:      d(s.MapEvents, prev.MapEvents),
+		UsedNowPages:   d(s.UsedNowPages, prev.UsedNowPages),
+		WastedNowPages: d(s.WastedNowPages, prev.WastedNowPages),
 	}
 }
 

@@ -14,9 +14,9 @@ import (
 )
 
 type pagecacheChunk struct {
-	_    structs.HostLayout
-	Bits uint32
-	Pad  uint32
+	_     structs.HostLayout
+	Bits  uint32
+	Epoch uint32
 }
 
 type pagecacheChunkKey struct {
@@ -40,19 +40,23 @@ type pagecachePcStats struct {
 	Around    uint64
 	Mapped    uint64
 	MapEvents uint64
+	UsedNow   uint64
+	WastedNow uint64
 }
 
 type pagecacheTaskState struct {
-	_         structs.HostLayout
-	Ino       uint64
-	Demand    uint64
-	ReqStart  uint64
-	ReqEnd    uint64
-	Dev       uint32
-	HasDemand uint8
-	HasReq    uint8
-	InRaOrder uint8
-	Pad       uint8
+	_           structs.HostLayout
+	Ino         uint64
+	Demand      uint64
+	ReqStart    uint64
+	ReqEnd      uint64
+	Dev         uint32
+	HasDemand   uint8
+	HasReq      uint8
+	InRaOrder   uint8
+	Pad         uint8
+	AroundStart uint64
+	AroundEnd   uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -73,6 +77,7 @@ const (
 	pagecacheProgPcRaOrder     = "pc_ra_order"
 	pagecacheProgPcRaUnbounded = "pc_ra_unbounded"
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
+	pagecacheVarEpoch          = "epoch"
 	pagecacheVarFastDevs       = "fast_devs"
 	pagecacheVarFastMany       = "fast_many"
 	pagecacheVarLightMask      = "light_mask"
@@ -147,6 +152,7 @@ type pagecacheMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheVariableSpecs struct {
+	Epoch      *ebpf.VariableSpec `ebpf:"epoch"`
 	FastDevs   *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany   *ebpf.VariableSpec `ebpf:"fast_many"`
 	LightMask  *ebpf.VariableSpec `ebpf:"light_mask"`
@@ -194,6 +200,7 @@ func (m *pagecacheMaps) Close() error {
 //
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheVariables struct {
+	Epoch      *ebpf.Variable `ebpf:"epoch"`
 	FastDevs   *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany   *ebpf.Variable `ebpf:"fast_many"`
 	LightMask  *ebpf.Variable `ebpf:"light_mask"`

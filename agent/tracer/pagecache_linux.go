@@ -70,6 +70,9 @@ type PageCacheProbe struct {
 	// fast_many in bpf/pagecache.c), kept by syncFilter, and lightMask
 	// its light_mask.
 	fastDevs, fastMany, lightMask *ebpf.Variable
+	// epoch is the programs' epoch (NewEpoch), epochN its value.
+	epoch  *ebpf.Variable
+	epochN uint32
 
 	mu    sync.Mutex
 	devs  map[uint32]uint32 // s_dev → index into stats
@@ -114,7 +117,8 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
 		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
 		fastMany: coll.Variables[pagecacheVarFastMany], lightMask: coll.Variables[pagecacheVarLightMask],
-		devs: map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
+		epoch: coll.Variables[pagecacheVarEpoch],
+		devs:  map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
 	err = p.attach(attachAll)
 	if err == nil {
 		err = p.attach(attachNone)
@@ -344,10 +348,28 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.AroundPages += c.Around
 			s.MappedPages += c.Mapped
 			s.MapEvents += c.MapEvents
+			s.UsedNowPages += c.UsedNow
+			s.WastedNowPages += c.WastedNow
 		}
 		out[dev] = s
 	}
 	return out, nil
+}
+
+// NewEpoch starts a new epoch: the pages read() adds from now on count in
+// UsedNowPages and WastedNowPages, and those added before no longer do.
+// The agent calls it after each change of a tracked device's read-ahead,
+// so that the pages read at the old depth, evicted after the change, do
+// not count as the new depth's waste. It returns an error when the
+// programs' variable cannot be written.
+func (p *PageCacheProbe) NewEpoch() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epochN++
+	if err := p.epoch.Set(p.epochN); err != nil {
+		return fmt.Errorf("page-cache probe: new epoch: %w", err)
+	}
+	return nil
 }
 
 // Close detaches and unloads the probe; it returns the detach errors.

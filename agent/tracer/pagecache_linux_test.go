@@ -555,3 +555,56 @@ func TestPageCacheLight(t *testing.T) {
 		t.Errorf("sequential read() counted fully: %d pages used, %d read-around; want ≥ 90%% of %d, and none", seq.UsedPages, seq.AroundPages, want)
 	}
 }
+
+// TestPageCacheEpoch: UsedNowPages and WastedNowPages count the pages
+// read() added since the last NewEpoch, not those added before it nor
+// those a page fault's read-around added. In a 256 MiB memory cgroup,
+// random mmap reads of the 1 GiB file at read_ahead_kb 2560 fill the
+// cgroup with read-around pages, before a new epoch and again after it;
+// then a sequential read() of a second 256 MiB file evicts them unused.
+// The mmap reads after the epoch must count almost nothing as read();
+// the whole waste of the scan's interval counts the evicted pages, the
+// waste of the pages read() brought in since the epoch must stay under
+// 5 %, as for any sequential reader, and those pages must be at least
+// 90 % of the scanned file.
+func TestPageCacheEpoch(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	p := newProbe(t, 1)
+	procs := loopdev.MemCgroup(t, 256<<20)
+	fx := newPCFixture(t)
+	scan := filepath.Join(fx.dir, "scan")
+	loopdev.WriteRandom(t, scan, 256<<20)
+	loopdev.Evict(t, scan)
+	if err := p.Track([]uint32{fx.dev}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fx.evict(t)
+	runChild(t, procs, "mmap:"+fx.data)
+	if err := p.NewEpoch(); err != nil {
+		t.Fatal(err)
+	}
+	before := pcStats(t, p, fx.dev)
+	runChild(t, procs, "mmap:"+fx.data)
+	mid := pcStats(t, p, fx.dev)
+	mm := mid.Sub(before)
+	t.Logf("mmap reads after the epoch: used %d (%d by read()), %d faults", mm.UsedPages, mm.UsedNowPages, mm.MmapFaults)
+	if mm.UsedPages < 1000 || mm.UsedNowPages > mm.UsedPages/20 {
+		t.Errorf("mmap reads after the epoch: %d pages used, %d of them counted as read(); want ≥ 1000, and ≤ 5 %% of them", mm.UsedPages, mm.UsedNowPages)
+	}
+	runChild(t, procs, "read:"+scan)
+	d := pcStats(t, p, fx.dev).Sub(mid)
+	all, _ := d.WastePct()
+	now, ok := PageCacheStats{UsedPages: d.UsedNowPages, WastedPages: d.WastedNowPages}.WastePct()
+	t.Logf("the scan's interval: used %d (%d read() since the epoch), wasted %d (%d): waste %.1f %%, of read() since the epoch %.2f %%",
+		d.UsedPages, d.UsedNowPages, d.WastedPages, d.WastedNowPages, all, now)
+	if old := d.WastedPages - d.WastedNowPages; old < 16384 {
+		t.Errorf("%d pages of the mmap reads were evicted unused during the scan; want ≥ 16384 (64 MiB): the test's premise failed", old)
+	}
+	if !ok || now >= 5 {
+		t.Errorf("waste of the pages read() brought in since the epoch %.2f %% (measured %v), want < 5 %%", now, ok)
+	}
+	const scanPages = 256 << 20 >> 12
+	if d.UsedNowPages < 9*scanPages/10 {
+		t.Errorf("%d pages used since the epoch, want ≥ 90 %% of the scanned file's %d", d.UsedNowPages, scanPages)
+	}
+}

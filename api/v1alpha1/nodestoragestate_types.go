@@ -577,8 +577,10 @@ type Verification struct {
 	// change is what was verified ("none -> bfq", "read_ahead_kb 2560 -> 16").
 	// +kubebuilder:validation:MaxLength=512
 	Change string `json:"change"`
-	// outcome is Verified or Reverted.
-	// +kubebuilder:validation:Enum=Verified;Reverted
+	// outcome is Verified, Reverted, or Superseded: a read-ahead cut
+	// whose verification ended when sequential readers used read-ahead
+	// again, and the depth was restored.
+	// +kubebuilder:validation:Enum=Verified;Reverted;Superseded
 	Outcome string `json:"outcome"`
 	// baseline is what the previous setting would have taken (simulated,
 	// scaled by the model's measured bias) or, for read-ahead, took

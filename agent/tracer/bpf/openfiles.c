@@ -45,7 +45,9 @@ struct {
 
 // open_file is one open regular file: the process (tgid, in the initial
 // PID namespace) and descriptor that hold it, its file system device and
-// inode, its own read-ahead (f_ra.ra_pages, in pages) and f_mode.
+// inode, its own read-ahead (f_ra.ra_pages, in pages), f_mode, and
+// mapped: 1 when any process maps the file (its address_space's i_mmap
+// tree has a VMA), whose faults then read around by that read-ahead.
 struct open_file {
 	__u32 tgid;
 	__u32 fd;
@@ -53,7 +55,7 @@ struct open_file {
 	__u32 ra_pages;
 	__u64 ino;
 	__u32 f_mode;
-	__u32 pad;
+	__u32 mapped;
 };
 
 // Forces struct open_file into the BTF for bpf2go's -type.
@@ -85,6 +87,7 @@ int open_files(struct bpf_iter__task_file *ctx)
 	r.ra_pages = BPF_CORE_READ(file, f_ra.ra_pages);
 	r.ino = BPF_CORE_READ(inode, i_ino);
 	r.f_mode = BPF_CORE_READ(file, f_mode);
+	r.mapped = BPF_CORE_READ(file, f_mapping, i_mmap.rb_root.rb_node) != 0;
 	bpf_seq_write(seq, &r, sizeof(r));
 	return 0;
 }

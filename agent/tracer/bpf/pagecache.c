@@ -78,6 +78,8 @@ struct pc_stats {
 	__u64 around;     // pages of the read-ahead windows a fault read (mmap read-around)
 	__u64 mapped;     // of used, pages first accessed by fault-around mapping them
 	__u64 map_events; // mm_filemap_map_pages events (fault-around)
+	__u64 used_now;   // of used, pages read() added in the current epoch (epoch)
+	__u64 wasted_now; // of wasted, pages read() added in the current epoch
 };
 
 struct chunk_key {
@@ -87,10 +89,12 @@ struct chunk_key {
 	__u32 pad;
 };
 
-// bits: low 16 bits, pages added while traced; high 16, pages accessed since.
+// bits: low 16 bits, pages added while traced; high 16, pages accessed
+// since. epoch: the epoch of the chunk's last add (its pages' depth, to
+// 16 pages), with FAULT_TAG when a fault's read-around added them.
 struct chunk {
 	__u32 bits;
-	__u32 pad;
+	__u32 epoch;
 };
 
 struct task_state {
@@ -103,6 +107,8 @@ struct task_state {
 	__u8 has_req;
 	__u8 in_ra_order; // a ra_order window was counted: its fallback is not
 	__u8 pad;
+	__u64 around_start; // the task's last fault read-around window, pages
+	__u64 around_end;   // (exclusive; 0: none) of (dev, ino)
 };
 
 // The tracked devices, set by user space: tracked maps each s_dev to its
@@ -118,6 +124,16 @@ __u32 fast_many SEC(".data.select");
 // whose tracing is paused; only pc_fault and pc_ra_order need be attached
 // for what it watches then.
 __u64 light_mask SEC(".data.select");
+// epoch: the current depth's number, set by user space after each change
+// of a tracked device's read-ahead (PageCacheProbe.NewEpoch), below
+// FAULT_TAG. A chunk takes it when pages are added to it, with FAULT_TAG
+// when a page fault's read-around added them; used_now and wasted_now
+// count the pages of chunks tagged with the current epoch alone: pages
+// read() brought in at the current depth. Pages read at an earlier depth,
+// or around page faults (whose files a raise may leave at their depth),
+// evicted after the change, do not count as the depth's waste.
+__u32 epoch SEC(".data.select");
+#define FAULT_TAG 0x80000000u
 
 // tracked: s_dev → index into stats.
 struct {
@@ -265,7 +281,7 @@ static __always_inline __u64 walk_end(struct pc_stats *st, __u64 lo, __u64 hi)
 // returned.
 static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi)
 {
-	__u64 n = 0;
+	__u64 n = 0, now = 0;
 	if (hi < lo)
 		return 0;
 	struct chunk_key k = {.ino = ino, .dev = dev};
@@ -284,9 +300,13 @@ static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, _
 		if (!want)
 			continue;
 		__u32 old = __sync_fetch_and_or(&v->bits, want << 16);
-		n += pop16(want & ~(old >> 16) & 0xffff);
+		__u32 got = pop16(want & ~(old >> 16) & 0xffff);
+		n += got;
+		if (v->epoch == epoch)
+			now += got;
 	}
 	st->used += n;
+	st->used_now += now;
 	return n;
 }
 
@@ -330,6 +350,11 @@ int BPF_PROG(pc_add, struct folio *folio)
 		order = MAX_ORDER_PAGES;
 	__u64 hi = lo + (1ull << order) - 1;
 	st->added += 1ull << order;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
+	__u32 tag = epoch;
+	if (ts && ts->around_end && ts->dev == dev && ts->ino == ino && lo >= ts->around_start && lo < ts->around_end)
+		tag |= FAULT_TAG;
 	struct chunk_key k = {.ino = ino, .dev = dev};
 	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
 	for (int i = 0; i < MAX_CHUNKS; i++) {
@@ -350,9 +375,8 @@ int BPF_PROG(pc_add, struct folio *folio)
 		// A page added again (its deletion was missed) starts afresh.
 		__sync_fetch_and_and(&v->bits, ~(m << 16));
 		__sync_fetch_and_or(&v->bits, m);
+		v->epoch = tag;
 	}
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
 	if (ts && ts->has_demand && ts->dev == dev && ts->ino == ino && ts->demand >= lo && ts->demand <= hi) {
 		ts->has_demand = 0;
 		credit(st, dev, ino, ts->demand, ts->demand);
@@ -387,7 +411,10 @@ int BPF_PROG(pc_delete, struct folio *folio)
 			continue;
 		__u32 m = chunk_mask(k.chunk, lo, hi);
 		__u32 old = __sync_fetch_and_and(&v->bits, ~(m | m << 16));
-		st->wasted += pop16(m & old & ~(old >> 16) & 0xffff);
+		__u32 w = pop16(m & old & ~(old >> 16) & 0xffff);
+		st->wasted += w;
+		if (v->epoch == epoch)
+			st->wasted_now += w;
 		if (!(old & ~(m | m << 16)))
 			bpf_map_delete_elem(&chunks, &k);
 	}
@@ -526,7 +553,8 @@ int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_
 	st->ra_pages += ra->size;
 	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 *ft = bpf_map_lookup_elem(&fault_tid, &zero);
-	if (ft && *ft == tid) {
+	int around = ft && *ft == tid;
+	if (around) {
 		st->around += ra->size;
 		*ft = 0;
 	}
@@ -534,6 +562,8 @@ int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_
 		return 0;
 	struct task_state *ts = task();
 	if (ts) {
+		ts->around_start = ra->start;
+		ts->around_end = around ? ra->start + ra->size : 0;
 		ts->in_ra_order = 1;
 		if (ts->dev != dev || ts->ino != ino)
 			ts->has_req = 0, ts->has_demand = 0;

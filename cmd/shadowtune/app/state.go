@@ -193,10 +193,11 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 		return err
 	}
 	defer a.Close()
+	var fo *openfiles.Follower
 	if f.followOpenFiles {
-		fo, err := openfiles.New(f.hostRoot, f.stateDir, log.WithName("openfiles"), nil)
-		if err != nil {
+		if fo, err = openfiles.New(f.hostRoot, f.stateDir, log.WithName("openfiles"), nil); err != nil {
 			log.Info("read-ahead restored only for the files opened after it", "reason", err.Error())
+			fo = nil
 		} else {
 			defer fo.Close()
 			a.SetReadAheadFollower(fo)
@@ -213,6 +214,20 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 		done = []string{}
 	}
 	fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
+	if fo != nil {
+		// Mapped files a raise left at a cut depth (agent/openfiles,
+		// hold.go), once their devices are back.
+		n, errH := fo.ReleaseHeld()
+		if n > 0 {
+			fmt.Fprintf(stdout, "put back %d mapped file(s) held at a cut read-ahead\n", n)
+		}
+		if errH != nil && err == nil {
+			return errH
+		}
+		if errH != nil {
+			fmt.Fprintf(stdout, "not put back: %s\n", oneLine(errH.Error()))
+		}
+	}
 	if err == nil {
 		return nil
 	}

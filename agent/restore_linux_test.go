@@ -1,0 +1,177 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+)
+
+const (
+	// phaseChildEnv makes the test binary TestPhaseChild:
+	// "MAPPED:SCANNED", the paths of its two files.
+	phaseChildEnv = "SHADOWTUNE_PHASE_CHILD"
+	// phaseScanBytes is the size of the file it scans.
+	phaseScanBytes = 576 << 20
+	// phaseMmap and phaseScan are how long TestPhaseChild reads in each
+	// of its two phases.
+	phaseMmap, phaseScan = 5 * time.Second, 6 * time.Second
+	// phaseReadBytes is the scan's read() size: small, as a database's
+	// page-sized reads or a buffered reader's, so that the kernel's
+	// read-ahead, not the read's own size, sets the requests' size.
+	phaseReadBytes = 8 << 10
+)
+
+// TestPhaseChild is the workload child of
+// TestReadAheadRestoredWithinAWindow, run by re-executing the test
+// binary: it waits for a line on stdin (the parent has moved it into the
+// memory cgroup by then), maps the first file $SHADOWTUNE_PHASE_CHILD
+// names and reads random 4 KiB pages of it through the mapping for
+// phaseMmap, then opens the second and reads it sequentially in
+// phaseReadBytes read()s for phaseScan or to its end, printing the bytes
+// read so far every thrashTick ("scan MS BYTES").
+func TestPhaseChild(t *testing.T) {
+	path, scanned, _ := strings.Cut(os.Getenv(phaseChildEnv), ":")
+	if path == "" {
+		t.Skip("workload child of TestReadAheadRestoredWithinAWindow")
+	}
+	loopdev.AwaitGo(t)
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = unix.Munmap(m) }()
+	rng := rand.New(rand.NewPCG(7, 8))
+	var sum byte
+	t0 := time.Now()
+	for time.Since(t0) < phaseMmap {
+		sum ^= m[rng.Int64N(fi.Size()/4096)*4096]
+	}
+	sf, err := os.Open(scanned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	buf := make([]byte, phaseReadBytes)
+	var n int64
+	t1 := time.Now()
+	next := thrashTick
+	for el := time.Duration(0); el < phaseScan; el = time.Since(t1) {
+		if el >= next {
+			fmt.Printf("scan %d %d\n", el.Milliseconds(), n)
+			next += thrashTick
+		}
+		k, err := sf.Read(buf)
+		if k == 0 || err != nil {
+			break
+		}
+		sum ^= buf[0]
+		n += int64(k)
+	}
+	fmt.Println("checksum", sum)
+}
+
+// TestReadAheadRestoredWithinAWindow: the thrash test's process, in a
+// 256 MiB memory cgroup, reads random pages of a mapped 1 GiB file for
+// 5 s, and the agent (12 s windows, minDwell 0) cuts read_ahead_kb from
+// 2560 as in TestThrashCutWithinAWindow; then, the file still mapped,
+// the process reads a second file of 576 MiB sequentially in 8 KiB
+// read()s. Sequential readers use read-ahead again, so the agent must
+// restore read_ahead_kb 2560 within 3 s of the scan's start, before the
+// window's end (the thrash check ends the window early: restoresOnUse,
+// agent/thrashcheck.go), though the scan evicts the mmap phase's
+// read-around pages unused; the scan must read at least twice as many
+// bytes a second in the half second after the restore as in the half
+// second before it. (The raise keeps the mapped file at the cut depth,
+// agent/openfiles/hold.go; TestFollowKeepingMappedHoldsAndReleases
+// checks that.)
+func TestReadAheadRestoredWithinAWindow(t *testing.T) {
+	fx := newThrashFixture(t, phaseScanBytes+64<<20)
+	scanned := filepath.Join(filepath.Dir(fx.data), "scanned")
+	loopdev.WriteRandom(t, scanned, phaseScanBytes)
+	loopdev.Evict(t, scanned)
+	loopdev.Evict(t, fx.data)
+	spec := fx.spec(thrashWindow)
+	spec.Rollout.MinDwell = &metav1.Duration{} // as in make bench-decisions: the default 10 min would hold the restore
+	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
+		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
+	start, out := loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+scanned)
+	final := a.stop(t)
+	scan := scanProgress(out)
+	cut, ok := a.firstCut(fx.l.Name)
+	if !ok {
+		t.Fatalf("no read-ahead cut in %d windows; changes %v; final %+v", len(a.windows()), a.changeLog(), final)
+	}
+	restore, ok := a.firstRestoreAfter(fx.l.Name, cut.window)
+	if !ok {
+		t.Fatalf("read_ahead_kb cut to %d at %.2f s and not restored; changes %v", cut.kib,
+			cut.at.Sub(start).Seconds(), a.changeLog())
+	}
+	scanStart := start.Add(phaseMmap)
+	after := restore.at.Sub(scanStart)
+	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load, back to 2560 %.2f s into the scan (window %d); changes %v",
+		cut.kib, cut.at.Sub(start).Seconds(), after.Seconds(), restore.window, a.changeLog())
+	if after > 3*time.Second {
+		t.Errorf("read_ahead_kb restored %.2f s into the scan; want within 3 s (the window is %v)", after.Seconds(), thrashWindow)
+	}
+	for w := 1; w <= len(a.windows()); w++ {
+		if m := a.sysAt(w); m != "" {
+			t.Errorf("sysfs differs from the status:%s", m)
+		}
+	}
+	half := time.Second / 2
+	before, later := rateAround(scan, after-half, after), rateAround(scan, after, after+half)
+	t.Logf("the scan read %.0f MiB/s in the half second before the restore, %.0f in the half second after it", before/(1<<20), later/(1<<20))
+	if before <= 0 || later < 2*before {
+		t.Errorf("scan %.0f B/s before the restore, %.0f after: want at least twice as many", before, later)
+	}
+}
+
+// scanProgress is TestPhaseChild's scan progress: elapsed time into the
+// scan → bytes read.
+func scanProgress(out string) map[time.Duration]int {
+	p := map[time.Duration]int{0: 0}
+	for _, line := range strings.Split(out, "\n") {
+		var ms int64
+		var n int
+		if _, err := fmt.Sscanf(line, "scan %d %d", &ms, &n); err == nil {
+			p[time.Duration(ms)*time.Millisecond] = n
+		}
+	}
+	return p
+}
+
+// firstRestoreAfter is the first window after window after whose status
+// shows read-ahead back at 2560.
+func (a *runningAgent) firstRestoreAfter(name string, after int) (cutAt, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.wins {
+		if d, ok := deviceStatus(s, name); ok && s.Windows > after && d.ReadAheadKiB == 2560 {
+			return cutAt{window: s.Windows, kib: d.ReadAheadKiB, sampled: d.Sampled, at: a.at[i]}, true
+		}
+	}
+	return cutAt{}, false
+}
