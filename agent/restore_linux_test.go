@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	"golang.org/x/sys/unix"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent"
@@ -49,25 +48,12 @@ func TestPhaseChild(t *testing.T) {
 		t.Skip("workload child of TestReadAheadRestoredWithinAWindow")
 	}
 	loopdev.AwaitGo(t)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = unix.Munmap(m) }()
+	m := mapFile(t, path)
 	rng := rand.New(rand.NewPCG(7, 8))
 	var sum byte
 	t0 := time.Now()
 	for time.Since(t0) < phaseMmap {
-		sum ^= m[rng.Int64N(fi.Size()/4096)*4096]
+		sum ^= m[rng.Int64N(int64(len(m))/4096)*4096]
 	}
 	sf, err := os.Open(scanned)
 	if err != nil {

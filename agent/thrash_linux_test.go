@@ -48,20 +48,7 @@ func TestThrashChild(t *testing.T) {
 		t.Skip("workload child of TestThrashCutWithinAWindow")
 	}
 	loopdev.AwaitGo(t)
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = unix.Munmap(m) }()
+	m := mapFile(t, path)
 	rng := rand.New(rand.NewPCG(5, 6))
 	var sum byte
 	t0 := time.Now()
@@ -75,9 +62,30 @@ func TestThrashChild(t *testing.T) {
 		if el >= thrashRun {
 			break
 		}
-		sum ^= m[rng.Int64N(fi.Size()/4096)*4096]
+		sum ^= m[rng.Int64N(int64(len(m))/4096)*4096]
 	}
 	fmt.Println("checksum", sum)
+}
+
+// mapFile maps the file at path whole, read-only and shared, for a
+// workload child; the mapping and the file are closed when t ends.
+func mapFile(t *testing.T, path string) []byte {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(m) })
+	return m
 }
 
 // TestThrashCutWithinAWindow: a process in a 256 MiB memory cgroup maps
