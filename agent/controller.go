@@ -177,6 +177,11 @@ type Action struct {
 	guard    decide.State    // the thrash guard once the action is done
 	verify   *verification   // the verification an applied switch starts
 	raVerify *raVerification // the one a read-ahead change starts
+	// keepMapped: a raise of read-ahead on the evidence of sequential
+	// readers (decide.RARestore, decide.RACompetitive), which leaves the
+	// mapped files at their depth (follow.go); not a revert, nor a raise
+	// to the policy's minKiB.
+	keepMapped bool
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -610,6 +615,8 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	case target.ReadAheadKiB != c.current.ReadAheadKiB:
 		a.Reason = fmt.Sprintf("read-ahead: %s (waste %.1f %%, read-ahead %.0f %% of read sectors, %d streams)",
 			c.ra.reason, c.ra.wastePct, c.ra.sharePct, c.ra.streams)
+		a.keepMapped = target.ReadAheadKiB > c.current.ReadAheadKiB &&
+			(c.ra.reason == decide.RARestore || c.ra.reason == decide.RACompetitive)
 		if before, ok := c.ra.nsPerUsedPage(); ok {
 			a.raVerify = &raVerification{previous: c.current.ReadAheadKiB, target: target.ReadAheadKiB,
 				beforeNs: before, left: c.policy.VerifyWindows}

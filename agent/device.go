@@ -304,7 +304,7 @@ func (d *device) observeEvidence(m *metrics.Metrics) {
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
-	if a.Kind == ActionApply && s.ReadAheadKiB > prev.ReadAheadKiB {
+	if a.keepMapped {
 		// A raise decided on sequential readers' evidence: the mapped
 		// files stay at the cut depth (follow.go).
 		defer e.follow.keepingMapped(d.sys.Name)()

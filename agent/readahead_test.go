@@ -246,8 +246,8 @@ func TestUsedIntervalSupersedesTheCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 2560 || rep.Action.raVerify == nil {
-		t.Fatalf("action %+v, want read_ahead_kb back to 2560 with a verification", rep.Action)
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 2560 || rep.Action.raVerify == nil || !rep.Action.keepMapped {
+		t.Fatalf("action %+v, want read_ahead_kb back to 2560 with a verification, keeping mapped files", rep.Action)
 	}
 	if c.lastVerify == nil || c.lastVerify.Outcome != "Superseded" {
 		t.Errorf("the cut's verification ended %+v, want Superseded", c.lastVerify)
@@ -292,5 +292,24 @@ func TestCutReachesFaults(t *testing.T) {
 		if _, got := c.cutsOnThrash(tc.pc, Gate{Granted: true}, now); got != tc.cut {
 			t.Errorf("%s: cutsOnThrash = %v, want %v", tc.name, got, tc.cut)
 		}
+	}
+}
+
+// TestKeepMappedOnlyOnEvidence: a raise to the policy's minKiB (the
+// administrator's bound, not readers' evidence) brings mapped files
+// along; a restore on sequential use keeps them (as in
+// TestUsedIntervalSupersedesTheCut).
+func TestKeepMappedOnlyOnEvidence(t *testing.T) {
+	c := raController(t, 2560)
+	c.policy.Engine.ReadAhead = engine.ReadAheadBounds(128, 4096)
+	c.current.ReadAheadKiB = 16
+	reqs := raWindow(0, 400, 32, 100_000, true)
+	raStep(c, reqs, PageCacheWindow{}, time.Unix(1000, 0)) // two windows must agree
+	rep := raStep(c, reqs, PageCacheWindow{}, time.Unix(1005, 0))
+	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB != 128 {
+		t.Fatalf("action %+v, want read_ahead_kb raised to the policy's 128", rep.Action)
+	}
+	if rep.Action.keepMapped {
+		t.Errorf("a raise to the policy's bound keeps mapped files below it: %+v", rep.Action)
 	}
 }
