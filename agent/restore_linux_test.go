@@ -88,11 +88,15 @@ func TestPhaseChild(t *testing.T) {
 // restore read_ahead_kb 2560 within 3 s of the scan's start, before the
 // window's end (the thrash check ends the window early: restoresOnUse,
 // agent/thrashcheck.go), though the scan evicts the mmap phase's
-// read-around pages unused; the scan must read at least twice as many
-// bytes a second in the half second after the restore as in the half
-// second before it. (The raise keeps the mapped file at the cut depth,
-// agent/openfiles/hold.go; TestFollowKeepingMappedHoldsAndReleases
-// checks that.)
+// read-around pages unused; and the device's read requests in the half
+// second after the restore must be at least 4 times as large as in the
+// half second before it. The scan's rate is logged, not checked: with
+// two busy loops on the two cores the scan's 8 KiB reads were bound by
+// the CPU at 240 MiB/s at either depth (on a quiet machine, 278 MiB/s
+// before the restore, 747 after); the application's gain is measured by
+// make bench-decisions (MEM-scan). (The raise keeps the mapped file at
+// the cut depth, agent/openfiles/hold.go;
+// TestFollowKeepingMappedHoldsAndReleases checks that.)
 func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	fx := newThrashFixture(t, phaseScanBytes+64<<20)
 	scanned := filepath.Join(filepath.Dir(fx.data), "scanned")
@@ -103,7 +107,10 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	spec.Rollout.MinDwell = &metav1.Duration{} // as in make bench-decisions: the default 10 min would hold the restore
 	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
 		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
+	stop := make(chan struct{})
+	stats := sampleReads(fx.l.Name, stop)
 	start, out := loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+scanned)
+	close(stop)
 	final := a.stop(t)
 	scan := scanProgress(out)
 	cut, ok := a.firstCut(fx.l.Name)
@@ -129,10 +136,68 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	}
 	half := time.Second / 2
 	before, later := rateAround(scan, after-half, after), rateAround(scan, after, after+half)
-	t.Logf("the scan read %.0f MiB/s in the half second before the restore, %.0f in the half second after it", before/(1<<20), later/(1<<20))
-	if before <= 0 || later < 2*before {
-		t.Errorf("scan %.0f B/s before the restore, %.0f after: want at least twice as many", before, later)
+	samples := <-stats
+	sizeBefore := requestSectors(samples, restore.at.Add(-half), restore.at)
+	sizeAfter := requestSectors(samples, restore.at.Add(half/5), restore.at.Add(half+half/5))
+	t.Logf("the scan read %.0f MiB/s in the half second before the restore, %.0f in the half second after it; the device's reads averaged %.0f sectors, then %.0f",
+		before/(1<<20), later/(1<<20), sizeBefore, sizeAfter)
+	if sizeBefore <= 0 || sizeAfter < 4*sizeBefore {
+		t.Errorf("read requests of %.0f sectors before the restore, %.0f after: want at least 4 times as large", sizeBefore, sizeAfter)
 	}
+}
+
+// readSample is the device's completed reads and sectors read at a time.
+type readSample struct {
+	at             time.Time
+	reads, sectors uint64
+}
+
+// sampleReads reads /sys/block/NAME/stat every 50 ms until stop is
+// closed, then sends the samples.
+func sampleReads(name string, stop <-chan struct{}) <-chan []readSample {
+	out := make(chan []readSample, 1)
+	go func() {
+		var s []readSample
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if b, err := os.ReadFile(filepath.Join("/sys/block", name, "stat")); err == nil {
+				var r readSample
+				var merges uint64
+				if _, err := fmt.Sscan(string(b), &r.reads, &merges, &r.sectors); err == nil {
+					r.at = time.Now()
+					s = append(s, r)
+				}
+			}
+			select {
+			case <-stop:
+				out <- s
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// requestSectors is the mean size of the read requests the device
+// completed between from and to, in sectors, taken at the samples
+// nearest to them (0 when it completed none).
+func requestSectors(s []readSample, from, to time.Time) float64 {
+	near := func(at time.Time) readSample {
+		best := s[0]
+		for _, x := range s {
+			if x.at.Sub(at).Abs() < best.at.Sub(at).Abs() {
+				best = x
+			}
+		}
+		return best
+	}
+	a, b := near(from), near(to)
+	if b.reads <= a.reads {
+		return 0
+	}
+	return float64(b.sectors-a.sectors) / float64(b.reads-a.reads)
 }
 
 // scanProgress is TestPhaseChild's scan progress: elapsed time into the
