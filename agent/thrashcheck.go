@@ -100,9 +100,10 @@ func (c *deviceController) readAheadInput(wastePct float64, measured bool) decid
 }
 
 // thrashing is the thrash check at now of the window that began at
-// start: it reports whether a device's read-ahead thrashes so that its
-// window should end now, and returns each device's page-cache counts
-// since the last check (none when the probe has none).
+// start: it reports whether a device's read-ahead thrashes, or is used
+// again after a cut (restoresOnUse), so that its window should end now,
+// and returns each device's page-cache counts since the last check (none
+// when the probe has none).
 func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 	if a.pcache == nil || now.Sub(start) < ThrashCheckEvery {
 		return false, pcInterval{}
