@@ -228,9 +228,7 @@ func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 	in := c.readAheadInput(e.wastePct, e.wasteOK)
 	in.ReadAheadSharePct, in.Streams = e.sharePct, e.streams
 	if e.seqUse {
-		// The interval's asynchronous read-aheads show it: the window's
-		// block trace may be a sample that missed it.
-		in.ReadAheadSharePct = max(in.ReadAheadSharePct, decide.MinReadAheadSharePct)
+		in = withSequentialUse(in)
 	}
 	kib, reason := decide.ReadAhead(in)
 	if reason == decide.RAWaste && !e.pc.cutReaches(kib) {
@@ -247,10 +245,26 @@ func (c *deviceController) chooseReadAhead(e *raEvidence, now time.Time) int {
 	if !strong && !agree {
 		return cur
 	}
-	if until, ok := c.backoff[raBackoffKey(cur, kib)]; ok && now.Before(until) {
+	if c.raBackedOff(cur, kib, now) {
 		return cur
 	}
 	return kib
+}
+
+// withSequentialUse is in with read-ahead's share of the read sectors at
+// least decide.MinReadAheadSharePct: a check's interval whose
+// asynchronous read-aheads show sequential use (sequentialUse) stands for
+// the block trace's share, which a sampled window may have missed.
+func withSequentialUse(in decide.ReadAheadInput) decide.ReadAheadInput {
+	in.ReadAheadSharePct = max(in.ReadAheadSharePct, decide.MinReadAheadSharePct)
+	return in
+}
+
+// raBackedOff reports whether a change of read-ahead from cur to kib KiB
+// goes the way a change regressed before, within its back-off at now.
+func (c *deviceController) raBackedOff(cur, kib int, now time.Time) bool {
+	until, ok := c.backoff[raBackoffKey(cur, kib)]
+	return ok && now.Before(until)
 }
 
 // raBackoffKey names a read-ahead direction in the back-off map.

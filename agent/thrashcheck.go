@@ -72,10 +72,7 @@ func (c *deviceController) cutsOnThrash(pc PageCacheWindow, g Gate, now time.Tim
 	if reason != decide.RAWaste || kib >= cur || !pc.cutReaches(kib) {
 		return waste, false
 	}
-	if until, ok := c.backoff[raBackoffKey(cur, kib)]; ok && now.Before(until) {
-		return waste, false
-	}
-	return waste, true
+	return waste, !c.raBackedOff(cur, kib, now)
 }
 
 // mayCut reports whether a thrash could cut the device's read-ahead now,
@@ -161,15 +158,9 @@ func (c *deviceController) restoresOnUse(pc PageCacheWindow, g Gate, now time.Ti
 	if !ok {
 		return false
 	}
-	in := c.readAheadInput(waste, true)
-	in.ReadAheadSharePct = max(in.ReadAheadSharePct, decide.MinReadAheadSharePct)
 	cur := c.current.ReadAheadKiB
-	kib, reason := decide.ReadAhead(in)
-	if reason != decide.RARestore || kib <= cur {
-		return false
-	}
-	until, ok := c.backoff[raBackoffKey(cur, kib)]
-	return !ok || !now.Before(until)
+	kib, reason := decide.ReadAhead(withSequentialUse(c.readAheadInput(waste, true)))
+	return reason == decide.RARestore && kib > cur && !c.raBackedOff(cur, kib, now)
 }
 
 // pcInterval is each tracked device's page-cache counts over a check's
