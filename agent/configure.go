@@ -37,6 +37,14 @@ func (a *Agent) configure(ps policySet) error {
 		}
 		a.st.Notes = append(a.st.Notes, "restore at start: "+err.Error())
 	}
+	if len(restored) > 0 {
+		// Read the restored disks again: a device's controller starts
+		// from the setting it has now, not the one it had before the
+		// restore, which it would take for another writer's change.
+		if sel, others, err = selectDevices(a.opt.HostRoot, pols, ps.labels); err != nil {
+			return err
+		}
+	}
 	if len(sel) == 0 && !a.cluster {
 		return ErrNoDevice
 	}

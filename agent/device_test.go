@@ -484,6 +484,47 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 	}
 }
 
+// TestRestoredDeviceIsNoOtherWriter: a device restored because its
+// policy turned to Observe starts from the restored setting, so the next
+// window does not take the agent's own restore for another writer's
+// change (seen in the e2e: "OtherWriter ... read_ahead_kb 512 -> 2560").
+func TestRestoredDeviceIsNoOtherWriter(t *testing.T) {
+	root := fakeHost(t)
+	fake := actuatetest.New(root)
+	act, err := actuate.NewWithStore(fake, filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer act.Close()
+	sda := func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda"} }
+	a := New(Options{HostRoot: root, StateDir: t.TempDir(), Policies: []*v1alpha1.StorageTuning{testTuning("p", 1, v1alpha1.ModeApply, sda)}, Log: testr.New(t)})
+	a.act = act
+	if err := a.configure(a.initialPolicies()); err != nil {
+		t.Fatal(err)
+	}
+	was, err := act.Read("sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := act.Apply("sda", actuate.Setting{Scheduler: was.Scheduler, ReadAheadKiB: was.ReadAheadKiB / 4}); err != nil {
+		t.Fatal(err)
+	}
+	a.devs[0].ctrl.current.ReadAheadKiB = was.ReadAheadKiB / 4 // as the agent's own change leaves it
+	if err := a.configure(policySet{policies: []*v1alpha1.StorageTuning{testTuning("p", 2, v1alpha1.ModeObserve, sda)}}); err != nil {
+		t.Fatal(err)
+	}
+	now, err := act.Read("sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.ReadAheadKiB != was.ReadAheadKiB {
+		t.Fatalf("read_ahead_kb %d after the restore, want %d", now.ReadAheadKiB, was.ReadAheadKiB)
+	}
+	if change := settingChange(a.devs[0].ctrl.current, now); change != "" {
+		t.Errorf("the restored device's controller knows another setting: %s", change)
+	}
+}
+
 func TestTopCandidates(t *testing.T) {
 	var outs []engine.Outcome
 	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "cur"}

@@ -48,7 +48,20 @@ type cluster struct {
 	c         client.Client
 	artifacts string
 	summary   map[string]any
+	failures  []string // what k.errorf reported, repeated at the test's end
 	mu        sync.Mutex
+}
+
+// errorf fails the test as t.Errorf does, and keeps the message: the
+// test's end repeats every failure, so that the last lines of a long log
+// (all a CI summary may show) say what failed.
+func (k *cluster) errorf(format string, args ...any) {
+	k.t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	k.mu.Lock()
+	k.failures = append(k.failures, msg)
+	k.mu.Unlock()
+	k.t.Error(msg)
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -217,6 +230,9 @@ func TestEndToEnd(t *testing.T) {
 		b, _ := json.MarshalIndent(k.summary, "", "  ")
 		_ = os.WriteFile(filepath.Join(k.artifacts, "summary.json"), b, 0o644)
 		t.Logf("artifacts in %s", k.artifacts)
+		if len(k.failures) > 0 {
+			t.Logf("%d failed check(s), in order:\n  %s", len(k.failures), strings.Join(k.failures, "\n  "))
+		}
 	}()
 
 	var nodes corev1.NodeList
@@ -284,7 +300,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Helper()
 		for _, d := range ds {
 			if diff := loopdev.Diff(before[d], loopdev.SnapshotQueue(t, d)); diff != "" {
-				t.Errorf("%s: %s changed:\n%s", what, d, diff)
+				k.errorf("%s: %s changed:\n%s", what, d, diff)
 			}
 		}
 	}
@@ -347,28 +363,39 @@ spec:
 		return nil
 	})
 	k.record("applied", applied)
-	time.Sleep(5 * time.Second)
-	n, err := k.nss(node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range selected {
-		ds := findDevice(n, d)
-		snap := loopdev.SnapshotQueue(t, d)
-		if sched := loopdev.Current(snap["scheduler"]); ds.Current.Scheduler != sched {
-			t.Errorf("%s: status says scheduler %s, sysfs %s", d, ds.Current.Scheduler, sched)
+	// The status is written at each window's end: within a few windows it
+	// shows what sysfs has. One read of each may straddle a change.
+	eventually(t, 30*time.Second, "the status shows each device's scheduler and read_ahead_kb as sysfs has them", func() error {
+		n, err := k.nss(node)
+		if err != nil {
+			return err
 		}
-		if ra := strings.TrimSpace(snap["read_ahead_kb"]); strconv.Itoa(int(ds.Current.ReadAheadKiB)) != ra {
-			t.Errorf("%s: status says read_ahead_kb %d, sysfs %s", d, ds.Current.ReadAheadKiB, ra)
+		for _, d := range selected {
+			ds := findDevice(n, d)
+			if ds == nil {
+				return fmt.Errorf("%s: no status", d)
+			}
+			snap := loopdev.SnapshotQueue(t, d)
+			if sched := loopdev.Current(snap["scheduler"]); ds.Current.Scheduler != sched {
+				return fmt.Errorf("%s: status says scheduler %s, sysfs %s", d, ds.Current.Scheduler, sched)
+			}
+			if ra := strings.TrimSpace(snap["read_ahead_kb"]); strconv.Itoa(int(ds.Current.ReadAheadKiB)) != ra {
+				return fmt.Errorf("%s: status says read_ahead_kb %d, sysfs %s", d, ds.Current.ReadAheadKiB, ra)
+			}
 		}
-	}
+		return nil
+	})
 	unchanged("Apply mode, unselected device", spare)
-	events := k.show("apply", "get", "events", "--field-selector", "involvedObject.name=e2e-loops")
-	for _, r := range []string{"Granted", "Changed"} {
-		if !strings.Contains(events, r) {
-			t.Errorf("no %s event for the policy", r)
+	eventually(t, 30*time.Second, "Granted and Changed events for the policy", func() error {
+		events := k.kubectl("get", "events", "--field-selector", "involvedObject.name=e2e-loops")
+		for _, r := range []string{"Granted", "Changed"} {
+			if !strings.Contains(events, r) {
+				return fmt.Errorf("no %s event", r)
+			}
 		}
-	}
+		return nil
+	})
+	k.show("apply", "get", "events", "--field-selector", "involvedObject.name=e2e-loops")
 	k.show("apply", "get", "storagetunings")
 	k.show("apply", "get", "nodestoragestates")
 	k.show("apply", "get", "nodestoragestate", node, "-o", "yaml")
@@ -432,6 +459,7 @@ spec:
 	// 6. Faults: the agent pod dies mid-Apply; the operator restarts.
 	recs, _ := filepath.Glob(filepath.Join(agentStateDir(), "*.json"))
 	k.record("originalRecordsBeforeKill", len(recs))
+	k.saveLogs("before-kill") // the killed pod's logs go with it
 	pods := k.kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/component=agent", "-o", "name")
 	k.kubectl("-n", namespace, "delete", strings.TrimSpace(pods), "--grace-period=0", "--force")
 	hb := time.Now()
@@ -451,7 +479,7 @@ spec:
 		return nil
 	})
 	k.show("agent-restart", "-n", namespace, "get", "pods", "-o", "wide")
-	n, _ = k.nss(node)
+	n, _ := k.nss(node)
 	grantBefore := n.Spec.Grant.DeepCopy()
 	ops := k.kubectl("-n", namespace, "get", "pods", "-l", "app.kubernetes.io/component=operator", "-o", "name")
 	k.kubectl("-n", namespace, "delete", strings.TrimSpace(ops), "--wait=false")
@@ -464,10 +492,10 @@ spec:
 		switch g := n.Spec.Grant; {
 		case g == nil:
 			if ev := k.kubectl("get", "events", "--field-selector", "involvedObject.name=e2e-loops,reason=GrantRevoked"); !strings.Contains(ev, "GrantRevoked") {
-				t.Errorf("grant %+v gone over an operator restart without a GrantRevoked event", grantBefore)
+				k.errorf("grant %+v gone over an operator restart without a GrantRevoked event", grantBefore)
 			}
 		case g.Policy != grantBefore.Policy || g.Generation != grantBefore.Generation || !g.Until.Equal(&grantBefore.Until):
-			t.Errorf("grant re-issued over an operator restart: %+v → %+v", grantBefore, g)
+			k.errorf("grant re-issued over an operator restart: %+v → %+v", grantBefore, g)
 		}
 	}
 	k.record("grantAfterOperatorRestart", n.Spec.Grant)
@@ -486,6 +514,12 @@ spec:
 	// The pods deleted on purpose are new pods, whose restart counts
 	// started at 0: any restart now is a fault.
 	k.noRestarts("before uninstall")
+	// Nothing but the agent wrote the devices' settings: an OtherWriter
+	// event would be the agent taking its own write (a restore when a
+	// policy stops governing a device) for another writer's.
+	if ev := k.kubectl("get", "events", "-A", "--field-selector", "reason=OtherWriter", "-o", "name"); strings.TrimSpace(ev) != "" {
+		k.errorf("OtherWriter events where only the agent wrote:\n%s", ev)
+	}
 	k.saveLogs("before-uninstall")
 	if out, err := k.run(k.helm, "uninstall", release, "-n", namespace, "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm uninstall: %v\n%s", err, out)
@@ -512,16 +546,16 @@ spec:
 	})
 	out, _ := k.run("kubectl", "get", "validatingadmissionpolicies,clusterroles,clusterrolebindings", "-o", "name")
 	if strings.Contains(out, "shadowtune") {
-		t.Errorf("left behind:\n%s", out)
+		k.errorf("left behind:\n%s", out)
 	}
 	for _, d := range devs {
 		if diff := loopdev.Diff(before[d], loopdev.SnapshotQueue(t, d)); diff != "" {
-			t.Errorf("%s after uninstall:\n%s", d, diff)
+			k.errorf("%s after uninstall:\n%s", d, diff)
 		}
 	}
 	recs, _ = filepath.Glob(filepath.Join(agentStateDir(), "*.json"))
 	if len(recs) > 0 {
-		t.Errorf("records of originals left on the host: %v", recs)
+		k.errorf("records of originals left on the host: %v", recs)
 	}
 }
 

@@ -68,14 +68,14 @@ func (k *cluster) podSecurity(ctx context.Context) {
 		t.Fatal(err)
 	}
 	if got := ns.Labels["pod-security.kubernetes.io/enforce"]; got != "privileged" {
-		t.Errorf("namespace %s: pod-security.kubernetes.io/enforce=%q, want privileged", namespace, got)
+		k.errorf("namespace %s: pod-security.kubernetes.io/enforce=%q, want privileged", namespace, got)
 	}
 	ds := &appsv1.DaemonSet{}
 	if err := k.c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: release + "-agent"}, ds); err != nil {
 		t.Fatal(err)
 	}
 	if ds.Status.NumberReady != ds.Status.DesiredNumberScheduled || ds.Status.NumberReady == 0 {
-		t.Errorf("agent DaemonSet: %d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+		k.errorf("agent DaemonSet: %d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
 	}
 	pod := func(ns string) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "psa-check", Namespace: ns, Labels: ds.Spec.Template.Labels},
@@ -86,7 +86,7 @@ func (k *cluster) podSecurity(ctx context.Context) {
 		return p
 	}
 	if err := k.c.Create(ctx, pod(namespace), client.DryRunAll); err != nil {
-		t.Errorf("the agent's pod, dry run in %s: %v", namespace, err)
+		k.errorf("the agent's pod, dry run in %s: %v", namespace, err)
 	}
 	fresh := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "e2e-psa-unlabelled"}}
 	if err := k.c.Create(ctx, fresh); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -100,9 +100,9 @@ func (k *cluster) podSecurity(ctx context.Context) {
 	err := k.c.Create(ctx, pod(fresh.Name), client.DryRunAll)
 	switch {
 	case err == nil:
-		t.Errorf("the agent's pod was admitted in namespace %s without the privileged label", fresh.Name)
+		k.errorf("the agent's pod was admitted in namespace %s without the privileged label", fresh.Name)
 	case !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "baseline`):
-		t.Errorf("the agent's pod in %s: refused, but not by Pod Security baseline: %v", fresh.Name, err)
+		k.errorf("the agent's pod in %s: refused, but not by Pod Security baseline: %v", fresh.Name, err)
 	default:
 		t.Logf("[install] the agent's pod in an unlabelled namespace is refused: %v", err)
 		k.record("podSecurityUnlabelled", err.Error())
@@ -142,10 +142,10 @@ func (k *cluster) noRestarts(when string) {
 	}
 	k.record("restarts "+when, restarts)
 	if n == 0 {
-		t.Errorf("%s: no agent or operator pod", when)
+		k.errorf("%s: no agent or operator pod", when)
 	}
 	if len(restarts) > 0 {
 		k.saveLogs("restarts")
-		t.Errorf("%s: containers restarted:\n  %s", when, strings.Join(restarts, "\n  "))
+		k.errorf("%s: containers restarted:\n  %s", when, strings.Join(restarts, "\n  "))
 	}
 }
