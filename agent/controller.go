@@ -182,6 +182,13 @@ type Action struct {
 	// mapped files at their depth (follow.go); not a revert, nor a raise
 	// to the policy's minKiB.
 	keepMapped bool
+	// mappedOnly: a cut on the waste of mapped files' read-around
+	// (raEvidence.mappedWaste) that the agent makes of the mapped files
+	// alone: it writes the cut depth, which the open files follow, then
+	// the device's depth back, keeping the mapped files at the cut
+	// (device.act). The device's depth, and so the controller's current
+	// setting, stays; the action's Setting is the files' depth.
+	mappedOnly bool
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -268,6 +275,10 @@ type windowInput struct {
 	// taken from it when it is lower, and it stands for the share of
 	// read-ahead in the block trace.
 	Used PageCacheWindow
+	// HoldsMapped: the agent can keep mapped files at a depth of their
+	// own (agent/openfiles follows the device's open files), so that a
+	// cut on their waste leaves the device's depth alone (mappedOnly).
+	HoldsMapped bool
 }
 
 // deviceController is the per-device state carried between windows.
@@ -298,6 +309,10 @@ type deviceController struct {
 	current    Setting
 	guard      decide.State
 	lastChange time.Time // the last write to the device (change or revert)
+	// mappedCutAt is when the agent last cut the mapped files alone
+	// (Action.mappedOnly); a thrash within MappedCutRetry of it cuts the
+	// device.
+	mappedCutAt time.Time
 
 	// bias is the model's recent real ÷ simulated ratio for the current
 	// setting (an exponential average); verification compares the real
@@ -471,6 +486,11 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
 			c.ra.wastePct, c.ra.wasteOK = w, true
 		}
+		if in.Thrash.Measured {
+			c.ra.mappedWaste = in.Thrash.mappedWaste()
+		} else {
+			c.ra.mappedWaste = in.PageCache.mappedWaste()
+		}
 		if w, ok := in.Used.sequentialUse(); ok {
 			c.ra.seqUse = true
 			if !c.ra.wasteOK || w < c.ra.wastePct {
@@ -617,6 +637,12 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 			c.ra.reason, c.ra.wastePct, c.ra.sharePct, c.ra.streams)
 		a.keepMapped = target.ReadAheadKiB > c.current.ReadAheadKiB &&
 			(c.ra.reason == decide.RARestore || c.ra.reason == decide.RACompetitive)
+		if c.cutsMapped(target.ReadAheadKiB, in) {
+			a.mappedOnly = true
+			a.Reason = fmt.Sprintf("read-ahead of the mapped files: %s (waste %.1f %%, read around random page faults); the device keeps %d KiB",
+				c.ra.reason, c.ra.wastePct, c.current.ReadAheadKiB)
+			break // the device's depth stays: nothing of it to verify
+		}
 		if before, ok := c.ra.nsPerUsedPage(); ok {
 			a.raVerify = &raVerification{previous: c.current.ReadAheadKiB, target: target.ReadAheadKiB,
 				beforeNs: before, left: c.policy.VerifyWindows}
@@ -624,6 +650,21 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		}
 	}
 	rep.Action = a
+}
+
+// MappedCutRetry is how long after a cut of the mapped files alone
+// (Action.mappedOnly) a thrash that still reads around more than the cut
+// depth cuts the device instead: the files' cut did not stop it.
+const MappedCutRetry = 10 * time.Second
+
+// cutsMapped reports whether a cut to kib KiB is made of the mapped files
+// alone (Action.mappedOnly): the agent can hold them (in.HoldsMapped), the
+// cut is made on waste (decide.RAWaste) that is the read-around of
+// random page faults (raEvidence.mappedWaste), and no such cut was made
+// within MappedCutRetry.
+func (c *deviceController) cutsMapped(kib int, in windowInput) bool {
+	return in.HoldsMapped && kib < c.current.ReadAheadKiB && c.ra.reason == decide.RAWaste && c.ra.mappedWaste &&
+		(c.mappedCutAt.IsZero() || in.Now.Sub(c.mappedCutAt) >= MappedCutRetry)
 }
 
 // confirmSwitch reports whether the switch d may be made now. A switch
@@ -647,6 +688,11 @@ func (c *deviceController) confirmSwitch(d decide.Decision) bool {
 // commit tells the controller that the device now has the setting of a
 // (written at now): the action of the window just ended.
 func (c *deviceController) commit(a Action, now time.Time) {
+	if a.mappedOnly {
+		c.guard, c.lastChange, c.mappedCutAt = a.guard, now, now
+		c.proposed, c.raPending = "", 0
+		return
+	}
 	c.current, c.guard, c.lastChange = a.Setting, a.guard, now
 	c.proposed = "" // decided against the setting it replaced
 	switch {

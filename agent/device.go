@@ -176,7 +176,7 @@ func (d *device) gate(e *windowEnv) Gate {
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	d.cacheBefore(e)
-	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled}
+	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled, HoldsMapped: e.follow.holdsMapped()}
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
@@ -301,6 +301,8 @@ func (d *device) observeEvidence(m *metrics.Metrics) {
 
 // act writes the action's setting to the device (the actuator records the
 // original first) and, when it is written, commits it to the controller.
+// A cut of the mapped files alone (Action.mappedOnly) writes the device's
+// depth back at once, keeping them at the cut (cutMapped).
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
@@ -309,29 +311,23 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 		// files stay at the cut depth (follow.go).
 		defer e.follow.keepingMapped(d.sys.Name)()
 	}
-	// Expect what the controller last saw: a value another writer set
-	// since this window's check is not overwritten (ErrOtherWriter); the
-	// next window's check names the writer and yields.
-	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
-		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
-		Expect: &actuate.Expected{Scheduler: prev.Candidate.Scheduler, ReadAheadKiB: prev.ReadAheadKiB},
-	})
 	st := &d.status
-	if err != nil {
-		st.Window.Error, st.Window.ApplyError, st.LastError = err.Error(), err.Error(), err.Error()
-		e.log.Error(err, "apply", "device", d.sys.Name, "setting", s.Candidate.Name())
+	if !d.write(s, prev, e) {
 		return
 	}
-	if ap.RecordError != nil {
-		// The device changed; its record is written again every window.
-		st.LastError = ap.RecordError.Error()
-		e.log.Error(ap.RecordError, "the change is made, its record is not updated yet", "device", d.sys.Name)
+	if a.mappedOnly {
+		a.mappedOnly = d.cutMapped(s, prev, e)
 	}
 	d.ctrl.commit(a, now)
 	d.memorize(e.act, e.log)
 	st.Applied = &v1alpha1.AppliedSetting{Scheduler: s.Candidate.Scheduler, Tunables: tunablesText(s.Candidate.Tunables),
 		ReadAheadKiB: int32(s.ReadAheadKiB), At: metav1.NewTime(now)}
 	st.LastChangeTime, st.LastChange = ptrTime(now), changeText(prev, s)
+	if a.mappedOnly {
+		st.Applied.ReadAheadKiB = int32(prev.ReadAheadKiB)
+		st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of the mapped files (the device keeps %d)",
+			prev.ReadAheadKiB, s.ReadAheadKiB, prev.ReadAheadKiB)
+	}
 	if a.Kind == ActionRevert {
 		st.Reverts++
 		st.LastRevertTime = ptrTime(now)
@@ -346,12 +342,45 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 			m.IncChange(d.sys.Name)
 		}
 		ra := s.ReadAheadKiB
-		if ra == 0 {
+		if ra == 0 || a.mappedOnly {
 			ra = prev.ReadAheadKiB
 		}
 		m.SetSetting(d.sys.Name, s.Candidate.Scheduler, ra, s.Candidate.Tunables.String())
 	}
 	e.log.Info("applied", "device", d.sys.Name, "change", st.LastChange)
+}
+
+// write writes setting s to the device, expecting what the controller
+// last saw (was): a value another writer set since this window's check is
+// not overwritten (ErrOtherWriter); the next window's check names the
+// writer and yields. It reports whether s was written; an error is in
+// the status and logged.
+func (d *device) write(s, was Setting, e *windowEnv) bool {
+	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
+		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
+		Expect: &actuate.Expected{Scheduler: was.Candidate.Scheduler, ReadAheadKiB: was.ReadAheadKiB},
+	})
+	st := &d.status
+	if err != nil {
+		st.Window.Error, st.Window.ApplyError, st.LastError = err.Error(), err.Error(), err.Error()
+		e.log.Error(err, "apply", "device", d.sys.Name, "setting", s.Candidate.Name())
+		return false
+	}
+	if ap.RecordError != nil {
+		// The device changed; its record is written again every window.
+		st.LastError = ap.RecordError.Error()
+		e.log.Error(ap.RecordError, "the change is made, its record is not updated yet", "device", d.sys.Name)
+	}
+	return true
+}
+
+// cutMapped ends a cut of the mapped files alone: the device's depth cut
+// was written, and the open files followed it; it writes the device's
+// depth (prev) back, keeping the mapped files at the cut (follow.go). It
+// reports whether it did; if not, the cut stands as the device's.
+func (d *device) cutMapped(cut, prev Setting, e *windowEnv) bool {
+	defer e.follow.keepingMapped(d.sys.Name)()
+	return d.write(Setting{Candidate: cut.Candidate, ReadAheadKiB: prev.ReadAheadKiB}, cut, e)
 }
 
 // changeText says what a write changed: "none -> bfq, read_ahead_kb 128 -> 16".

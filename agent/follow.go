@@ -66,6 +66,10 @@ func (f *raFollower) keepingMapped(disk string) func() {
 	}
 }
 
+// holdsMapped reports whether f keeps mapped files at a depth of their
+// own: it follows open files. f may be nil.
+func (f *raFollower) holdsMapped() bool { return f != nil && f.files != nil }
+
 // release puts the mapped files that raises left at a cut depth back to
 // their devices' read-ahead (openfiles.Follower.ReleaseHeld), and logs
 // what it did. f may be nil.

@@ -98,6 +98,24 @@ func (p PageCacheWindow) cutReaches(kib int) bool {
 	return float64(p.AroundPages)*4 > float64(kib)*float64(p.Faults)
 }
 
+// MappedReadWastePct is the largest share of the wasted pages, percent,
+// that read() may have brought in at the current depth (WastedNow) for a
+// thrash to be the mapped files' (mappedWaste).
+const MappedReadWastePct = 5
+
+// mappedWaste reports whether the counts' waste is the read-around of
+// page faults on mapped files: the faults are random mmap reads
+// (randomFaults), and read() brought in at most MappedReadWastePct of the
+// wasted pages at the current depth. A cut made on such a waste is a cut
+// of the mapped files (Action.mappedOnly): the device keeps its depth for
+// the readers that did not waste it. Pages read() brought in before the
+// last change of the device's depth count as the faults' (the probe tags
+// a page's epoch, not its reader, once the epoch is over).
+func (p PageCacheWindow) mappedWaste() bool {
+	return p.Measured && p.randomFaults() && p.WastedPages > 0 &&
+		100*p.WastedNow <= MappedReadWastePct*p.WastedPages
+}
+
 // WastePct is the share of resolved pages that were wasted, percent, and
 // whether the probe measured the window and resolved enough pages
 // (tracer.PageCacheStats.WastePct). When the window's faults are random
@@ -138,6 +156,11 @@ type raEvidence struct {
 	// read-ahead again after a cut (windowInput.Used); a restore is then
 	// made at once, and the cut's verification is superseded.
 	seqUse bool
+	// mappedWaste: the waste that makes a cut is the read-around of
+	// random page faults on mapped files (PageCacheWindow.mappedWaste),
+	// over the thrash check's interval that ended the window or else the
+	// window.
+	mappedWaste bool
 	// reason is the rule decide.ReadAhead applied.
 	reason decide.ReadAheadReason
 }

@@ -313,3 +313,61 @@ func TestKeepMappedOnlyOnEvidence(t *testing.T) {
 		t.Errorf("a raise to the policy's bound keeps mapped files below it: %+v", rep.Action)
 	}
 }
+
+// TestMappedWasteCutsTheMappedFiles: a thrash whose waste is the
+// read-around of random page faults cuts the mapped files alone when the
+// agent can hold them; read()'s waste, no way to hold them, or a thrash
+// soon after such a cut cuts the device.
+func TestMappedWasteCutsTheMappedFiles(t *testing.T) {
+	mapped := PageCacheWindow{Measured: true, Faults: 400, AroundPages: 400 * 640, UsedPages: 400, WastedPages: 400 * 639}
+	read := mapped
+	read.WastedNow = read.WastedPages / 2
+	slightRead := mapped
+	slightRead.WastedNow = mapped.WastedPages / 25 // 4 %
+	sequential := mapped
+	sequential.AsyncReadAhead = 400
+	for _, tc := range []struct {
+		name        string
+		pc          PageCacheWindow
+		holds       bool
+		lastMapped  time.Duration // before now; 0: none
+		wantMapped  bool
+		wantVerify  bool
+		wantCurrent int
+	}{
+		{name: "mapped waste", pc: mapped, holds: true, wantMapped: true, wantCurrent: 2560},
+		{name: "read() wasted 4 %", pc: slightRead, holds: true, wantMapped: true, wantCurrent: 2560},
+		{name: "no open-files follower", pc: mapped, wantVerify: true, wantCurrent: 16},
+		{name: "read() wasted half", pc: read, holds: true, wantVerify: true, wantCurrent: 16},
+		{name: "sequential faults", pc: sequential, holds: true, wantVerify: true, wantCurrent: 16},
+		{name: "thrash 5 s after a mapped cut", pc: mapped, holds: true, lastMapped: 5 * time.Second, wantVerify: true, wantCurrent: 16},
+		{name: "thrash 10 s after a mapped cut", pc: mapped, holds: true, lastMapped: MappedCutRetry, wantMapped: true, wantCurrent: 2560},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Unix(1000, 0)
+			c := raController(t, 2560)
+			if tc.lastMapped > 0 {
+				c.mappedCutAt = now.Add(-tc.lastMapped)
+			}
+			c.add(raWindow(0, 400, 5120, 2_000_000, false))
+			rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: tc.pc, HoldsMapped: tc.holds})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := rep.Action
+			if a.Kind != ActionApply || a.Setting.ReadAheadKiB != 16 {
+				t.Fatalf("action %+v, want a cut to 16", a)
+			}
+			if a.mappedOnly != tc.wantMapped || (a.raVerify != nil) != tc.wantVerify {
+				t.Fatalf("mappedOnly %v (want %v), verified %v (want %v): %s", a.mappedOnly, tc.wantMapped, a.raVerify != nil, tc.wantVerify, a.Reason)
+			}
+			c.commit(a, now)
+			if c.current.ReadAheadKiB != tc.wantCurrent {
+				t.Errorf("the controller's depth %d after the cut, want %d", c.current.ReadAheadKiB, tc.wantCurrent)
+			}
+			if tc.wantMapped && (!c.mappedCutAt.Equal(now) || !c.lastChange.Equal(now) || c.raVerify != nil) {
+				t.Errorf("after a mapped cut: mappedCutAt %v lastChange %v raVerify %+v", c.mappedCutAt, c.lastChange, c.raVerify)
+			}
+		})
+	}
+}

@@ -284,8 +284,8 @@ func (fx *thrashFixture) run(t *testing.T, sample time.Duration, pre func(*runni
 		t.Fatalf("no read-ahead cut in %d windows; changes %v; final %+v", len(a.windows()), a.changeLog(), final)
 	}
 	after := cut.at.Sub(start)
-	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load (window %d, sampled %v); changes %v",
-		cut.kib, after.Seconds(), cut.window, cut.sampled, a.changeLog())
+	t.Logf("read_ahead_kb 2560 -> %d at %.2f s of the load (window %d, sampled %v, mapped files only %v); changes %v",
+		cut.kib, after.Seconds(), cut.window, cut.sampled, cut.mapped, a.changeLog())
 	if after > thrashWindow/2 {
 		t.Errorf("the cut came %.2f s into the load; want within %v (the window is %v)", after.Seconds(), thrashWindow/2, thrashWindow)
 	}
@@ -348,14 +348,28 @@ type cutAt struct {
 	kib     int
 	sampled bool
 	at      time.Time
+	// mapped: the cut was made of the mapped files alone; the device
+	// kept its depth.
+	mapped bool
 }
 
+// firstCut is the first window whose status shows a cut of read-ahead
+// below 2560: of the device, or of its mapped files alone (the last
+// change reads "read_ahead_kb 2560 -> N of the mapped files").
 func (a *runningAgent) firstCut(name string) (cutAt, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for i, s := range a.wins {
-		if d, ok := deviceStatus(s, name); ok && d.ReadAheadKiB > 0 && d.ReadAheadKiB < 2560 {
+		d, ok := deviceStatus(s, name)
+		if !ok {
+			continue
+		}
+		if d.ReadAheadKiB > 0 && d.ReadAheadKiB < 2560 {
 			return cutAt{window: s.Windows, kib: d.ReadAheadKiB, sampled: d.Sampled, at: a.at[i]}, true
+		}
+		var from, to int
+		if _, err := fmt.Sscanf(d.LastChangeWhat, "read_ahead_kb %d -> %d of the mapped files", &from, &to); err == nil && to < from {
+			return cutAt{window: s.Windows, kib: to, sampled: d.Sampled, at: a.at[i], mapped: true}, true
 		}
 	}
 	return cutAt{}, false
