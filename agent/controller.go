@@ -467,7 +467,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
-	if l.requests < c.policy.MinRequests {
+	if l.requests < c.policy.MinRequests && (!in.Thrash.Measured || l.requests == 0) {
+		// A window the thrash check ended is evaluated on fewer: its
+		// cut rests on the page-cache probe's counts (thrashcheck.go).
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil
 	}

@@ -371,3 +371,33 @@ func TestMappedWasteCutsTheMappedFiles(t *testing.T) {
 		})
 	}
 }
+
+// TestThrashWindowWithFewRequestsCuts: a window the thrash check ended is
+// evaluated on fewer requests than the policy's minimum (its cut rests on
+// the page-cache counts); any other such window is skipped.
+func TestThrashWindowWithFewRequestsCuts(t *testing.T) {
+	thrash := PageCacheWindow{Measured: true, Faults: 80, AroundPages: 80 * 640, UsedPages: 80, WastedPages: 80 * 639}
+	for _, tc := range []struct {
+		name    string
+		in      windowInput
+		wantCut bool
+	}{
+		{name: "ended by the thrash check", in: windowInput{PageCache: thrash, Thrash: thrash}, wantCut: true},
+		{name: "a whole window", in: windowInput{PageCache: thrash}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := raController(t, 2560)
+			n := c.policy.MinRequests / 2
+			c.add(raWindow(0, n, 5120, 2_000_000, false))
+			in := tc.in
+			in.Now, in.Gate = time.Unix(1000, 0), Gate{Granted: true}
+			rep, err := c.endWindow(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cut := rep.Action.Kind == ActionApply && rep.Action.Setting.ReadAheadKiB < 2560; cut != tc.wantCut {
+				t.Fatalf("%d requests (minimum %d): cut %v, want %v; skipped %q, action %+v", n, c.policy.MinRequests, cut, tc.wantCut, rep.Skipped, rep.Action)
+			}
+		})
+	}
+}

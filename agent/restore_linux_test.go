@@ -81,21 +81,23 @@ func TestPhaseChild(t *testing.T) {
 
 // TestReadAheadRestoredWithinAWindow: the thrash test's process, in a
 // 256 MiB memory cgroup, reads random pages of a mapped 1 GiB file for
-// 5 s, and the agent (12 s windows, minDwell 0) cuts read_ahead_kb from
-// 2560 as in TestThrashCutWithinAWindow; then, the file still mapped,
-// the process reads a second file of 576 MiB sequentially in 8 KiB
-// read()s. Sequential readers use read-ahead again, so the agent must
-// restore read_ahead_kb 2560 within 3 s of the scan's start, before the
-// window's end (the thrash check ends the window early: restoresOnUse,
-// agent/thrashcheck.go), though the scan evicts the mmap phase's
-// read-around pages unused; and the device's read requests in the half
-// second after the restore must be at least 4 times as large as in the
-// half second before it. The scan's rate is logged, not checked: with
-// two busy loops on the two cores the scan's 8 KiB reads were bound by
-// the CPU at 240 MiB/s at either depth (on a quiet machine, 278 MiB/s
-// before the restore, 747 after); the application's gain is measured by
-// make bench-decisions (MEM-scan). (The raise keeps the mapped file at
-// the cut depth, agent/openfiles/hold.go;
+// 5 s, and the agent (12 s windows, minDwell 0) cuts read-ahead from 2560
+// as in TestThrashCutWithinAWindow; then, the file still mapped, the
+// process reads a second file of 576 MiB sequentially in 8 KiB read()s.
+// The scan must read at the device's depth within 3 s of its start:
+// after a cut of the mapped files alone (Action.mappedOnly), the device
+// kept 2560 and no window may show it lower; after a cut of the device,
+// sequential readers use read-ahead again and the agent must restore
+// 2560 before the window's end (the thrash check ends the window early:
+// restoresOnUse, agent/thrashcheck.go), though the scan evicts the mmap
+// phase's read-around pages unused. Either way the device's read
+// requests in the half second from 0.1 s after the device is at its depth
+// for the scan must be at least 4 times as large as in the half second
+// before (at the cut depth). The scan's rate is logged, not checked:
+// with two busy loops on the two cores the scan's 8 KiB reads were bound
+// by the CPU at 240 MiB/s at either depth; the application's gain is
+// measured by make bench-decisions (MEM-scan). (A raise keeps the mapped
+// file at the cut depth, agent/openfiles/hold.go;
 // TestFollowKeepingMappedHoldsAndReleases checks that.)
 func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	fx := newThrashFixture(t, phaseScanBytes+64<<20)

@@ -92,8 +92,9 @@ func mapFile(t *testing.T, path string) []byte {
 // a 1 GiB file on ext4 over a loop device and reads random pages of it;
 // at the device's read_ahead_kb of 2560 each fault reads up to 2.5 MiB
 // and the read-around thrashes the cgroup's page cache. With a 12 s
-// window the agent must cut read_ahead_kb within the first 6 s of the
-// load (the thrash check ends the window early: agent/thrashcheck.go),
+// window the agent must cut read-ahead within the first 6 s of the load
+// (the thrash check ends the window early: agent/thrashcheck.go), of
+// the mapped file alone since its waste is the faults' (Action.mappedOnly),
 // sysfs must show what the status says after every window, and the
 // process, whose open mapping the agent follows (agent/openfiles), must
 // read at least 3 times as many pages a second in the 2 s after the cut

@@ -39,6 +39,15 @@ package agent
 // 8 KiB reads, and the windows' own pacing (two windows agreeing, after
 // the cut's verification) kept it there for 10 s or more. The raise
 // keeps the mapped files at the cut depth (agent/openfiles, hold.go).
+//
+// A thrash whose waste is the read-around of random page faults on
+// mapped files (PageCacheWindow.mappedWaste) is cut on the mapped files
+// alone when the agent follows open files (Action.mappedOnly, device.act):
+// the device keeps its depth, and a sequential reader after the faults
+// needs no restore. A window the check ended is evaluated on fewer than
+// the policy's minimum of requests: in MEM the first half second of
+// thrash was 82 requests of up to 2.5 MiB each, and the window that
+// skipped them delayed the cut by another check.
 
 import (
 	"time"
