@@ -357,15 +357,24 @@ func TestObserveAndPausedNeverChange(t *testing.T) {
 	}
 }
 
-func TestRestoreUngoverned(t *testing.T) {
-	root := fakeHost(t)
-	fake := actuatetest.New(root)
+// fakeActuator is an actuator over a fake host's sysfs (fakeHost), with
+// its state in a temporary directory; it is closed at the test's end.
+func fakeActuator(t *testing.T) (root string, fake *actuatetest.Store, act *actuate.Actuator) {
+	t.Helper()
+	root = fakeHost(t)
+	fake = actuatetest.New(root)
 	act, err := actuate.NewWithStore(fake, filepath.Join(t.TempDir(), "state"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer act.Close()
+	t.Cleanup(func() { act.Close() })
+	return root, fake, act
+}
+
+func TestRestoreUngoverned(t *testing.T) {
+	root, fake, act := fakeActuator(t)
 	before := map[string]map[string]string{}
+	var err error
 	for _, dev := range []string{"sda", "nvme0n1", "vda"} {
 		if before[dev], err = fake.Snapshot(dev); err != nil {
 			t.Fatal(err)
@@ -406,12 +415,7 @@ func TestRestoreUngoverned(t *testing.T) {
 // TestPoliciesChangeKeepsDevices: new policies reach the running agent
 // (configure) without losing what it learned about a device.
 func TestPoliciesChangeKeepsDevices(t *testing.T) {
-	root := fakeHost(t)
-	act, err := actuate.NewWithStore(actuatetest.New(root), filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer act.Close()
+	root, _, act := fakeActuator(t)
 	sda := func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda"} }
 	p1 := testTuning("p", 1, v1alpha1.ModeApply, sda)
 	a := New(Options{HostRoot: root, StateDir: t.TempDir(), Policies: []*v1alpha1.StorageTuning{p1}, Log: testr.New(t)})
@@ -489,13 +493,7 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 // window does not take the agent's own restore for another writer's
 // change (seen in the e2e: "OtherWriter ... read_ahead_kb 512 -> 2560").
 func TestRestoredDeviceIsNoOtherWriter(t *testing.T) {
-	root := fakeHost(t)
-	fake := actuatetest.New(root)
-	act, err := actuate.NewWithStore(fake, filepath.Join(t.TempDir(), "state"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer act.Close()
+	root, _, act := fakeActuator(t)
 	sda := func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda"} }
 	a := New(Options{HostRoot: root, StateDir: t.TempDir(), Policies: []*v1alpha1.StorageTuning{testTuning("p", 1, v1alpha1.ModeApply, sda)}, Log: testr.New(t)})
 	a.act = act
