@@ -261,7 +261,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
 	w.DispatchCharges = dispatchCharges(r)
 	st.Candidates = topCandidates(r, d.ctrl.policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
-	d.showEvidence()
+	d.showEvidence(e.follow)
 	if rep.Target != nil {
 		d.target = rep.Target
 		st.Recommendation = recommendationOf(rep, d.ctrl.policy.ReadAhead)

@@ -70,6 +70,15 @@ func (f *raFollower) keepingMapped(disk string) func() {
 // own: it follows open files. f may be nil.
 func (f *raFollower) holdsMapped() bool { return f != nil && f.files != nil }
 
+// held is openfiles.Follower.Held for disk; 0, 0 when f follows no open
+// files. f may be nil.
+func (f *raFollower) held(disk string) (descriptors, minKiB int) {
+	if !f.holdsMapped() {
+		return 0, 0
+	}
+	return f.files.Held(disk)
+}
+
 // release puts the mapped files that raises left at a cut depth back to
 // their devices' read-ahead (openfiles.Follower.ReleaseHeld), and logs
 // what it did. f may be nil.

@@ -131,11 +131,20 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 		}
 		deep = restore.at
 	} else {
+		held := false
 		for _, s := range a.windows() {
 			if d, ok := deviceStatus(s, fx.l.Name); ok && d.ReadAheadKiB != 2560 {
 				t.Errorf("window %d: after a cut of the mapped files alone the device's read_ahead_kb is %d; want 2560 kept",
 					s.Windows, d.ReadAheadKiB)
 			}
+			for _, d := range s.Devices {
+				if ra := d.ReadAhead; d.Name == fx.l.Name && ra != nil && ra.HeldMappedFiles > 0 && int(ra.HeldReadAheadKiB) == cut.kib {
+					held = true
+				}
+			}
+		}
+		if !held {
+			t.Errorf("no window's status shows the mapped file held at %d KiB (readAhead.heldMappedFiles)", cut.kib)
 		}
 	}
 	after := deep.Sub(scanStart)

@@ -84,6 +84,22 @@ func (f *Follower) updateHeld(disk string, kept []tracer.OpenFile, toPages uint3
 	return f.saveHeld()
 }
 
+// Held returns how many open descriptors of mapped files on disk are
+// held at a depth of their own (a raise left them at a cut, or the agent
+// cut them alone), and the lowest of those depths, KiB; 0, 0 when none
+// is held.
+func (f *Follower) Held(disk string) (descriptors, minKiB int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, h := range f.held[disk] {
+		if kib := int(h.Pages) * f.pageKiB; descriptors == 0 || kib < minKiB {
+			minKiB = kib
+		}
+		descriptors++
+	}
+	return descriptors, minKiB
+}
+
 // saveHeld writes the record of the held files, or removes it when none
 // is held (f.mu held).
 func (f *Follower) saveHeld() error {

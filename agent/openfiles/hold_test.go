@@ -72,3 +72,20 @@ func TestUpdateHeld(t *testing.T) {
 		t.Errorf("the record: %+v, %v; want sdb's file alone", held, err)
 	}
 }
+
+func TestHeld(t *testing.T) {
+	f := &Follower{heldPath: filepath.Join(t.TempDir(), HeldFileName), held: map[string][]heldFile{}, pageKiB: 4}
+	if n, kib := f.Held("sda"); n != 0 || kib != 0 {
+		t.Fatalf("none held: %d at %d KiB", n, kib)
+	}
+	kept := []tracer.OpenFile{{PID: 1, FD: 3, Ino: 10, RAPages: 8, Mapped: true}, {PID: 1, FD: 4, Ino: 10, RAPages: 4, Mapped: true}}
+	if err := f.updateHeld("sda", kept, 640); err != nil {
+		t.Fatal(err)
+	}
+	if n, kib := f.Held("sda"); n != 2 || kib != 16 {
+		t.Errorf("held on sda: %d at %d KiB; want 2 at 16", n, kib)
+	}
+	if n, _ := f.Held("sdb"); n != 0 {
+		t.Errorf("held on sdb: %d; want none", n)
+	}
+}

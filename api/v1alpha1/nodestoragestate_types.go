@@ -555,6 +555,18 @@ type ReadAheadEvidence struct {
 	// +kubebuilder:validation:Enum=PolicyBounds;NoWasteEvidence;ReadAheadWasted;ReadAheadUsed;CompetitiveDepth;Keep
 	// +optional
 	Rule string `json:"rule,omitempty"`
+	// heldMappedFiles counts the open descriptors of mapped files on the
+	// device that the agent keeps at a read-ahead depth of their own,
+	// below the device's: a thrash of their page faults' read-around cut
+	// them alone, or a raise on sequential readers' evidence left them at
+	// the cut. They are put back at the agent's exit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HeldMappedFiles int32 `json:"heldMappedFiles,omitempty"`
+	// heldReadAheadKiB is the lowest read-ahead depth of those files, KiB.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HeldReadAheadKiB int32 `json:"heldReadAheadKiB,omitempty"`
 }
 
 // LearnedCorrection is the factor learned for one candidate on a device.
