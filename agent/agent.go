@@ -562,6 +562,7 @@ func (a *Agent) shutdown() error {
 	for _, d := range a.devs {
 		if d.status.Gone == "" {
 			d.refresh(a.act, Gate{Granted: true})
+			d.showHeld(a.follow)
 		}
 	}
 	a.publish()

@@ -208,6 +208,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		d.memorize(e.act, e.log)
 	}
 	d.refresh(e.act, in.Gate)
+	d.showHeld(e.follow)
 }
 
 // report puts a window's report into the status and the metrics.
@@ -261,7 +262,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
 	w.DispatchCharges = dispatchCharges(r)
 	st.Candidates = topCandidates(r, d.ctrl.policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
-	d.showEvidence(e.follow)
+	d.showEvidence()
 	if rep.Target != nil {
 		d.target = rep.Target
 		st.Recommendation = recommendationOf(rep, d.ctrl.policy.ReadAhead)

@@ -37,17 +37,15 @@ func dispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
 	return out
 }
 
-// showEvidence puts the controller's evidence into the status, with the
-// mapped files f holds at a depth of their own.
-func (d *device) showEvidence(f *raFollower) {
+// showEvidence puts the controller's evidence into the status.
+func (d *device) showEvidence() {
 	c, st := d.ctrl, &d.status
 	if d.ctrl.policy.ReadAhead {
 		e := &c.ra
-		held, heldKiB := f.held(d.sys.Name)
 		ev := &v1alpha1.ReadAheadEvidence{
 			UsedPages: int64(min(e.pc.UsedPages, 1<<62)), WastedPages: int64(min(e.pc.WastedPages, 1<<62)),
 			ReadAheadSharePercent: v1alpha1.FormatPercent(e.sharePct), SequentialStreams: int32(min(e.streams, 1<<30)),
-			Rule: string(e.reason), HeldMappedFiles: int32(min(held, 1<<30)), HeldReadAheadKiB: int32(min(heldKiB, 1<<30)),
+			Rule: string(e.reason),
 		}
 		if e.wasteOK {
 			ev.WastePercent = v1alpha1.FormatPercent(e.wastePct)
@@ -66,6 +64,15 @@ func (d *device) showEvidence(f *raFollower) {
 	}
 	if v := c.lastVerify; v != nil {
 		st.LastVerification = verificationStatus(v)
+	}
+}
+
+// showHeld puts the mapped files f holds at a depth of their own into
+// the read-ahead evidence of the status, after the window's change.
+func (d *device) showHeld(f *raFollower) {
+	if ev := d.status.ReadAhead; ev != nil {
+		held, kib := f.held(d.sys.Name)
+		ev.HeldMappedFiles, ev.HeldReadAheadKiB = int32(min(held, 1<<30)), int32(min(kib, 1<<30))
 	}
 }
 
