@@ -561,8 +561,7 @@ func (a *Agent) shutdown() error {
 	a.follow.release()
 	for _, d := range a.devs {
 		if d.status.Gone == "" {
-			d.refresh(a.act, Gate{Granted: true})
-			d.showHeld(a.follow)
+			d.refresh(a.act, a.follow, Gate{Granted: true})
 		}
 	}
 	a.publish()

@@ -207,8 +207,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if d.ctrl.memoDirty {
 		d.memorize(e.act, e.log)
 	}
-	d.refresh(e.act, in.Gate)
-	d.showHeld(e.follow)
+	d.refresh(e.act, e.follow, in.Gate)
 }
 
 // report puts a window's report into the status and the metrics.
@@ -396,11 +395,12 @@ func changeText(prev, s Setting) string {
 	return strings.Join(parts, ", ")
 }
 
-// refresh fills the status fields read from the device and the actuator
-// after a window: the setting in sysfs, the recorded original, the
-// controller's guard and verification, and whether a recommended change
-// awaits a grant (gate g).
-func (d *device) refresh(act *actuate.Actuator, g Gate) {
+// refresh fills the status fields read from the device, the actuator and
+// the read-ahead follower f after a window: the setting in sysfs, the
+// recorded original, the controller's guard and verification, whether a
+// recommended change awaits a grant (gate g), and the mapped files held
+// at a depth of their own (showHeld).
+func (d *device) refresh(act *actuate.Actuator, f *raFollower, g Gate) {
 	st := &d.status
 	if s, err := act.Read(d.sys.Name); err == nil {
 		st.Current = v1alpha1.DeviceSettings{Scheduler: s.Scheduler, Tunables: s.Tunables, ReadAheadKiB: int32(s.ReadAheadKiB)}
@@ -423,6 +423,7 @@ func (d *device) refresh(act *actuate.Actuator, g Gate) {
 	st.ModelCalibrated = d.ctrl.calibrated
 	pending := d.target != nil && !sameSetting(*d.target, d.ctrl.current)
 	st.AwaitingGrant = pending && d.apply() && !g.Paused && !g.Yielded && !g.Granted
+	d.showHeld(f)
 }
 
 func ptrTime(t time.Time) *metav1.Time {
