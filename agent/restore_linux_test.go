@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 )
@@ -133,12 +134,15 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	} else {
 		held := false
 		for _, s := range a.windows() {
-			if d, ok := deviceStatus(s, fx.l.Name); ok && d.ReadAheadKiB != 2560 {
-				t.Errorf("window %d: after a cut of the mapped files alone the device's read_ahead_kb is %d; want 2560 kept",
-					s.Windows, d.ReadAheadKiB)
-			}
 			for _, d := range s.Devices {
-				if ra := d.ReadAhead; d.Name == fx.l.Name && ra != nil && ra.HeldMappedFiles > 0 && int(ra.HeldReadAheadKiB) == cut.kib {
+				if d.Name != fx.l.Name {
+					continue
+				}
+				if d.Current.ReadAheadKiB != 2560 {
+					t.Errorf("window %d: after a cut of the mapped files alone the device's read_ahead_kb is %d; want 2560 kept",
+						s.Windows, d.Current.ReadAheadKiB)
+				}
+				if ra := d.ReadAhead; ra != nil && ra.HeldMappedFiles > 0 && int(ra.HeldReadAheadKiB) == cut.kib {
 					held = true
 				}
 			}
@@ -193,13 +197,8 @@ func sampleReads(name string, stop <-chan struct{}) <-chan []readSample {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if b, err := os.ReadFile(filepath.Join("/sys/block", name, "stat")); err == nil {
-				var r readSample
-				var merges uint64
-				if _, err := fmt.Sscan(string(b), &r.reads, &merges, &r.sectors); err == nil {
-					r.at = time.Now()
-					s = append(s, r)
-				}
+			if st, err := sysfs.ReadStat("/", name); err == nil {
+				s = append(s, readSample{at: time.Now(), reads: st.ReadIOs, sectors: st.ReadSectors})
 			}
 			select {
 			case <-stop:
