@@ -470,6 +470,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	if l.requests < c.policy.MinRequests && (!in.Thrash.Measured || l.requests == 0) {
 		// A window the thrash check ended is evaluated on fewer: its
 		// cut rests on the page-cache probe's counts (thrashcheck.go).
+		if l.requests == 0 && c.decideMappedThrash(&rep, in) {
+			return rep, nil
+		}
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		return rep, nil
 	}
@@ -640,9 +643,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		a.keepMapped = target.ReadAheadKiB > c.current.ReadAheadKiB &&
 			(c.ra.reason == decide.RARestore || c.ra.reason == decide.RACompetitive)
 		if c.cutsMapped(target.ReadAheadKiB, in) {
-			a.mappedOnly = true
-			a.Reason = fmt.Sprintf("read-ahead of the mapped files: %s (waste %.1f %%, read around random page faults); the device keeps %d KiB",
-				c.ra.reason, c.ra.wastePct, c.current.ReadAheadKiB)
+			a = c.mappedCut(target)
 			break // the device's depth stays: nothing of it to verify
 		}
 		if before, ok := c.ra.nsPerUsedPage(); ok {
@@ -652,6 +653,43 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		}
 	}
 	rep.Action = a
+}
+
+// mappedCut is the action that cuts the mapped files alone to target's
+// depth (Action.mappedOnly).
+func (c *deviceController) mappedCut(target Setting) Action {
+	return Action{Kind: ActionApply, Setting: target, guard: c.guard, mappedOnly: true, Reason: fmt.Sprintf(
+		"read-ahead of the mapped files: %s (waste %.1f %%, read around random page faults); the device keeps %d KiB",
+		c.ra.reason, c.ra.wastePct, c.current.ReadAheadKiB)}
+}
+
+// decideMappedThrash decides a window that the thrash check ended on a
+// paused device (sampling.go) with no request traced: the page-cache
+// probe follows, while a device is paused, the pages its page faults read
+// around (tracer.PageCacheProbe.Track), and their waste is all such a
+// window measured. The one change it can make is the cut of the mapped
+// files alone (cutsMapped), which leaves the device's depth, unmeasured,
+// to the readers that use it. It reports whether it decided (rep.Target,
+// and rep.Action in Apply mode unless the gate holds it); false leaves
+// the window to be skipped.
+func (c *deviceController) decideMappedThrash(rep *WindowReport, in windowInput) bool {
+	if !c.policy.ReadAhead || c.verify != nil || c.raVerify != nil || !in.HoldsMapped || !in.Thrash.mappedWaste() {
+		return false
+	}
+	c.ra = raEvidence{pc: in.PageCache, mappedWaste: true}
+	c.ra.wastePct, c.ra.wasteOK = in.Thrash.WastePct()
+	target := c.current
+	if target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now); !c.cutsMapped(target.ReadAheadKiB, in) {
+		return false
+	}
+	rep.Target = &target
+	if !c.policy.Apply {
+		return true
+	}
+	if rep.Held = in.Gate.hold(c.lastChange, in.Now); rep.Held == HoldNone {
+		rep.Action = c.mappedCut(target)
+	}
+	return true
 }
 
 // MappedCutRetry is how long after a cut of the mapped files alone

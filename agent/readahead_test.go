@@ -401,3 +401,47 @@ func TestThrashWindowWithFewRequestsCuts(t *testing.T) {
 		})
 	}
 }
+
+// TestPausedThrashCutsTheMappedFiles: a window that the thrash check
+// ended on a paused device, with no request traced, cuts the mapped files
+// alone when their waste is the read-around of random page faults and the
+// agent holds mapped files (decideMappedThrash); anything else is skipped
+// as before, since the device's depth was not measured.
+func TestPausedThrashCutsTheMappedFiles(t *testing.T) {
+	thrash := PageCacheWindow{Measured: true, Faults: 80, AroundPages: 80 * 640, UsedPages: 80, WastedPages: 80 * 639}
+	sequential := thrash
+	sequential.AsyncReadAhead = 80 // a sequential mmap reader: its faults are not random
+	read := thrash
+	read.WastedNow = thrash.WastedPages / 2 // read() brought half the waste in
+	for _, tc := range []struct {
+		name       string
+		in         windowInput
+		wantMapped bool
+	}{
+		{name: "mapped thrash, files held", in: windowInput{PageCache: thrash, Thrash: thrash, HoldsMapped: true}, wantMapped: true},
+		{name: "mapped thrash, files not held", in: windowInput{PageCache: thrash, Thrash: thrash}},
+		{name: "sequential faults", in: windowInput{PageCache: sequential, Thrash: sequential, HoldsMapped: true}},
+		{name: "read() waste", in: windowInput{PageCache: read, Thrash: read, HoldsMapped: true}},
+		{name: "no thrash check", in: windowInput{PageCache: thrash, HoldsMapped: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := raController(t, 2560)
+			in := tc.in
+			in.Now, in.Gate, in.Sampled = time.Unix(1000, 0), Gate{Granted: true}, true
+			rep, err := c.endWindow(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mapped := rep.Action.Kind == ActionApply && rep.Action.mappedOnly && rep.Action.Setting.ReadAheadKiB < 2560
+			if mapped != tc.wantMapped || !tc.wantMapped && (rep.Action.Kind != ActionNone || rep.Skipped == "") {
+				t.Fatalf("no request traced: mapped cut %v, want %v; skipped %q, action %+v", mapped, tc.wantMapped, rep.Skipped, rep.Action)
+			}
+			if tc.wantMapped {
+				c.commit(rep.Action, in.Now)
+				if c.current.ReadAheadKiB != 2560 || c.mappedCutAt != in.Now {
+					t.Errorf("after the mapped cut the device is at %d KiB (want 2560), cut at %v", c.current.ReadAheadKiB, c.mappedCutAt)
+				}
+			}
+		})
+	}
+}

@@ -16,7 +16,9 @@ package agent
 //     at least SurgeFloorSectorsPerSec;
 //   - its page faults that missed the page cache and the read-around
 //     windows they read, which the page-cache probe counts lightly while
-//     the device is paused: at least AroundMinFaults faults reading
+//     the device is paused (with the pages they read around, whose waste
+//     the thrash check cuts on before any probe when it is the mapped
+//     files': thrashcheck.go): at least AroundMinFaults faults reading
 //     AroundMinPagesPerFault pages each on average, and at least
 //     SurgeFloorSectorsPerSec of them. That is what read-ahead that
 //     thrashes under random mmap reads looks like, whatever ran before it

@@ -12,7 +12,8 @@ package agent
 // no change). So once SettleWindows windows in a row left the device
 // settled (evaluated, nothing decided, held, pending or being verified),
 // each following window pauses the device's tracing
-// (tracer.Tracer.SetPaused) and its page-cache tracking at its start and
+// (tracer.Tracer.SetPaused) and its page-cache tracking (all but the
+// pages page faults read around: thrashcheck.go) at its start and
 // resumes both Options.TraceSample before its end: the window is then
 // evaluated over that sample, the newest part of it. Every window is
 // still evaluated, so a workload change is seen within a window as
@@ -207,10 +208,11 @@ func (a *Agent) resumeSamples() {
 	a.setPaused(nil)
 }
 
-// setPaused pauses the tracing and page-cache tracking of devs and
-// resumes every other device's, reporting whether it did. A tracer that
-// cannot pause turns sampling off for good (noted in the status); on any
-// other error every device is traced whole.
+// setPaused pauses the tracing and page-cache tracking (but for the pages
+// page faults read around) of devs and resumes every other device's,
+// reporting whether it did. A tracer that cannot pause turns sampling
+// off for good (noted in the status); on any other error every device is
+// traced whole.
 func (a *Agent) setPaused(devs []uint32) bool {
 	err := a.tr.SetPaused(devs)
 	if err != nil {

@@ -26,10 +26,18 @@ package agent
 // device at the policy's lowest depth, one whose last cut regressed, one
 // whose scheduler switch is being verified, and one whose gate would hold
 // the cut back (Observe mode, a pause, another writer, minDwell, no grant
-// at its last window) keeps its whole windows. A device whose tracing is paused for a
-// sample (sampling.go) has no counts of pages until the sample begins; a
-// surge of its reads, or of its page faults' read-around, is probed for
-// a second (samplewake.go) so that its thrash is seen sooner.
+// at its last window) keeps its whole windows. A device whose tracing is
+// paused for a sample (sampling.go) has, until the sample begins, counts
+// of the pages its page faults read around alone (the page-cache probe
+// follows those while it is paused, not read()'s): when their waste is
+// the mapped files' and the agent holds mapped files, the check ends the
+// window and the cut of the mapped files is made on them with no request
+// traced (decideMappedThrash); in the decision-quality benchmark's MEM
+// that cut came at the first check into the thrash, where a probe
+// brought it at the second. Any other thrash of a paused device waits
+// for its reads to be traced: a surge of its reads, or of its page
+// faults' read-around, is probed for a second (samplewake.go) so that it
+// is seen sooner.
 //
 // The check ends a window the same way when sequential readers use
 // read-ahead again on a device whose read-ahead a cut lowered
@@ -50,6 +58,7 @@ package agent
 // skipped them delayed the cut by another check.
 
 import (
+	"slices"
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -128,7 +137,7 @@ func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 		if !ok {
 			continue
 		}
-		if waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now); cut {
+		if waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now); cut && a.cutsWhilePaused(d, pc) {
 			a.opt.Log.Info("window ended early: read-ahead thrashes", "device", d.sys.Name,
 				"wastePct", waste, "readAheadKiB", d.ctrl.current.ReadAheadKiB, "after", now.Sub(start).Round(time.Millisecond))
 			if a.opt.Metrics != nil {
@@ -146,6 +155,18 @@ func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 		}
 	}
 	return thrash, iv
+}
+
+// cutsWhilePaused reports whether a thrash in pc, a device's page-cache
+// counts since the last check, can be cut now: always unless the device's
+// tracing is paused (sampling.go). A paused device's counts are those of
+// the pages its page faults read around (tracer.PageCacheProbe.Track), and
+// its window has no request to evaluate, so only a cut of its mapped
+// files alone can be made on them (deviceController.decideMappedThrash):
+// when their waste is the mapped files' and the agent holds mapped files.
+// Otherwise the surge probe (samplewake.go) traces the device first.
+func (a *Agent) cutsWhilePaused(d *device, pc PageCacheWindow) bool {
+	return !slices.Contains(a.paused, d.sys.Dev) || pc.mappedWaste() && a.follow.holdsMapped()
 }
 
 // restoresOnUse reports whether pc, a device's page-cache counts over the

@@ -77,6 +77,7 @@ const (
 	pagecacheProgPcRaOrder     = "pc_ra_order"
 	pagecacheProgPcRaUnbounded = "pc_ra_unbounded"
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
+	pagecacheVarAroundMask     = "around_mask"
 	pagecacheVarEpoch          = "epoch"
 	pagecacheVarFastDevs       = "fast_devs"
 	pagecacheVarFastMany       = "fast_many"
@@ -152,6 +153,7 @@ type pagecacheMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheVariableSpecs struct {
+	AroundMask *ebpf.VariableSpec `ebpf:"around_mask"`
 	Epoch      *ebpf.VariableSpec `ebpf:"epoch"`
 	FastDevs   *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany   *ebpf.VariableSpec `ebpf:"fast_many"`
@@ -200,6 +202,7 @@ func (m *pagecacheMaps) Close() error {
 //
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheVariables struct {
+	AroundMask *ebpf.Variable `ebpf:"around_mask"`
 	Epoch      *ebpf.Variable `ebpf:"epoch"`
 	FastDevs   *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany   *ebpf.Variable `ebpf:"fast_many"`

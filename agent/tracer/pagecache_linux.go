@@ -5,6 +5,7 @@ package tracer
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -26,16 +27,18 @@ const pageCacheMaxDevs = 64
 // pageCacheHooks are the probe's tracepoints (group, name) and programs,
 // in the order they are attached. Those marked light are all that is
 // attached while every tracked device is counted lightly (Track): the
-// faults and their read-around windows, which happen a few hundred times
-// a second where reads happen hundreds of thousands of times.
+// faults, their read-around windows and the pages those add, their
+// fault-around and sequential mmap use, and the folios' eviction; not
+// the programs that run on every read() (pc_get_pages) and read() miss
+// (pc_sync_ra), or on forced read-ahead.
 var pageCacheHooks = []pageCacheHook{
-	{"filemap", "mm_filemap_add_to_page_cache", pagecacheProgPcAdd, false},
-	{"filemap", "mm_filemap_delete_from_page_cache", pagecacheProgPcDelete, false},
+	{"filemap", "mm_filemap_add_to_page_cache", pagecacheProgPcAdd, true},
+	{"filemap", "mm_filemap_delete_from_page_cache", pagecacheProgPcDelete, true},
 	{"filemap", "mm_filemap_get_pages", pagecacheProgPcGetPages, false},
 	{"filemap", "mm_filemap_fault", pagecacheProgPcFault, true},
-	{"filemap", "mm_filemap_map_pages", pagecacheProgPcMapPages, false},
+	{"filemap", "mm_filemap_map_pages", pagecacheProgPcMapPages, true},
 	{"readahead", "page_cache_sync_ra", pagecacheProgPcSyncRa, false},
-	{"readahead", "page_cache_async_ra", pagecacheProgPcAsyncRa, false},
+	{"readahead", "page_cache_async_ra", pagecacheProgPcAsyncRa, true},
 	{"readahead", "page_cache_ra_order", pagecacheProgPcRaOrder, true},
 	{"readahead", "page_cache_ra_unbounded", pagecacheProgPcRaUnbounded, false},
 }
@@ -70,6 +73,9 @@ type PageCacheProbe struct {
 	// fast_many in bpf/pagecache.c), kept by syncFilter, and lightMask
 	// its light_mask.
 	fastDevs, fastMany, lightMask *ebpf.Variable
+	// aroundMask is the programs' around_mask: the light devices that had
+	// a fault's read-around since they turned light.
+	aroundMask *ebpf.Variable
 	// epoch is the programs' epoch (NewEpoch), epochN its value.
 	epoch  *ebpf.Variable
 	epochN uint32
@@ -117,8 +123,9 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 	p := &PageCacheProbe{coll: coll, tracked: coll.Maps[pagecacheMapTracked],
 		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
 		fastMany: coll.Variables[pagecacheVarFastMany], lightMask: coll.Variables[pagecacheVarLightMask],
-		epoch: coll.Variables[pagecacheVarEpoch],
-		devs:  map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
+		aroundMask: coll.Variables[pagecacheVarAroundMask],
+		epoch:      coll.Variables[pagecacheVarEpoch],
+		devs:       map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
 	err = p.attach(attachAll)
 	if err == nil {
 		err = p.attach(attachNone)
@@ -135,9 +142,10 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 // page-cache event of the node runs the attached programs, a tracked
 // device's or not: on 4 KiB reads of a device not tracked, about 10 ms of
 // each second of reading (hack/bench-bpf-programs.sh,
-// docs/bench-decisions.md); the light hooks run on faults and read-ahead
-// windows only. Detaching the page hooks forgets the per-page and
-// per-task state, which the events missed meanwhile would leave stale.
+// docs/bench-decisions.md); the light hooks run on faults, read-ahead
+// windows and folios added or evicted, not on every read(). Leaving the
+// full state forgets the per-page and per-task state, which the read()
+// events missed meanwhile would leave stale.
 func (p *PageCacheProbe) attach(level attachLevel) error {
 	for _, h := range pageCacheHooks {
 		want := level == attachAll || level == attachLight && h.light
@@ -164,7 +172,7 @@ func (p *PageCacheProbe) attach(level attachLevel) error {
 	return p.forgetPages()
 }
 
-// forgetPages clears the per-page and per-task maps (the page hooks
+// forgetPages clears the per-page and per-task maps (the read() hooks
 // detached, p.mu held).
 func (p *PageCacheProbe) forgetPages() error {
 	var errs []error
@@ -176,8 +184,10 @@ func (p *PageCacheProbe) forgetPages() error {
 	return errors.Join(errs...)
 }
 
-// clearMap deletes every key of a hash map (programs detached: nothing
-// adds keys meanwhile).
+// clearMap deletes the keys a hash map holds when it starts. The light
+// programs may add keys meanwhile (pages a fault's read-around adds): a
+// key deleted as it is added loses that chunk's pages, which then count
+// neither as used nor as wasted.
 func clearMap(m *ebpf.Map) error {
 	key, val := make([]byte, m.KeySize()), make([]byte, m.ValueSize())
 	var keys [][]byte
@@ -198,17 +208,20 @@ func clearMap(m *ebpf.Map) error {
 
 // Track sets the devices counted: s_dev values, the kernel's encoding
 // major<<20 | minor (KernelDev converts stat's st_dev). Those also in
-// light are counted lightly: their faults, read-ahead events and windows
-// (MmapFaults, SyncReadAhead, AsyncReadAhead, ReadAheadPages,
-// AroundPages), not their pages; in the light state only the fault and
-// read-ahead-window programs run, and forced read-ahead
-// (page_cache_ra_unbounded) is not counted. A device already tracked
-// keeps its counters, whether it changes between the two states or not;
-// one dropped loses them, and restarts from zero if tracked again. Pages
-// a device had in the page cache before it was tracked, or added while it
-// was counted lightly, are never counted as used or wasted. All programs
-// are attached while one device is counted fully, the light ones while
-// every device is counted lightly, none while none is tracked. It returns
+// light are counted lightly: their faults, asynchronous read-ahead events
+// and windows (MmapFaults, AsyncReadAhead, ReadAheadPages, AroundPages),
+// and of their pages only those a page fault's read-around added, used
+// by faults, fault-around and sequential mmap readers or wasted; in the
+// light state the programs of every read() and read() miss do not run,
+// so SyncReadAhead and forced read-ahead (page_cache_ra_unbounded) are
+// not counted, and the pages read() adds are not followed. A device
+// already tracked keeps its counters, whether it changes between the two
+// states or not; one dropped loses them, and restarts from zero if
+// tracked again. Pages a device had in the page cache before it was
+// tracked, or that read() added while it was counted lightly, are never
+// counted as used or wasted. All programs are attached while one device
+// is counted fully, the light ones while every device is counted
+// lightly, none while none is tracked. It returns
 // an error for more than 64 devices or when a map update, an attach or a
 // detach fails (the set is then partly applied).
 func (p *PageCacheProbe) Track(devs, light []uint32) error {
@@ -245,6 +258,7 @@ func (p *PageCacheProbe) Track(devs, light []uint32) error {
 		}
 		p.devs[dev] = idx
 	}
+	was := maps.Clone(p.light)
 	clear(p.light)
 	for _, dev := range light {
 		if _, ok := p.devs[dev]; ok {
@@ -252,6 +266,9 @@ func (p *PageCacheProbe) Track(devs, light []uint32) error {
 		}
 	}
 	if err := p.syncFilter(); err != nil {
+		return err
+	}
+	if err := p.clearAround(was); err != nil {
 		return err
 	}
 	level := attachNone
@@ -265,6 +282,31 @@ func (p *PageCacheProbe) Track(devs, light []uint32) error {
 		return nil
 	}
 	return p.attach(level)
+}
+
+// clearAround clears the around_mask bits of the devices light now that
+// were not in was: a device's light pages are looked up on eviction only
+// once it has had a fault's read-around since it turned light (p.mu
+// held). The programs may set another device's bit meanwhile; that one
+// then waits for its next read-around.
+func (p *PageCacheProbe) clearAround(was map[uint32]bool) error {
+	var mask uint64
+	for dev := range p.light {
+		if !was[dev] {
+			mask |= 1 << p.devs[dev]
+		}
+	}
+	if mask == 0 {
+		return nil
+	}
+	var cur uint64
+	if err := p.aroundMask.Get(&cur); err != nil {
+		return fmt.Errorf("page-cache probe: around mask: %w", err)
+	}
+	if err := p.aroundMask.Set(cur &^ mask); err != nil {
+		return fmt.Errorf("page-cache probe: around mask: %w", err)
+	}
+	return nil
 }
 
 // pageCacheFastDevs is FAST_DEVS in bpf/pagecache.c.

@@ -518,10 +518,15 @@ func TestPageCacheUnsupported(t *testing.T) {
 }
 
 // TestPageCacheLight: a device counted lightly (its tracing paused) has
-// only the fault and read-ahead-window programs attached, and counts the
-// faults of random mmap reads and their read-around windows (2560 KiB
-// around each fault) but no pages; counted fully again, it resolves
-// pages as before, and its counters went on from where they were.
+// the programs of faults, read-ahead windows and folios attached, not
+// those of every read() and read() miss. It counts the faults of random
+// mmap reads, their read-around windows (2560 KiB around each fault) and
+// what became of the pages the read-around added: more than 90 % waste,
+// as counted fully (TestPageCacheWaste). A sequential mmap reader's
+// pages are used (under 5 % waste), and a sequential read()'s pages are
+// not followed at all: neither used nor wasted. Counted fully again, it
+// resolves read() pages as before, and its counters went on from where
+// they were.
 func TestPageCacheLight(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
 	p := newProbe(t, 1)
@@ -530,15 +535,35 @@ func TestPageCacheLight(t *testing.T) {
 	if err := p.Track([]uint32{fx.dev}, []uint32{fx.dev}); err != nil {
 		t.Fatal(err)
 	}
-	if len(p.links) != 2 {
-		t.Fatalf("counting lightly, %d programs attached, want 2 (fault, ra_order)", len(p.links))
+	light := 0
+	for _, h := range pageCacheHooks {
+		if h.light {
+			light++
+		}
 	}
-	mm := fx.phases(t, []*PageCacheProbe{p}, procs, "mmap:"+fx.data)[0]
-	if mm.AddedPages != 0 || mm.UsedPages != 0 || mm.WastedPages != 0 {
-		t.Errorf("counted lightly: %d pages added, %d used, %d wasted; want none", mm.AddedPages, mm.UsedPages, mm.WastedPages)
+	if len(p.links) != light || light >= len(pageCacheHooks) {
+		t.Fatalf("counting lightly, %d programs attached, want %d of %d", len(p.links), light, len(pageCacheHooks))
+	}
+	for _, name := range []string{pagecacheProgPcGetPages, pagecacheProgPcSyncRa} {
+		if _, ok := p.links[name]; ok {
+			t.Errorf("counting lightly, %s attached: it runs on every read()", name)
+		}
+	}
+	ph := func(spec string) PageCacheStats { return fx.phases(t, []*PageCacheProbe{p}, procs, spec)[0] }
+	mm := ph("mmap:" + fx.data)
+	if w, ok := mm.WastePct(); !ok || w <= 90 {
+		t.Errorf("random mmap reads counted lightly: waste %.2f%% (measured %v), want > 90%%", w, ok)
 	}
 	if mm.MmapFaults < 1000 || mm.AroundPages < 64*mm.MmapFaults {
 		t.Errorf("counted lightly: %d faults, %d read-around pages; want ≥ 1000 faults (2000 reads) and ≥ 64 pages each", mm.MmapFaults, mm.AroundPages)
+	}
+	if ms := ph("mmapseq:" + fx.data); ms.UsedPages < 1<<30>>12/2 {
+		t.Errorf("sequential mmap reads counted lightly: %d pages used, want ≥ half the file's", ms.UsedPages)
+	} else if w, ok := ms.WastePct(); !ok || w >= 5 {
+		t.Errorf("sequential mmap reads counted lightly: waste %.2f%% (measured %v), want < 5%%", w, ok)
+	}
+	if rd := ph("read:" + fx.data); rd.UsedPages+rd.WastedPages > 64 {
+		t.Errorf("sequential read() counted lightly: %d pages used, %d wasted; want none followed", rd.UsedPages, rd.WastedPages)
 	}
 	if err := p.Track([]uint32{fx.dev}, nil); err != nil {
 		t.Fatal(err)
@@ -550,7 +575,7 @@ func TestPageCacheLight(t *testing.T) {
 	if before.MmapFaults < mm.MmapFaults {
 		t.Errorf("the counters restarted when the device was counted fully: %d faults, %d before", before.MmapFaults, mm.MmapFaults)
 	}
-	seq := fx.phases(t, []*PageCacheProbe{p}, procs, "read:"+fx.data)[0]
+	seq := ph("read:" + fx.data)
 	if want := uint64(1 << 30 >> 12); seq.UsedPages < 9*want/10 || seq.AroundPages != 0 {
 		t.Errorf("sequential read() counted fully: %d pages used, %d read-around; want ≥ 90%% of %d, and none", seq.UsedPages, seq.AroundPages, want)
 	}

@@ -119,11 +119,21 @@ struct task_state {
 __u32 fast_devs[FAST_DEVS] SEC(".data.select");
 __u32 fast_many SEC(".data.select");
 // light_mask: bit i set counts the device at stats index i lightly: its
-// faults and read-ahead events and windows (faults, sync_ra, async_ra,
-// ra_pages, around), none of its pages. User space sets it for a device
-// whose tracing is paused; only pc_fault and pc_ra_order need be attached
-// for what it watches then.
+// faults and read-ahead events and windows (faults, async_ra, ra_pages,
+// around), and of its pages only those a page fault's read-around added
+// (chunks tagged FAULT_TAG): their use by faults, fault-around and
+// sequential mmap readers (async_ra), and their waste. Pages read()
+// brings in are not followed, so the programs that run on every read()
+// (pc_get_pages) and read() miss (pc_sync_ra) need not be attached. User
+// space sets it for a device whose tracing is paused.
 __u64 light_mask SEC(".data.select");
+// around_mask: bit i set once the light device at stats index i had a
+// fault's read-around since user space last cleared it (Track clears a
+// device's bit when it turns light): only then does pc_delete look its
+// light pages up, so that a paused device read by read() alone costs a
+// filter per evicted folio, not a map lookup. Written by the programs, in
+// a section of its own (user space writes a section whole).
+__u64 around_mask SEC(".data.around");
 // epoch: the current depth's number, set by user space after each change
 // of a tracked device's read-ahead (PageCacheProbe.NewEpoch), below
 // FAULT_TAG. A chunk takes it when pages are added to it, with FAULT_TAG
@@ -220,12 +230,13 @@ static __always_inline __u32 folio_order_of(struct folio *folio)
 	return folio->_flags_1 & 0xff;
 }
 
-// lookup_dev is the counters of a tracked device, 0 for any other: every
-// page-cache event of the node starts with it. Up to FAST_DEVS devices
-// are found in fast_devs without a map lookup (most events are of
+// lookup_dev_idx is the counters of a tracked device, 0 for any other:
+// every page-cache event of the node starts with it. Up to FAST_DEVS
+// devices are found in fast_devs without a map lookup (most events are of
 // devices not tracked, and a hash lookup was half of what they cost).
-// *light is set when the device is counted lightly (light_mask).
-static __always_inline struct pc_stats *lookup_dev(__u32 dev, int *light)
+// *light is set when the device is counted lightly (light_mask), *index
+// to its stats index.
+static __always_inline struct pc_stats *lookup_dev_idx(__u32 dev, int *light, __u32 *index)
 {
 	__u32 i = FAST_DEVS;
 	if (fast_many) {
@@ -244,7 +255,23 @@ static __always_inline struct pc_stats *lookup_dev(__u32 dev, int *light)
 			return 0;
 	}
 	*light = i < MAX_DEVS && ((light_mask >> (i & 63)) & 1);
+	*index = i;
 	return bpf_map_lookup_elem(&stats, &i);
+}
+
+// lookup_dev is lookup_dev_idx without the index.
+static __always_inline struct pc_stats *lookup_dev(__u32 dev, int *light)
+{
+	__u32 i;
+	return lookup_dev_idx(dev, light, &i);
+}
+
+// counts reports whether a chunk's pages are followed for a device
+// counted lightly or not: a light device's only when a fault's
+// read-around added them.
+static __always_inline int counts(struct chunk *v, int light)
+{
+	return !light || (v->epoch & FAULT_TAG);
 }
 
 static __always_inline __u32 pop16(__u32 x)
@@ -278,8 +305,9 @@ static __always_inline __u64 walk_end(struct pc_stats *st, __u64 lo, __u64 hi)
 
 // credit marks pages lo..hi of (dev, ino) accessed; those added while
 // traced and not accessed before count as used, and their number is
-// returned.
-static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi)
+// returned. For a device counted lightly, only the pages of chunks a
+// fault's read-around added count (counts).
+static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi, int light)
 {
 	__u64 n = 0, now = 0;
 	if (hi < lo)
@@ -293,7 +321,7 @@ static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, _
 		if (!sampled(dev, ino, k.chunk))
 			continue;
 		struct chunk *v = bpf_map_lookup_elem(&chunks, &k);
-		if (!v)
+		if (!v || !counts(v, light))
 			continue;
 		__u32 cur = v->bits;
 		__u32 want = chunk_mask(k.chunk, lo, hi) & cur & ~(cur >> 16) & 0xffff;
@@ -342,7 +370,7 @@ int BPF_PROG(pc_add, struct folio *folio)
 	__u32 dev = inode_dev(host), order;
 	int light = 0;
 	struct pc_stats *st = lookup_dev(dev, &light);
-	if (!st || light)
+	if (!st)
 		return 0;
 	__u64 ino = host->i_ino, lo = folio->index;
 	order = folio_order_of(folio);
@@ -355,6 +383,8 @@ int BPF_PROG(pc_add, struct folio *folio)
 	__u32 tag = epoch;
 	if (ts && ts->around_end && ts->dev == dev && ts->ino == ino && lo >= ts->around_start && lo < ts->around_end)
 		tag |= FAULT_TAG;
+	if (light && !(tag & FAULT_TAG))
+		return 0; // read() brought it in: not followed while light
 	struct chunk_key k = {.ino = ino, .dev = dev};
 	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
 	for (int i = 0; i < MAX_CHUNKS; i++) {
@@ -379,7 +409,7 @@ int BPF_PROG(pc_add, struct folio *folio)
 	}
 	if (ts && ts->has_demand && ts->dev == dev && ts->ino == ino && ts->demand >= lo && ts->demand <= hi) {
 		ts->has_demand = 0;
-		credit(st, dev, ino, ts->demand, ts->demand);
+		credit(st, dev, ino, ts->demand, ts->demand, light);
 	}
 	return 0;
 }
@@ -388,10 +418,10 @@ SEC("tp_btf/mm_filemap_delete_from_page_cache")
 int BPF_PROG(pc_delete, struct folio *folio)
 {
 	struct inode *host = folio->mapping->host;
-	__u32 dev = inode_dev(host), order;
+	__u32 dev = inode_dev(host), order, idx = 0;
 	int light = 0;
-	struct pc_stats *st = lookup_dev(dev, &light);
-	if (!st || light)
+	struct pc_stats *st = lookup_dev_idx(dev, &light, &idx);
+	if (!st || (light && !((around_mask >> (idx & 63)) & 1)))
 		return 0;
 	__u64 ino = host->i_ino, lo = folio->index;
 	order = folio_order_of(folio);
@@ -411,7 +441,7 @@ int BPF_PROG(pc_delete, struct folio *folio)
 			continue;
 		__u32 m = chunk_mask(k.chunk, lo, hi);
 		__u32 old = __sync_fetch_and_and(&v->bits, ~(m | m << 16));
-		__u32 w = pop16(m & old & ~(old >> 16) & 0xffff);
+		__u32 w = counts(v, light) ? pop16(m & old & ~(old >> 16) & 0xffff) : 0;
 		st->wasted += w;
 		if (v->epoch == epoch)
 			st->wasted_now += w;
@@ -441,7 +471,7 @@ int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long lo, unsi
 			if (same && lo > ts->req_end + 1 &&
 			    lo - ts->req_end - 1 <= ts->req_end - ts->req_start) {
 				start = ts->req_end + 1;
-				credit(st, dev, ino, start, lo - 1);
+				credit(st, dev, ino, start, lo - 1, 0);
 			}
 			ts->dev = dev;
 			ts->ino = ino;
@@ -451,7 +481,7 @@ int BPF_PROG(pc_get_pages, struct address_space *mapping, unsigned long lo, unsi
 		}
 		ts->in_ra_order = 0;
 	}
-	credit(st, dev, ino, lo, hi);
+	credit(st, dev, ino, lo, hi, 0);
 	return 0;
 }
 
@@ -469,9 +499,7 @@ int BPF_PROG(pc_fault, struct address_space *mapping, unsigned long index)
 	__u32 zero = 0, *ft = bpf_map_lookup_elem(&fault_tid, &zero);
 	if (ft)
 		*ft = (__u32)bpf_get_current_pid_tgid();
-	if (light)
-		return 0;
-	credit(st, dev, ino, index, index);
+	credit(st, dev, ino, index, index, light);
 	set_demand(dev, ino, index);
 	return 0;
 }
@@ -483,10 +511,10 @@ int BPF_PROG(pc_map_pages, struct address_space *mapping, unsigned long lo, unsi
 	__u32 dev = inode_dev(host);
 	int light = 0;
 	struct pc_stats *st = lookup_dev(dev, &light);
-	if (!st || light)
+	if (!st)
 		return 0;
 	st->map_events++;
-	st->mapped += credit(st, dev, host->i_ino, lo, hi);
+	st->mapped += credit(st, dev, host->i_ino, lo, hi, light);
 	return 0;
 }
 
@@ -524,8 +552,6 @@ int BPF_PROG(pc_async_ra, struct inode *inode, unsigned long index, struct file_
 	if (!st)
 		return 0;
 	st->async_ra++;
-	if (light)
-		return 0;
 	struct task_state *ts = task();
 	if (ts)
 		ts->in_ra_order = 0;
@@ -535,7 +561,7 @@ int BPF_PROG(pc_async_ra, struct inode *inode, unsigned long index, struct file_
 	if (size > index)
 		size = index;
 	if (size)
-		credit(st, dev, inode->i_ino, index - size, index - 1);
+		credit(st, dev, inode->i_ino, index - size, index - 1, light);
 	return 0;
 }
 
@@ -544,9 +570,9 @@ int BPF_PROG(pc_async_ra, struct inode *inode, unsigned long index, struct file_
 SEC("tp_btf/page_cache_ra_order")
 int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_ra_state *ra)
 {
-	__u32 dev = inode->i_sb->s_dev;
+	__u32 dev = inode->i_sb->s_dev, idx = 0;
 	int light = 0;
-	struct pc_stats *st = lookup_dev(dev, &light);
+	struct pc_stats *st = lookup_dev_idx(dev, &light, &idx);
 	if (!st)
 		return 0;
 	__u64 ino = inode->i_ino;
@@ -557,9 +583,10 @@ int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_
 	if (around) {
 		st->around += ra->size;
 		*ft = 0;
+		__u64 bit = 1ull << (idx & 63);
+		if (light && !(around_mask & bit))
+			__sync_fetch_and_or(&around_mask, bit);
 	}
-	if (light)
-		return 0;
 	struct task_state *ts = task();
 	if (ts) {
 		ts->around_start = ra->start;
