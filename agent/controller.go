@@ -80,6 +80,10 @@ const (
 	// predicted gain that the window before did not decide; it is made
 	// when the next window decides it again (confirmSwitch).
 	ReasonAwaitingConfirmation = "AwaitingConfirmation"
+	// ReasonMappedWaste: the window had no request traced (the device was
+	// paused) and decided the cut of the mapped files on the waste of
+	// their read-around alone (decideMappedThrash).
+	ReasonMappedWaste = "MappedWaste"
 )
 
 // withKnobDefaults fills the agent's own knobs left zero.
@@ -682,7 +686,7 @@ func (c *deviceController) decideMappedThrash(rep *WindowReport, in windowInput)
 	if target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now); !c.cutsMapped(target.ReadAheadKiB, in) {
 		return false
 	}
-	rep.Target = &target
+	rep.Target, rep.Reason = &target, ReasonMappedWaste
 	if !c.policy.Apply {
 		return true
 	}
@@ -704,7 +708,13 @@ const MappedCutRetry = 10 * time.Second
 // within MappedCutRetry.
 func (c *deviceController) cutsMapped(kib int, in windowInput) bool {
 	return in.HoldsMapped && kib < c.current.ReadAheadKiB && c.ra.reason == decide.RAWaste && c.ra.mappedWaste &&
-		(c.mappedCutAt.IsZero() || in.Now.Sub(c.mappedCutAt) >= MappedCutRetry)
+		c.mappedCutDue(in.Now)
+}
+
+// mappedCutDue reports whether a cut of the mapped files alone may be
+// made at now: none was made within MappedCutRetry.
+func (c *deviceController) mappedCutDue(now time.Time) bool {
+	return c.mappedCutAt.IsZero() || now.Sub(c.mappedCutAt) >= MappedCutRetry
 }
 
 // confirmSwitch reports whether the switch d may be made now. A switch

@@ -437,6 +437,9 @@ func TestPausedThrashCutsTheMappedFiles(t *testing.T) {
 				t.Fatalf("no request traced: mapped cut %v, want %v; skipped %q, action %+v", mapped, tc.wantMapped, rep.Skipped, rep.Action)
 			}
 			if tc.wantMapped {
+				if rep.Reason != ReasonMappedWaste || rep.Target == nil || rep.Target.ReadAheadKiB >= 2560 {
+					t.Errorf("recommendation %v, reason %q; want a cut, %q", rep.Target, rep.Reason, ReasonMappedWaste)
+				}
 				c.commit(rep.Action, in.Now)
 				if c.current.ReadAheadKiB != 2560 || c.mappedCutAt != in.Now {
 					t.Errorf("after the mapped cut the device is at %d KiB (want 2560), cut at %v", c.current.ReadAheadKiB, c.mappedCutAt)

@@ -137,7 +137,7 @@ func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 		if !ok {
 			continue
 		}
-		if waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now); cut && a.cutsWhilePaused(d, pc) {
+		if waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now); cut && a.cutsWhilePaused(d, pc, now) {
 			a.opt.Log.Info("window ended early: read-ahead thrashes", "device", d.sys.Name,
 				"wastePct", waste, "readAheadKiB", d.ctrl.current.ReadAheadKiB, "after", now.Sub(start).Round(time.Millisecond))
 			if a.opt.Metrics != nil {
@@ -163,10 +163,11 @@ func (a *Agent) thrashing(now, start time.Time) (bool, pcInterval) {
 // the pages its page faults read around (tracer.PageCacheProbe.Track), and
 // its window has no request to evaluate, so only a cut of its mapped
 // files alone can be made on them (deviceController.decideMappedThrash):
-// when their waste is the mapped files' and the agent holds mapped files.
-// Otherwise the surge probe (samplewake.go) traces the device first.
-func (a *Agent) cutsWhilePaused(d *device, pc PageCacheWindow) bool {
-	return !slices.Contains(a.paused, d.sys.Dev) || pc.mappedWaste() && a.follow.holdsMapped()
+// when their waste is the mapped files' and the agent holds mapped files,
+// and no such cut was made within MappedCutRetry before now. Otherwise
+// the surge probe (samplewake.go) traces the device first.
+func (a *Agent) cutsWhilePaused(d *device, pc PageCacheWindow, now time.Time) bool {
+	return !slices.Contains(a.paused, d.sys.Dev) || pc.mappedWaste() && a.follow.holdsMapped() && d.ctrl.mappedCutDue(now)
 }
 
 // restoresOnUse reports whether pc, a device's page-cache counts over the

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -398,6 +399,49 @@ func TestRestoresOnUse(t *testing.T) {
 			}
 			if got := c.restoresOnUse(tc.pc, g, now); got != tc.want {
 				t.Errorf("restoresOnUse = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCutsWhilePaused: a thrash ends the window of a device that is
+// traced whatever its kind; of a paused one only when the window can cut
+// its mapped files on it (decideMappedThrash): the waste is random
+// faults' read-around, the agent holds mapped files, and no cut of them
+// was made within MappedCutRetry.
+func TestCutsWhilePaused(t *testing.T) {
+	mapped := PageCacheWindow{Measured: true, Faults: 80, AroundPages: 80 * 640, UsedPages: 80, WastedPages: 80 * 639}
+	sequential := mapped
+	sequential.AsyncReadAhead = 80
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		name           string
+		paused, holds  bool
+		pc             PageCacheWindow
+		cutAgo         time.Duration // 0: none made
+		wantEndsWindow bool
+	}{
+		{name: "traced, sequential faults", pc: sequential, wantEndsWindow: true},
+		{name: "paused, mapped waste, held", paused: true, holds: true, pc: mapped, wantEndsWindow: true},
+		{name: "paused, mapped waste, not held", paused: true, pc: mapped},
+		{name: "paused, sequential faults", paused: true, holds: true, pc: sequential},
+		{name: "paused, a mapped cut 5 s before", paused: true, holds: true, pc: mapped, cutAgo: 5 * time.Second},
+		{name: "paused, a mapped cut 10 s before", paused: true, holds: true, pc: mapped, cutAgo: MappedCutRetry, wantEndsWindow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &device{sys: sysfs.Device{Name: "sda", Dev: 8 << 20}, ctrl: raController(t, 2560)}
+			if tc.cutAgo > 0 {
+				d.ctrl.mappedCutAt = now.Add(-tc.cutAgo)
+			}
+			a := &Agent{devs: []*device{d}, follow: &raFollower{}}
+			if tc.holds {
+				a.follow.files = &openfiles.Follower{}
+			}
+			if tc.paused {
+				a.paused = []uint32{d.sys.Dev}
+			}
+			if got := a.cutsWhilePaused(d, tc.pc, now); got != tc.wantEndsWindow {
+				t.Errorf("cutsWhilePaused = %v, want %v", got, tc.wantEndsWindow)
 			}
 		})
 	}
