@@ -389,6 +389,7 @@ func (a *Agent) loop(ctx context.Context) error {
 				ticker.Reset(a.window)
 			}
 		case now := <-ticker.C:
+			a.thrashing(time.Now(), clk.start, false) // the window's end is a check too
 			a.endWindows(ctx, now, &clk)
 		}
 	}
@@ -420,7 +421,7 @@ type windowClock struct {
 // probed since the last check, and probes the paused devices whose reads
 // surged.
 func (a *Agent) check(ctx context.Context, now time.Time, clk *windowClock) bool {
-	thrash, iv := a.thrashing(now, clk.start)
+	thrash, iv := a.thrashing(now, clk.start, true)
 	if thrash {
 		a.endWindows(ctx, now, clk)
 		return true

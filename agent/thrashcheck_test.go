@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -445,4 +447,53 @@ func TestCutsWhilePaused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMarkThrash: a check marks the devices whose interval thrashes (and
+// only those), early or at the window's own end; an early end is counted
+// in the metrics, the window's own end is not.
+func TestMarkThrash(t *testing.T) {
+	now := time.Unix(1000, 0)
+	thrash := PageCacheWindow{Measured: true, UsedPages: 100, WastedPages: 1900}
+	for _, early := range []bool{true, false} {
+		sda := &device{sys: sysfs.Device{Name: "sda", Dev: 8 << 20}, ctrl: raController(t, 2560), policy: &v1alpha1.StorageTuning{}}
+		sdb := &device{sys: sysfs.Device{Name: "sdb", Dev: 8<<20 | 16}, ctrl: raController(t, 2560), policy: &v1alpha1.StorageTuning{}}
+		reg := prometheus.NewRegistry()
+		m, err := metrics.New(reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Agent{opt: Options{Log: logr.Discard(), Metrics: m}, devs: []*device{sda, sdb}}
+		iv := pcInterval{el: ThrashCheckEvery, devs: map[string]PageCacheWindow{"sda": thrash, "sdb": {Measured: true, UsedPages: 1900, WastedPages: 100}}}
+		if !a.markThrash(iv, now, now.Add(-5*time.Second), early) || sda.thrash == nil || sdb.thrash != nil {
+			t.Errorf("early %v: thrash marked sda %v, sdb %v; want sda alone", early, sda.thrash != nil, sdb.thrash != nil)
+		}
+		want := 0.0
+		if early {
+			want = 1
+		}
+		if got := earlyEnds(t, reg); got != want {
+			t.Errorf("early %v: %v early window ends counted, want %v", early, got, want)
+		}
+	}
+}
+
+// earlyEnds is the sum of shadowtune_agent_windows_ended_early_total in
+// reg.
+func earlyEnds(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "shadowtune_agent_windows_ended_early_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			n += m.GetCounter().GetValue()
+		}
+	}
+	return n
 }
