@@ -201,7 +201,11 @@
 // [KernelDev] and [UnixDev] convert to and from stat's st_dev) it keeps
 // cumulative [PageCacheStats]: pages added, pages used (added while
 // tracked, then accessed at least once, counted at the first access),
-// pages wasted (added while tracked, deleted never accessed), the
+// pages wasted (added while tracked, evicted by memory reclaim never
+// accessed: a page removed otherwise, by drop_caches, truncation or
+// POSIX_FADV_DONTNEED, cost a read but no memory, and counts neither way;
+// pc_delete tells reclaim by the task's PF_MEMALLOC, which kswapd, direct
+// and memory-cgroup reclaim set), the
 // synchronous and asynchronous read-ahead decisions, the pages of the
 // read-ahead windows read, and mmap faults (filemap_fault calls: a fault
 // retried after dropping mmap_lock for its I/O counts twice). The waste of a window is ΔWasted / (ΔWasted + ΔUsed)

@@ -49,8 +49,10 @@ type PageCacheStats struct {
 	// (read(), an mmap fault, fault-around mapping) at least once,
 	// counted at their first access.
 	UsedPages uint64
-	// WastedPages are the pages added while tracked and deleted from the
-	// page cache (evicted, truncated) without ever being accessed.
+	// WastedPages are the pages added while tracked and evicted from the
+	// page cache by memory reclaim without ever being accessed. Pages
+	// removed otherwise (drop_caches, truncation, POSIX_FADV_DONTNEED)
+	// are neither used nor wasted.
 	WastedPages uint64
 	// SyncReadAhead and AsyncReadAhead count the synchronous (on a
 	// miss) and asynchronous (on reaching a PG_readahead page)

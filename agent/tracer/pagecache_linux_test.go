@@ -294,6 +294,41 @@ func TestPageCacheWaste(t *testing.T) {
 	}
 }
 
+// TestPageCacheDropIsNoWaste: pages that leave the page cache unused
+// without memory reclaim (here fadvise(POSIX_FADV_DONTNEED); drop_caches
+// and truncation alike) are not wasted read-ahead: the decision-quality
+// benchmark drops caches before every workload, and the pages a workload
+// left unread counted as the next one's waste. A sequential read() of
+// the file's first 8 MiB at read_ahead_kb 2560 leaves read-ahead pages
+// unread; removing them must count none as wasted. In a 256 MiB memory
+// cgroup, random mmap reads that reclaim evicts unused still count (more
+// than 90 % waste).
+func TestPageCacheDropIsNoWaste(t *testing.T) {
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
+	p := newProbe(t, 1)
+	procs := loopdev.MemCgroup(t, 256<<20)
+	fx := newPCFixture(t)
+	if err := p.Track([]uint32{fx.dev}, nil); err != nil {
+		t.Fatal(err)
+	}
+	fx.evict(t)
+	before := pcStats(t, p, fx.dev)
+	readFirst(t, fx.data, 8<<20)
+	fx.evict(t)
+	d := pcStats(t, p, fx.dev).Sub(before)
+	t.Logf("8 MiB read, then dropped: added %d, used %d, wasted %d pages", d.AddedPages, d.UsedPages, d.WastedPages)
+	if d.AddedPages < d.UsedPages+256 {
+		t.Fatalf("%d pages added for %d used: read-ahead left fewer than 256 unread, the test's premise failed", d.AddedPages, d.UsedPages)
+	}
+	if d.WastedPages != 0 {
+		t.Errorf("%d pages counted as wasted when dropped unused; want 0 (no memory reclaim evicted them)", d.WastedPages)
+	}
+	mm := fx.phases(t, []*PageCacheProbe{p}, procs, "mmap:"+fx.data)[0]
+	if w, ok := mm.WastePct(); !ok || w <= 90 {
+		t.Errorf("random mmap reads in the memory cgroup: waste %.2f%% (measured %v), want > 90%%", w, ok)
+	}
+}
+
 // TestPageCacheAttachedWhileTracking: the probe's programs are attached
 // only while it tracks a device, so that a node whose read-ahead no policy
 // governs does not pay for them on every page-cache event; tracked again,

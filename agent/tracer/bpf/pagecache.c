@@ -69,7 +69,7 @@ char LICENSE[] SEC("license") = "GPL";
 struct pc_stats {
 	__u64 added;      // pages added to the page cache
 	__u64 used;       // pages added while traced, then accessed (at the first access)
-	__u64 wasted;     // pages added while traced, deleted never accessed
+	__u64 wasted;     // pages added while traced, evicted (reclaim) never accessed
 	__u64 sync_ra;    // page_cache_sync_ra events
 	__u64 async_ra;   // page_cache_async_ra events
 	__u64 ra_pages;   // pages of the read-ahead windows read
@@ -414,6 +414,25 @@ int BPF_PROG(pc_add, struct folio *folio)
 	return 0;
 }
 
+// PF_MEMALLOC (include/linux/sched.h) is set while a task reclaims
+// memory: kswapd, direct reclaim and memory-cgroup reclaim
+// (memalloc_noreclaim_save in mm/vmscan.c). drop_caches, truncation and
+// fadvise(POSIX_FADV_DONTNEED) remove pages without it.
+#define PF_MEMALLOC 0x00000800
+
+// evicting reports whether the current task removes pages from the page
+// cache to reclaim memory: only such a removal makes an unused page
+// wasted read-ahead (one removed otherwise cost a read, but no memory the
+// reader then lacked).
+static __always_inline int evicting(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	return task && (task->flags & PF_MEMALLOC);
+}
+
+// pc_delete resolves the pages of a folio that leaves the page cache:
+// those never accessed count as wasted when memory reclaim evicts them
+// (evicting), and are forgotten otherwise.
 SEC("tp_btf/mm_filemap_delete_from_page_cache")
 int BPF_PROG(pc_delete, struct folio *folio)
 {
@@ -428,6 +447,7 @@ int BPF_PROG(pc_delete, struct folio *folio)
 	if (order > MAX_ORDER_PAGES)
 		order = MAX_ORDER_PAGES;
 	__u64 hi = lo + (1ull << order) - 1;
+	int evicted = evicting();
 	struct chunk_key k = {.ino = ino, .dev = dev};
 	__u64 c0 = lo >> CHUNK_SHIFT, c1 = walk_end(st, lo, hi);
 	for (int i = 0; i < MAX_CHUNKS; i++) {
@@ -441,7 +461,7 @@ int BPF_PROG(pc_delete, struct folio *folio)
 			continue;
 		__u32 m = chunk_mask(k.chunk, lo, hi);
 		__u32 old = __sync_fetch_and_and(&v->bits, ~(m | m << 16));
-		__u32 w = counts(v, light) ? pop16(m & old & ~(old >> 16) & 0xffff) : 0;
+		__u32 w = evicted && counts(v, light) ? pop16(m & old & ~(old >> 16) & 0xffff) : 0;
 		st->wasted += w;
 		if (v->epoch == epoch)
 			st->wasted_now += w;
