@@ -491,21 +491,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
 	if c.policy.ReadAhead {
-		c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
-		if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
-			c.ra.wastePct, c.ra.wasteOK = w, true
-		}
-		if in.Thrash.Measured {
-			c.ra.mappedWaste = in.Thrash.mappedWaste()
-		} else {
-			c.ra.mappedWaste = in.PageCache.mappedWaste()
-		}
-		if w, ok := in.Used.sequentialUse(); ok {
-			c.ra.seqUse = true
-			if !c.ra.wasteOK || w < c.ra.wastePct {
-				c.ra.wastePct, c.ra.wasteOK = w, true
-			}
-		}
+		c.gatherReadAhead(reqs, in)
 	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {
 		// Only an active cache is judged on these (decide.CacheInput):
@@ -525,6 +511,29 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	}
 	c.decideWindow(&rep, er, in)
 	return rep, c.fitServers(simReqs, er)
+}
+
+// gatherReadAhead sets c.ra to the window's read-ahead evidence: that of
+// reqs (its newest requests) and its page-cache counts, with the waste of
+// the thrash check's interval that ended it when that is higher, and the
+// waste of sequential readers using read-ahead again when that ended it
+// (windowInput.Thrash, Used).
+func (c *deviceController) gatherReadAhead(reqs []trace.Request, in windowInput) {
+	c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
+	if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
+		c.ra.wastePct, c.ra.wasteOK = w, true
+	}
+	if in.Thrash.Measured {
+		c.ra.mappedWaste = in.Thrash.mappedWaste()
+	} else {
+		c.ra.mappedWaste = in.PageCache.mappedWaste()
+	}
+	if w, ok := in.Used.sequentialUse(); ok {
+		c.ra.seqUse = true
+		if !c.ra.wasteOK || w < c.ra.wastePct {
+			c.ra.wastePct, c.ra.wasteOK = w, true
+		}
+	}
 }
 
 // keepForExplain gives the window to c.explain (when set) if its
@@ -680,8 +689,7 @@ func (c *deviceController) decideMappedThrash(rep *WindowReport, in windowInput)
 	if !c.policy.ReadAhead || c.verify != nil || c.raVerify != nil || !in.HoldsMapped || !in.Thrash.mappedWaste() {
 		return false
 	}
-	c.ra = raEvidence{pc: in.PageCache, mappedWaste: true}
-	c.ra.wastePct, c.ra.wasteOK = in.Thrash.WastePct()
+	c.gatherReadAhead(nil, in)
 	target := c.current
 	if target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now); !c.cutsMapped(target.ReadAheadKiB, in) {
 		return false
