@@ -193,6 +193,13 @@ type Action struct {
 	// (device.act). The device's depth, and so the controller's current
 	// setting, stays; the action's Setting is the files' depth.
 	mappedOnly bool
+	// releaseMapped: the release of the mapped files held at a cut depth
+	// (decideRelease): they go back to the device's depth, which does
+	// not change; Setting is the current one.
+	releaseMapped bool
+	// heldKiB is the depth the files a release puts back were held at,
+	// KiB (releaseMapped).
+	heldKiB int
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -283,6 +290,17 @@ type windowInput struct {
 	// own (agent/openfiles follows the device's open files), so that a
 	// cut on their waste leaves the device's depth alone (mappedOnly).
 	HoldsMapped bool
+	// HeldKiB is the lowest depth the agent holds mapped files of the
+	// device at, KiB (0: none held).
+	HeldKiB int
+	// Release, when Measured, is the page-cache counts of the check's
+	// interval that ended the window because the held mapped files are
+	// read sequentially (releasesHeld): the window releases them.
+	Release PageCacheWindow
+	// Recut, when Measured, is the page-cache counts of the check's
+	// interval that ended the window because the files released are
+	// read at random again (recutsOnFaults): the window cuts them back.
+	Recut PageCacheWindow
 }
 
 // deviceController is the per-device state carried between windows.
@@ -317,6 +335,17 @@ type deviceController struct {
 	// (Action.mappedOnly); a thrash within MappedCutRetry of it cuts the
 	// device.
 	mappedCutAt time.Time
+	// releasedAt is when the agent last released the held mapped files
+	// (Action.releaseMapped); a cut within MappedCutRetry of it on
+	// counts that still show their sequential faults is a mix (mixedCut).
+	releasedAt time.Time
+	// releasedKiB is the depth the released files were held at, KiB: a
+	// random fault on them again within ReleaseRecall is cut back to it
+	// (recutsOnFaults).
+	releasedKiB int
+	// quickCycles counts the cuts of the mapped files in a row that came
+	// within MappedCutRetry of a release (countCycle).
+	quickCycles int
 
 	// bias is the model's recent real ÷ simulated ratio for the current
 	// setting (an exponential average); verification compares the real
@@ -471,6 +500,9 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
+	if c.decideRelease(&rep, in) || c.decideRecut(&rep, in) {
+		return rep, nil
+	}
 	if l.requests < c.policy.MinRequests && (!in.Thrash.Measured || l.requests == 0) {
 		// A window the thrash check ended is evaluated on fewer: its
 		// cut rests on the page-cache probe's counts (thrashcheck.go).
@@ -713,10 +745,13 @@ const MappedCutRetry = 10 * time.Second
 // alone (Action.mappedOnly): the agent can hold them (in.HoldsMapped), the
 // cut is made on waste (decide.RAWaste) that is the read-around of
 // random page faults (raEvidence.mappedWaste), and no such cut was made
-// within MappedCutRetry.
+// within MappedCutRetry, or none of the files it held is still open
+// (in.HeldKiB 0): the faults are a new process's, which the files' cut
+// reaches (in the decision-quality benchmark, MEMMAP's, 2.5 s after MEM's
+// cut).
 func (c *deviceController) cutsMapped(kib int, in windowInput) bool {
 	return in.HoldsMapped && kib < c.current.ReadAheadKiB && c.ra.reason == decide.RAWaste && c.ra.mappedWaste &&
-		c.mappedCutDue(in.Now)
+		(in.HeldKiB == 0 || c.mappedCutDue(in.Now))
 }
 
 // mappedCutDue reports whether a cut of the mapped files alone may be
@@ -746,9 +781,16 @@ func (c *deviceController) confirmSwitch(d decide.Decision) bool {
 // commit tells the controller that the device now has the setting of a
 // (written at now): the action of the window just ended.
 func (c *deviceController) commit(a Action, now time.Time) {
-	if a.mappedOnly {
+	switch {
+	case a.mappedOnly:
 		c.guard, c.lastChange, c.mappedCutAt = a.guard, now, now
 		c.proposed, c.raPending = "", 0
+		c.countCycle(now)
+		return
+	case a.releaseMapped:
+		// The next thrash of the files is a new phase: it is cut on
+		// them again at once (MappedCutRetry does not hold it).
+		c.lastChange, c.releasedAt, c.releasedKiB, c.mappedCutAt = now, now, a.heldKiB, time.Time{}
 		return
 	}
 	c.current, c.guard, c.lastChange = a.Setting, a.guard, now

@@ -54,6 +54,14 @@ type device struct {
 	// sequential readers use read-ahead again after a cut
 	// (restoresOnUse); the window is then evaluated as for thrash.
 	used *PageCacheWindow
+	// release holds those counts when the check ended the window because
+	// the mapped files held at a cut depth are read sequentially
+	// (releasesHeld); the window then releases them (decideRelease).
+	release *PageCacheWindow
+	// recut holds them when the check ended the window because the
+	// released mapped files are read at random again (recutsOnFaults);
+	// the window then cuts them back (decideRecut).
+	recut *PageCacheWindow
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -177,6 +185,13 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	d.cacheBefore(e)
 	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled, HoldsMapped: e.follow.holdsMapped()}
+	if _, in.HeldKiB = e.follow.held(d.sys.Name); in.HeldKiB > 0 && d.thrash != nil && !d.ctrl.mappedCutDue(now) &&
+		e.follow.prune(d.sys.Name) == 0 {
+		// A thrash soon after a cut of the mapped files whose files are
+		// all closed: a new process's, which a cut of its files reaches
+		// (cutsMapped). Pruning lists the open files: only then.
+		in.HeldKiB = 0
+	}
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
@@ -185,6 +200,10 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		in.Thrash, d.thrash = *d.thrash, nil
 	case d.used != nil:
 		in.Used, d.used = *d.used, nil
+	case d.release != nil:
+		in.Release, d.release = *d.release, nil
+	case d.recut != nil:
+		in.Recut, d.recut = *d.recut, nil
 	case !e.budget.allow():
 		in.Skip = "over the CPU budget"
 	}
@@ -312,6 +331,10 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 		defer e.follow.keepingMapped(d.sys.Name)()
 	}
 	st := &d.status
+	if a.releaseMapped {
+		d.releaseMapped(a, now, e)
+		return
+	}
 	if !d.write(s, prev, e) {
 		return
 	}
@@ -372,6 +395,29 @@ func (d *device) write(s, was Setting, e *windowEnv) bool {
 		e.log.Error(ap.RecordError, "the change is made, its record is not updated yet", "device", d.sys.Name)
 	}
 	return true
+}
+
+// releaseMapped puts the mapped files held at a cut depth back to the
+// device's depth (Action.releaseMapped), and commits the release to the
+// controller once done; the device's own setting does not change. A
+// release that fails is logged and left to a later check.
+func (d *device) releaseMapped(a Action, now time.Time, e *windowEnv) {
+	_, kib := e.follow.held(d.sys.Name)
+	n, err := e.follow.releaseDisk(d.sys.Name)
+	if err != nil {
+		d.status.LastError = err.Error()
+		e.log.Error(err, "held mapped files not put back", "device", d.sys.Name)
+		return
+	}
+	d.ctrl.commit(a, now)
+	st := &d.status
+	st.Changes++
+	st.LastChangeTime = ptrTime(now)
+	st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of %d held mapped files (read sequentially)", kib, d.ctrl.current.ReadAheadKiB, n)
+	if m := e.metrics; m != nil {
+		m.IncChange(d.sys.Name)
+	}
+	e.log.Info("applied", "device", d.sys.Name, "change", st.LastChange)
 }
 
 // cutMapped ends a cut of the mapped files alone: the device's depth cut

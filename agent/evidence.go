@@ -69,11 +69,20 @@ func (d *device) showEvidence() {
 
 // showHeld puts the mapped files f holds at a depth of their own into
 // the read-ahead evidence of the status, after the window's change.
+// A window decided with no request evaluated (a cut of the mapped files
+// on a paused device, a release) leaves no other evidence: the held files
+// are shown all the same.
 func (d *device) showHeld(f *raFollower) {
-	if ev := d.status.ReadAhead; ev != nil {
-		held, kib := f.held(d.sys.Name)
-		ev.HeldMappedFiles, ev.HeldReadAheadKiB = int32(min(held, 1<<30)), int32(min(kib, 1<<30))
+	held, kib := f.held(d.sys.Name)
+	ev := d.status.ReadAhead
+	if ev == nil {
+		if held == 0 || !d.ctrl.policy.ReadAhead {
+			return
+		}
+		ev = &v1alpha1.ReadAheadEvidence{}
+		d.status.ReadAhead = ev
 	}
+	ev.HeldMappedFiles, ev.HeldReadAheadKiB = int32(min(held, 1<<30)), int32(min(kib, 1<<30))
 }
 
 // verificationStatus is v in the API's terms: ms of application wait for

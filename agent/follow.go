@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -77,6 +78,35 @@ func (f *raFollower) held(disk string) (descriptors, minKiB int) {
 		return 0, 0
 	}
 	return f.files.Held(disk)
+}
+
+// releaseDisk puts the mapped files held on disk back to its read-ahead
+// (openfiles.Follower.ReleaseHeldOf). It returns how many it put back,
+// and the error of a disk whose files could not be listed (they stay
+// held) or of the record. f may be nil.
+func (f *raFollower) releaseDisk(disk string) (int, error) {
+	if !f.holdsMapped() {
+		return 0, nil
+	}
+	n, err := f.files.ReleaseHeldOf(disk)
+	if err != nil {
+		return n, fmt.Errorf("release held mapped files: %w", err)
+	}
+	return n, nil
+}
+
+// prune forgets the held mapped files of disk no longer open
+// (openfiles.Follower.PruneHeld) and returns how many descriptors stay
+// held; an error is logged, and counts them all as held. f may be nil.
+func (f *raFollower) prune(disk string) int {
+	if !f.holdsMapped() {
+		return 0
+	}
+	n, err := f.files.PruneHeld(disk)
+	if err != nil {
+		f.log.Error(err, "held mapped files not pruned", "device", disk)
+	}
+	return n
 }
 
 // release puts the mapped files that raises left at a cut depth back to

@@ -135,6 +135,7 @@ func countsSince(ids []uint32, cur, base map[uint32]tracer.PageCacheStats) PageC
 		out.AroundPages += d.AroundPages
 		out.MappedPages += d.MappedPages
 		out.AsyncReadAhead += d.AsyncReadAhead
+		out.FaultAsync += d.FaultAsyncReadAhead
 		out.UsedNow += d.UsedNowPages
 		out.WastedNow += d.WastedNowPages
 	}

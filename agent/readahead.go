@@ -34,6 +34,9 @@ type PageCacheWindow struct {
 	// mapping them, and AsyncReadAhead the asynchronous read-aheads (a
 	// reader reached a PG_readahead page).
 	MappedPages, AsyncReadAhead uint64
+	// FaultAsync are the asynchronous read-aheads that page faults
+	// started: sequential mmap readers (mappedSequential).
+	FaultAsync uint64
 	// UsedNow and WastedNow are the part of UsedPages and WastedPages
 	// that read() brought in at the device's current depth: since the
 	// agent last changed a device's read-ahead

@@ -331,6 +331,7 @@ func TestMappedWasteCutsTheMappedFiles(t *testing.T) {
 		pc          PageCacheWindow
 		holds       bool
 		lastMapped  time.Duration // before now; 0: none
+		heldKiB     int           // the depth of the files it holds still open; 0: none open
 		wantMapped  bool
 		wantVerify  bool
 		wantCurrent int
@@ -340,8 +341,9 @@ func TestMappedWasteCutsTheMappedFiles(t *testing.T) {
 		{name: "no open-files follower", pc: mapped, wantVerify: true, wantCurrent: 16},
 		{name: "read() wasted half", pc: read, holds: true, wantVerify: true, wantCurrent: 16},
 		{name: "sequential faults", pc: sequential, holds: true, wantVerify: true, wantCurrent: 16},
-		{name: "thrash 5 s after a mapped cut", pc: mapped, holds: true, lastMapped: 5 * time.Second, wantVerify: true, wantCurrent: 16},
-		{name: "thrash 10 s after a mapped cut", pc: mapped, holds: true, lastMapped: MappedCutRetry, wantMapped: true, wantCurrent: 2560},
+		{name: "thrash 5 s after a mapped cut", pc: mapped, holds: true, lastMapped: 5 * time.Second, heldKiB: 16, wantVerify: true, wantCurrent: 16},
+		{name: "thrash 5 s after a mapped cut whose files are closed", pc: mapped, holds: true, lastMapped: 5 * time.Second, wantMapped: true, wantCurrent: 2560},
+		{name: "thrash 10 s after a mapped cut", pc: mapped, holds: true, lastMapped: MappedCutRetry, heldKiB: 16, wantMapped: true, wantCurrent: 2560},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Unix(1000, 0)
@@ -350,7 +352,7 @@ func TestMappedWasteCutsTheMappedFiles(t *testing.T) {
 				c.mappedCutAt = now.Add(-tc.lastMapped)
 			}
 			c.add(raWindow(0, 400, 5120, 2_000_000, false))
-			rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: tc.pc, HoldsMapped: tc.holds})
+			rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}, PageCache: tc.pc, HoldsMapped: tc.holds, HeldKiB: tc.heldKiB})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -36,13 +36,14 @@ const (
 )
 
 // TestPhaseChild is the workload child of
-// TestReadAheadRestoredWithinAWindow, run by re-executing the test
-// binary: it waits for a line on stdin (the parent has moved it into the
-// memory cgroup by then), maps the first file $SHADOWTUNE_PHASE_CHILD
-// names and reads random 4 KiB pages of it through the mapping for
-// phaseMmap, then opens the second and reads it sequentially in
-// phaseReadBytes read()s for phaseScan or to its end, printing the bytes
-// read so far every thrashTick ("scan MS BYTES").
+// TestReadAheadRestoredWithinAWindow and TestHeldMappedReleasedOnScan,
+// run by re-executing the test binary: it waits for a line on stdin (the
+// parent has moved it into the memory cgroup by then), maps the first
+// file $SHADOWTUNE_PHASE_CHILD names and reads random 4 KiB pages of it
+// through the mapping for phaseMmap, then opens the second and reads it
+// sequentially in phaseReadBytes read()s for phaseScan or to its end
+// (mappedScan: scans the mapping instead), printing the bytes read so far
+// every thrashTick ("scan MS BYTES").
 func TestPhaseChild(t *testing.T) {
 	path, scanned, _ := strings.Cut(os.Getenv(phaseChildEnv), ":")
 	if path == "" {
@@ -55,6 +56,11 @@ func TestPhaseChild(t *testing.T) {
 	t0 := time.Now()
 	for time.Since(t0) < phaseMmap {
 		sum ^= m[rng.Int64N(int64(len(m))/4096)*4096]
+	}
+	if scanned == mappedScan {
+		scanMapping(m, &sum)
+		fmt.Println("checksum", sum)
+		return
 	}
 	sf, err := os.Open(scanned)
 	if err != nil {
@@ -78,6 +84,74 @@ func TestPhaseChild(t *testing.T) {
 		n += int64(k)
 	}
 	fmt.Println("checksum", sum)
+}
+
+// mappedScan, as TestPhaseChild's second file, makes it scan its mapping
+// instead: one byte of each 4 KiB page in order, from the start, for
+// phaseScan or to its end.
+const mappedScan = "@mapped"
+
+// scanMapping is TestPhaseChild's scan of its mapping m, printing the
+// bytes passed every thrashTick ("scan MS BYTES").
+func scanMapping(m []byte, sum *byte) {
+	t1 := time.Now()
+	next := thrashTick
+	for off := 0; off < len(m); off += 4096 {
+		if el := time.Since(t1); el >= phaseScan {
+			break
+		} else if el >= next {
+			fmt.Printf("scan %d %d\n", el.Milliseconds(), off)
+			next += thrashTick
+		}
+		*sum ^= m[off]
+	}
+}
+
+// TestHeldMappedReleasedOnScan: the thrash test's process reads random
+// pages of its mapped 1 GiB file for 5 s in a 256 MiB memory cgroup, and
+// the agent (12 s windows, minDwell 0) cuts the mapped file alone; then
+// the process scans that same mapping in order. The agent must release
+// the held file (back to the device's 2560 KiB) within 2 s of the scan's
+// start, and the device's read requests in the half second from 0.1 s
+// after the release must be at least 4 times as large as in the half
+// second before it.
+func TestHeldMappedReleasedOnScan(t *testing.T) {
+	fx := newThrashFixture(t, 64<<20)
+	loopdev.Evict(t, fx.data)
+	spec := fx.spec(thrashWindow)
+	spec.Rollout.MinDwell = &metav1.Duration{}
+	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
+		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
+	stop := make(chan struct{})
+	stats := sampleReads(fx.l.Name, stop)
+	start, out := loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+mappedScan)
+	close(stop)
+	a.stop(t)
+	cut, ok := a.firstCut(fx.l.Name)
+	if !ok || !cut.mapped {
+		t.Fatalf("no cut of the mapped files alone (%+v, found %v); changes %v", cut, ok, a.changeLog())
+	}
+	rel, ok := a.firstChange(`held mapped files (read sequentially)`)
+	scanStart := start.Add(phaseMmap)
+	if !ok {
+		t.Fatalf("the held file was not released; changes %v", a.changeLog())
+	}
+	scan := scanProgress(out)
+	after := rel.Sub(scanStart)
+	t.Logf("cut to %d KiB at %.2f s of the load, released %.2f s into the scan; changes %v", cut.kib,
+		cut.at.Sub(start).Seconds(), after.Seconds(), a.changeLog())
+	if after < 0 || after > 2*time.Second {
+		t.Errorf("released %.2f s into the scan; want within 2 s of its start", after.Seconds())
+	}
+	half := time.Second / 2
+	samples := <-stats
+	sizeBefore := requestSectors(samples, rel.Add(-half), rel)
+	sizeAfter := requestSectors(samples, rel.Add(half/5), rel.Add(half+half/5))
+	t.Logf("the scan passed %.0f MiB/s in the half second before, %.0f after; the device's reads averaged %.0f sectors, then %.0f",
+		rateAround(scan, after-half, after)/(1<<20), rateAround(scan, after, after+half)/(1<<20), sizeBefore, sizeAfter)
+	if sizeBefore <= 0 || sizeAfter < 4*sizeBefore {
+		t.Errorf("read requests of %.0f sectors before, %.0f after: want at least 4 times as large", sizeBefore, sizeAfter)
+	}
 }
 
 // TestReadAheadRestoredWithinAWindow: the thrash test's process, in a
@@ -243,6 +317,19 @@ func scanProgress(out string) map[time.Duration]int {
 		}
 	}
 	return p
+}
+
+// firstChange is when the agent first made a change whose text holds
+// what: the end of the window whose status shows it.
+func (a *runningAgent) firstChange(what string) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.wins {
+		if d, ok := deviceStatus(s, a.name); ok && strings.Contains(d.LastChangeWhat, what) {
+			return a.at[i], true
+		}
+	}
+	return time.Time{}, false
 }
 
 // firstRestoreAfter is the first window after window after whose status

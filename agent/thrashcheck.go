@@ -13,7 +13,7 @@ package agent
 // check, and when a device's read-ahead would be cut on them at once (a
 // waste of StrongWastePct or more that decide.ReadAhead cuts, where the
 // cut would shrink the faults' read-around: PageCacheWindow.cutReaches),
-// every device's window ends there, at least ThrashCheckEvery after it began,
+// every device's window ends there, at least MinCheckedWindow after it began,
 // and the next begins. The window's end then decides as any window's:
 // the cut, its verification (whose windows may end early the same way),
 // a revert and its back-off; but a device whose thrash ended the window
@@ -22,7 +22,7 @@ package agent
 // load, whose pages dilute the waste: 66 % over a 2 s window whose last
 // second showed 94 %, in the decision-quality benchmark), and is
 // evaluated even over the CPU budget, which would otherwise skip the cut
-// the window was ended for. Nothing else ends a window early, so a
+// the window was ended for. No other thrash ends a window early, so a
 // device at the policy's lowest depth, one whose last cut regressed, one
 // whose scheduler switch is being verified, and one whose gate would hold
 // the cut back (Observe mode, a pause, another writer, minDwell, no grant
@@ -48,6 +48,12 @@ package agent
 // the cut's verification) kept it there for 10 s or more. The raise
 // keeps the mapped files at the cut depth (agent/openfiles, hold.go).
 //
+// Two more ends of a window concern the mapped files the agent holds at a
+// cut depth (mappedrelease.go): the check ends the window when they are
+// read in order (releasesHeld: its end puts them back to the device's
+// depth), and when random faults return within ReleaseRecall of that
+// release (recutsOnFaults: its end cuts them back).
+//
 // A thrash whose waste is the read-around of random page faults on
 // mapped files (PageCacheWindow.mappedWaste) is cut on the mapped files
 // alone when the agent follows open files (Action.mappedOnly, device.act):
@@ -67,8 +73,27 @@ import (
 )
 
 // ThrashCheckEvery is how often the page-cache counts are checked between
-// window ends, and the shortest a window ended early lasts.
-const ThrashCheckEvery = 500 * time.Millisecond
+// window ends. At 500 ms, as until 2026-12-02, a mapping's lookups and
+// scans in phases of well under a second (the decision-quality
+// benchmark's MEMMAP) spent most of each phase at the last one's depth:
+// 250 ms took MEMMAP from 4.52 s to 3.45 s (6 repetitions), and cost
+// nothing that showed on the AIR/AIP suite (0.984×, 0.952–1.071, 8
+// repetitions; 20 probes on read surges against 19).
+const ThrashCheckEvery = 250 * time.Millisecond
+
+// MinCheckedWindow is the shortest a window lasts before a check looks at
+// it: the check after the one that began it. The checks tick on their own
+// grid, and a window a check ended begins at that check, so the next tick
+// comes a few microseconds either side of ThrashCheckEvery after it: with
+// ThrashCheckEvery itself as the bound, a window the check ended had its
+// next check skipped about half the time (at 500 ms, 499.0 ms against
+// 500.9 ms in the decision-quality benchmark's MEMMAP), which put every
+// decision after an early end off by a whole check.
+const MinCheckedWindow = ThrashCheckEvery * 4 / 5
+
+// checkDue reports whether a check at now looks at the window that began
+// at start (MinCheckedWindow).
+func checkDue(now, start time.Time) bool { return now.Sub(start) >= MinCheckedWindow }
 
 // cutsOnThrash reports whether pc, a device's page-cache counts over the
 // last check's interval, would make its window cut read-ahead at once
@@ -126,7 +151,7 @@ func (c *deviceController) readAheadInput(wastePct float64, measured bool) decid
 // ended 0.7 s into the thrash did not cut, and the next check did, 0.5 s
 // later).
 func (a *Agent) thrashing(now, start time.Time, early bool) (bool, pcInterval) {
-	if a.pcache == nil || now.Sub(start) < ThrashCheckEvery {
+	if a.pcache == nil || !checkDue(now, start) {
 		return false, pcInterval{}
 	}
 	s, err := a.pcache.p.Stats()
@@ -153,12 +178,18 @@ func (a *Agent) markThrash(iv pcInterval, now, start time.Time, early bool) bool
 		}
 		waste, cut := d.ctrl.cutsOnThrash(pc, d.checkGate(), now)
 		switch {
-		case cut && a.cutsWhilePaused(d, pc, now):
+		case cut && a.cutsWhilePaused(d, pc, now, func() int { return a.follow.prune(d.sys.Name) }):
 			a.endsOn(d, "read-ahead thrashes", early, now.Sub(start), "wastePct", waste)
 			d.thrash, thrash = &pc, true
 		case d.ctrl.restoresOnUse(pc, d.checkGate(), now):
 			a.endsOn(d, "read-ahead used again", early, now.Sub(start), "wastePct", waste, "asyncReadAheads", pc.AsyncReadAhead)
 			d.used, thrash = &pc, true
+		case a.follow.holdsMapped() && d.ctrl.recutsOnFaults(pc, d.checkGate(), now):
+			a.endsOn(d, "released mapped files read at random again", early, now.Sub(start), "faults", pc.Faults, "aroundPages", pc.AroundPages)
+			d.recut, thrash = &pc, true
+		case a.releasesHeld(d, pc, now):
+			a.endsOn(d, "held mapped files read sequentially", early, now.Sub(start), "faults", pc.Faults, "faultAsyncReadAheads", pc.FaultAsync)
+			d.release, thrash = &pc, true
 		}
 	}
 	return thrash
@@ -184,10 +215,23 @@ func (a *Agent) endsOn(d *device, why string, early bool, el time.Duration, kv .
 // its window has no request to evaluate, so only a cut of its mapped
 // files alone can be made on them (deviceController.decideMappedThrash):
 // when their waste is the mapped files' and the agent holds mapped files,
-// and no such cut was made within MappedCutRetry before now. Otherwise
-// the surge probe (samplewake.go) traces the device first.
-func (a *Agent) cutsWhilePaused(d *device, pc PageCacheWindow, now time.Time) bool {
-	return !slices.Contains(a.paused, d.sys.Dev) || pc.mappedWaste() && a.follow.holdsMapped() && d.ctrl.mappedCutDue(now)
+// and no such cut was made within MappedCutRetry before now, or none of
+// the files it held is still open (heldOpen, called only then, returns how
+// many are: raFollower.prune). Otherwise the surge probe (samplewake.go)
+// traces the device first.
+func (a *Agent) cutsWhilePaused(d *device, pc PageCacheWindow, now time.Time, heldOpen func() int) bool {
+	if !slices.Contains(a.paused, d.sys.Dev) {
+		return true
+	}
+	return pc.mappedWaste() && a.follow.holdsMapped() && (d.ctrl.mappedCutDue(now) || heldOpen() == 0)
+}
+
+// releasesHeld reports whether pc, a device's page-cache counts since the
+// last check, would make d's window release the mapped files the agent
+// holds of it (deviceController.releasesHeld, mappedrelease.go).
+func (a *Agent) releasesHeld(d *device, pc PageCacheWindow, now time.Time) bool {
+	_, kib := a.follow.held(d.sys.Name)
+	return d.ctrl.releasesHeld(pc, kib, d.checkGate(), now)
 }
 
 // restoresOnUse reports whether pc, a device's page-cache counts over the

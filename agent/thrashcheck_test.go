@@ -421,6 +421,7 @@ func TestCutsWhilePaused(t *testing.T) {
 		paused, holds  bool
 		pc             PageCacheWindow
 		cutAgo         time.Duration // 0: none made
+		closed         bool          // the files it held are closed
 		wantEndsWindow bool
 	}{
 		{name: "traced, sequential faults", pc: sequential, wantEndsWindow: true},
@@ -429,6 +430,7 @@ func TestCutsWhilePaused(t *testing.T) {
 		{name: "paused, sequential faults", paused: true, holds: true, pc: sequential},
 		{name: "paused, a mapped cut 5 s before", paused: true, holds: true, pc: mapped, cutAgo: 5 * time.Second},
 		{name: "paused, a mapped cut 10 s before", paused: true, holds: true, pc: mapped, cutAgo: MappedCutRetry, wantEndsWindow: true},
+		{name: "paused, a mapped cut 5 s before, its files closed", paused: true, holds: true, pc: mapped, cutAgo: 5 * time.Second, closed: true, wantEndsWindow: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &device{sys: sysfs.Device{Name: "sda", Dev: 8 << 20}, ctrl: raController(t, 2560)}
@@ -442,7 +444,11 @@ func TestCutsWhilePaused(t *testing.T) {
 			if tc.paused {
 				a.paused = []uint32{d.sys.Dev}
 			}
-			if got := a.cutsWhilePaused(d, tc.pc, now); got != tc.wantEndsWindow {
+			open := 1
+			if tc.closed {
+				open = 0
+			}
+			if got := a.cutsWhilePaused(d, tc.pc, now, func() int { return open }); got != tc.wantEndsWindow {
 				t.Errorf("cutsWhilePaused = %v, want %v", got, tc.wantEndsWindow)
 			}
 		})
@@ -496,4 +502,25 @@ func earlyEnds(t *testing.T, reg *prometheus.Registry) float64 {
 		}
 	}
 	return n
+}
+
+// TestCheckDue: the check after the one that began a window looks at it,
+// its tick a little early or late; one soon after the window began does
+// not.
+func TestCheckDue(t *testing.T) {
+	start := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{
+		{499 * time.Millisecond, true},
+		{501 * time.Millisecond, true},
+		{MinCheckedWindow, true},
+		{MinCheckedWindow - time.Millisecond, false},
+		{100 * time.Millisecond, false},
+	} {
+		if got := checkDue(start.Add(tc.after), start); got != tc.want {
+			t.Errorf("checkDue %v after the start = %v, want %v", tc.after, got, tc.want)
+		}
+	}
 }

@@ -4,7 +4,7 @@
 # setting of a loop device (each scheduler × read_ahead_kb in {the device's
 # default, 128, 16}) and the agent in Apply mode run the same sequence of
 # workloads in the style of KDSim §5 and DADS §5 (LKR, IOR-R, TAC, 8k-SR,
-# 512k-SR, AIR, AIP), plus a memory-limited mmap/scan phase mix and
+# 512k-SR, AIR, AIP), plus a memory-limited mmap/scan phase mix (and one that scans its mapping) and
 # high-IOPS direct random reads; the application's wall time is recorded
 # per workload, per setting, per repetition, and the agent's total is
 # compared with the best static setting's and with the per-workload oracle
@@ -318,6 +318,12 @@ w_mem() {
 	for ((p = 0; p < nbig; p++)); do scans+=("$mnt/big$p"); done
 	incg python3 "$py" memmix "$mnt/mm.dat" "$mem_reads" "$mem_phases" 5 "${scans[@]}" >"$2.mem.json"
 }
+# MEMMAP: the same mapping looked up at random, then scanned through the
+# mapping itself (a database's or search index's lookups, then a scan or
+# merge), scan_mib of it per round.
+w_memmap() {
+	incg python3 "$py" mapmix "$mnt/mm.dat" "$mem_reads" "$mem_phases" 5 "$scan_mib" >"$2.mem.json"
+}
 # AIP (KDSim §5): the five at once, each with N processes of its own; one
 # that ends while another is still in its first run starts again; the time
 # is until every one has ended its first run (the reruns are then stopped).
@@ -368,7 +374,7 @@ for n in "${procs_list[@]}"; do
 	derived[AIR-$n]=$air
 done
 for n in "${procs_list[@]}"; do seq_names+=("AIP-$n") seq_fns+=(w_aip) seq_n+=("$n"); done
-seq_names+=(MEM RR-4k-QD32) seq_fns+=(w_mem w_rr) seq_n+=(1 1)
+seq_names+=(MEM MEMMAP RR-4k-QD32) seq_fns+=(w_mem w_memmap w_rr) seq_n+=(1 1 1)
 if [[ -n ${BENCH_WORKLOADS:-} ]]; then # a subset, in sequence order; AIR-n kept only whole
 	keep_names=() keep_fns=() keep_n=()
 	for ((i = 0; i < ${#seq_names[@]}; i++)); do
@@ -549,7 +555,7 @@ for line in open(os.path.join(tmp, "runs.jsonl")):
         if f.endswith(".mem.json"):
             m = json.load(open(p))
             for k in ("mmap_s", "scan_s"):
-                runs.append(dict(rep=r["rep"], setting=r["setting"], workload="MEM-" + k[:-2], wall_s=sum(m[k]),
+                runs.append(dict(rep=r["rep"], setting=r["setting"], workload=r["workload"] + "-" + k[:-2], wall_s=sum(m[k]),
                                  t0=r["t0"], t1=r["t1"], state0=r["state0"], state1=r["state1"]))
             continue
         txt = open(p).read()
@@ -575,7 +581,7 @@ for rep, s in starts.items():
         events.append(dict(rep=rep, t_s=t - s["agent_start"], workload=during,
                            change=ch.group(1) if ch else m.group(1)))
 json.dump(dict(settings=[$settings_json], default_setting="$default_setting",
-               workloads=[$workloads_json], derived={$derived_json}, extra=["MEM-mmap", "MEM-scan"],
+               workloads=[$workloads_json], derived={$derived_json}, extra=["MEM-mmap", "MEM-scan", "MEMMAP-mmap", "MEMMAP-scan"],
                agent_events=events, runs=runs,
                sizes=dict(quick=$quick, big_mib=$big, tac_mib=$tac_mib, tree_files=$tree_files, mm_mib=$mm_mib,
                           mem_reads=$mem_reads, mem_phases=$mem_phases, rr_mib=$rr_mib, scan_mib=$scan_mib,

@@ -11,6 +11,15 @@ Sub-commands (all deterministic: the same arguments give the same I/O):
                                 through an mmap of MMAP, then a sequential
                                 scan (8 KiB read()s, BENCH_SCAN_KIB) of the SCAN files;
                                 prints the time of each phase as JSON
+  mapmix MMAP READS PHASES SEED SCAN_MIB
+                                PHASES rounds of: READS random 4 KiB reads
+                                through an mmap of MMAP, then a sequential
+                                scan of SCAN_MIB of the same mapping (one
+                                byte of each 4 KiB page, in order; round p
+                                from p × SCAN_MIB, wrapping), as a database
+                                or search index that looks up through its
+                                mapping, then scans or merges it; prints
+                                the time of each phase as JSON
   report RUNS.json OUT.json [--markdown]
                                 the statistics of a run (text on stdout;
                                 --markdown: also the median table in Markdown)
@@ -76,6 +85,32 @@ def memmix(path, reads, phases, seed, scans):
             with open(s, "rb", buffering=0) as f:
                 while f.read(SCAN_BYTES):
                     pass
+        out["scan_s"].append(time.perf_counter() - t0)
+    m.close()
+    os.close(fd)
+    out["sink"] = sink
+    print(json.dumps(out))
+
+
+def mapmix(path, reads, phases, seed, scan_mib):
+    out = {"mmap_s": [], "scan_s": []}
+    fd = os.open(path, os.O_RDONLY)
+    size = os.fstat(fd).st_size
+    m = mmap.mmap(fd, size, prot=mmap.PROT_READ)  # no madvise: the kernel's read-around applies
+    pages = size // 4096
+    span = min(pages, scan_mib * 256)
+    sink = 0
+    for p in range(phases):
+        rng = random.Random(seed * 1000 + p)
+        t0 = time.perf_counter()
+        for _ in range(reads):
+            off = rng.randrange(pages) * 4096
+            sink ^= m[off:off + 4096][-1]
+        out["mmap_s"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        first = p * span % pages
+        for i in range(span):
+            sink ^= m[((first + i) % pages) * 4096]
         out["scan_s"].append(time.perf_counter() - t0)
     m.close()
     os.close(fd)
@@ -330,6 +365,8 @@ def main(argv):
         tac(argv[2], int(argv[3]))
     elif cmd == "memmix":
         memmix(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6:])
+    elif cmd == "mapmix":
+        mapmix(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), int(argv[6]))
     elif cmd == "report":
         return report(argv[2], argv[3], markdown="--markdown" in argv[4:])
     else:

@@ -4,6 +4,7 @@ package openfiles
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,6 +146,74 @@ func TestFollowKeepingMappedHoldsAndReleases(t *testing.T) {
 	}
 	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 {
 		t.Errorf("the mapped file after ReleaseHeld: %d pages, want 640", ra[mapped])
+	}
+	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record of held files is left: %v", err)
+	}
+}
+
+// TestReleaseHeldOf: the held files of one disk are put back to its
+// depth when the agent sees them read sequentially, and the others' stay
+// held.
+func TestReleaseHeldOf(t *testing.T) {
+	dir := t.TempDir()
+	fx := newFollowFixture(t, dir)
+	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
+	setRA(t, l.Name, 16)
+	if _, err := f.Follow(l.Name, 2560, 16, false); err != nil {
+		t.Fatal(err)
+	}
+	setRA(t, l.Name, 2560)
+	if r, err := f.Follow(l.Name, 16, 2560, true); err != nil || len(r.Kept) != 1 {
+		t.Fatalf("the raise keeping mapped files: %+v, %v; want one kept", r, err)
+	}
+	if n, err := f.ReleaseHeldOf("loop-not-held"); n != 0 || err != nil {
+		t.Errorf("ReleaseHeldOf(a disk with none held) = %d, %v; want 0, nil", n, err)
+	}
+	if d, kib := f.Held(l.Name); d != 1 || kib != 16 {
+		t.Fatalf("held after releasing another disk: %d at %d KiB, want 1 at 16", d, kib)
+	}
+	// A record with the held file and one of a process gone: PruneHeld
+	// forgets the second alone.
+	rec := filepath.Join(dir, HeldFileName)
+	b, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held map[string][]heldFile
+	if err := json.Unmarshal(b, &held); err != nil {
+		t.Fatal(err)
+	}
+	held[l.Name] = append(held[l.Name], heldFile{PID: 1 << 30, FD: 3, Ino: 12, Pages: 4})
+	if b, err = json.Marshal(held); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rec, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	again, err := New("", dir, testr.New(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if n, err := again.PruneHeld(l.Name); n != 1 || err != nil {
+		t.Errorf("PruneHeld = %d, %v; want the open one left, nil", n, err)
+	}
+	if again, err := loadHeld(rec); err != nil || len(again[l.Name]) != 1 || again[l.Name][0].PID != pid {
+		t.Errorf("the record after PruneHeld: %+v, %v; want the open file alone", again, err)
+	}
+	n, err := f.ReleaseHeldOf(l.Name)
+	if err != nil || n != 1 {
+		t.Errorf("ReleaseHeldOf = %d, %v; want 1, nil", n, err)
+	}
+	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 {
+		t.Errorf("the mapped file after ReleaseHeldOf: %d pages, want 640", ra[mapped])
+	}
+	if kib := fx.perFault(); kib < 1024 {
+		t.Errorf("after ReleaseHeldOf: %.0f KiB read per fault, want the device's 2560 around each", kib)
+	}
+	if d, _ := f.Held(l.Name); d != 0 {
+		t.Errorf("%d descriptors still held after ReleaseHeldOf", d)
 	}
 	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the record of held files is left: %v", err)

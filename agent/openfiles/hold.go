@@ -14,7 +14,9 @@ package openfiles
 // (FollowKeepingMapped), and the Follower holds them: it records them, in
 // memory and in the state directory, and puts them back to the disk's
 // value at ReleaseHeld (the agent's exit, `shadowtune run --revert` after
-// a crash), or forgets them when the disk's value comes back to theirs.
+// a crash) or ReleaseHeldOf (the agent saw them read in order again,
+// agent/mappedrelease.go), forgets those no longer open at PruneHeld, and
+// forgets them all when the disk's value comes back to theirs.
 
 import (
 	"encoding/json"
@@ -100,6 +102,38 @@ func (f *Follower) Held(disk string) (descriptors, minKiB int) {
 	return descriptors, minKiB
 }
 
+// PruneHeld forgets the held files of disk that are no longer open (their
+// process exited or closed the descriptor): nothing is left to put back
+// for them. It returns how many descriptors of disk stay held, and an
+// error, forgetting nothing, when the disk's files cannot be listed, or
+// when the record cannot be written.
+func (f *Follower) PruneHeld(disk string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	hs := f.held[disk]
+	if len(hs) == 0 {
+		return 0, nil
+	}
+	files, _, err := f.diskFiles(disk)
+	if err != nil {
+		return len(hs), fmt.Errorf("prune held open files of %s: %w", disk, err)
+	}
+	open := make([]heldFile, 0, len(files))
+	for _, of := range files {
+		open = append(open, heldFile{PID: of.PID, FD: of.FD, Ino: of.Ino, Pages: of.RAPages})
+	}
+	kept := slices.DeleteFunc(slices.Clone(hs), func(h heldFile) bool { return !slices.Contains(open, h) })
+	if len(kept) == len(hs) {
+		return len(kept), nil
+	}
+	if len(kept) == 0 {
+		delete(f.held, disk)
+	} else {
+		f.held[disk] = kept
+	}
+	return len(kept), f.saveHeld()
+}
+
 // saveHeld writes the record of the held files, or removes it when none
 // is held (f.mu held).
 func (f *Follower) saveHeld() error {
@@ -129,24 +163,55 @@ func (f *Follower) ReleaseHeld() (int, error) {
 	defer f.mu.Unlock()
 	var errs []error
 	n := 0
-	for disk, hs := range f.held {
-		files, _, err := f.diskFiles(disk)
+	for disk := range f.held {
+		k, err := f.releaseDisk(disk)
+		n += k
 		if err != nil {
-			errs = append(errs, fmt.Errorf("release held open files of %s: %w", disk, err))
-			continue
+			errs = append(errs, err)
 		}
-		for _, of := range files {
-			if !slices.Contains(hs, heldFile{PID: of.PID, FD: of.FD, Ino: of.Ino, Pages: of.RAPages}) {
-				continue
-			}
-			if err := advise(Step{PID: of.PID, FD: of.FD, Advice: Normal}); err == nil {
-				n++
-			}
-		}
-		delete(f.held, disk)
 	}
 	if err := f.saveHeld(); err != nil {
 		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
+}
+
+// ReleaseHeldOf is ReleaseHeld for the held files of disk alone: the
+// agent calls it when they are read sequentially again (a scan or merge
+// through the mapping), which their cut depth would slow. It returns how
+// many it put back, and an error when the disk's files could not be
+// listed (they are then kept) or the record not written.
+func (f *Follower) ReleaseHeldOf(disk string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.held[disk]; !ok {
+		return 0, nil
+	}
+	n, err := f.releaseDisk(disk)
+	if err != nil {
+		return n, err
+	}
+	return n, f.saveHeld()
+}
+
+// releaseDisk puts the held files of disk still open back to the disk's
+// read-ahead and forgets them (f.mu held; the record is not written). It
+// returns how many it put back, and an error, keeping them, when the
+// disk's files cannot be listed.
+func (f *Follower) releaseDisk(disk string) (int, error) {
+	files, _, err := f.diskFiles(disk)
+	if err != nil {
+		return 0, fmt.Errorf("release held open files of %s: %w", disk, err)
+	}
+	hs, n := f.held[disk], 0
+	for _, of := range files {
+		if !slices.Contains(hs, heldFile{PID: of.PID, FD: of.FD, Ino: of.Ino, Pages: of.RAPages}) {
+			continue
+		}
+		if err := advise(Step{PID: of.PID, FD: of.FD, Advice: Normal}); err == nil {
+			n++
+		}
+	}
+	delete(f.held, disk)
+	return n, nil
 }

@@ -58,6 +58,12 @@ type PageCacheStats struct {
 	// miss) and asynchronous (on reaching a PG_readahead page)
 	// read-ahead decisions (events).
 	SyncReadAhead, AsyncReadAhead uint64
+	// FaultAsyncReadAhead are the asynchronous read-aheads a page fault
+	// started: it found its page cached and marked PG_readahead
+	// (do_async_mmap_readahead, mm/filemap.c), as a sequential mmap
+	// reader does about once per window it reads (events; part of
+	// AsyncReadAhead).
+	FaultAsyncReadAhead uint64
 	// ReadAheadPages are the pages of the read-ahead windows the kernel
 	// read (pages).
 	ReadAheadPages uint64
@@ -110,6 +116,8 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		MapEvents:      d(s.MapEvents, prev.MapEvents),
 		UsedNowPages:   d(s.UsedNowPages, prev.UsedNowPages),
 		WastedNowPages: d(s.WastedNowPages, prev.WastedNowPages),
+
+		FaultAsyncReadAhead: d(s.FaultAsyncReadAhead, prev.FaultAsyncReadAhead),
 	}
 }
 

@@ -28,20 +28,21 @@ type pagecacheChunkKey struct {
 }
 
 type pagecachePcStats struct {
-	_         structs.HostLayout
-	Added     uint64
-	Used      uint64
-	Wasted    uint64
-	SyncRa    uint64
-	AsyncRa   uint64
-	RaPages   uint64
-	Faults    uint64
-	Unwalked  uint64
-	Around    uint64
-	Mapped    uint64
-	MapEvents uint64
-	UsedNow   uint64
-	WastedNow uint64
+	_          structs.HostLayout
+	Added      uint64
+	Used       uint64
+	Wasted     uint64
+	SyncRa     uint64
+	AsyncRa    uint64
+	RaPages    uint64
+	Faults     uint64
+	Unwalked   uint64
+	Around     uint64
+	Mapped     uint64
+	MapEvents  uint64
+	UsedNow    uint64
+	WastedNow  uint64
+	FaultAsync uint64
 }
 
 type pagecacheTaskState struct {

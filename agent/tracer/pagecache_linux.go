@@ -392,6 +392,7 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.MapEvents += c.MapEvents
 			s.UsedNowPages += c.UsedNow
 			s.WastedNowPages += c.WastedNow
+			s.FaultAsyncReadAhead += c.FaultAsync
 		}
 		out[dev] = s
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,10 +148,16 @@ func newPCFixture(t *testing.T) *pcFixture {
 		t.Fatal(err)
 	}
 	fx.dev = KernelDev(st.Dev)
-	if err := os.WriteFile(filepath.Join("/sys/block", l.Name, "queue/read_ahead_kb"), []byte("2560"), 0); err != nil {
+	setDeviceRA(t, l.Name, 2560)
+	return fx
+}
+
+// setDeviceRA sets read_ahead_kb of the test's own loop device name.
+func setDeviceRA(t *testing.T, name string, kib int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join("/sys/block", name, "queue/read_ahead_kb"), []byte(strconv.Itoa(kib)), 0); err != nil {
 		t.Fatal(err)
 	}
-	return fx
 }
 
 // evict drops the data file's pages from the page cache.
@@ -179,8 +186,8 @@ func (fx *pcFixture) phases(t *testing.T, ps []*PageCacheProbe, procs, spec stri
 	for i, p := range ps {
 		d := pcStats(t, p, fx.dev).Sub(before[i])
 		w, ok := d.WastePct()
-		t.Logf("%s, probe %d: added %d used %d (mapped %d) wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d, RA pages %d (read-around %d), mmap faults %d, fault-around %d, unwalked %d",
-			spec, i, d.AddedPages, d.UsedPages, d.MappedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.ReadAheadPages, d.AroundPages, d.MmapFaults, d.MapEvents, d.UnwalkedPages)
+		t.Logf("%s, probe %d: added %d used %d (mapped %d) wasted %d pages (waste %.2f%%, resolved %v); sync RA %d async RA %d (by faults %d), RA pages %d (read-around %d), mmap faults %d, fault-around %d, unwalked %d",
+			spec, i, d.AddedPages, d.UsedPages, d.MappedPages, d.WastedPages, w, ok, d.SyncReadAhead, d.AsyncReadAhead, d.FaultAsyncReadAhead, d.ReadAheadPages, d.AroundPages, d.MmapFaults, d.MapEvents, d.UnwalkedPages)
 		out[i] = d
 	}
 	return out
@@ -592,14 +599,34 @@ func TestPageCacheLight(t *testing.T) {
 	if mm.MmapFaults < 1000 || mm.AroundPages < 64*mm.MmapFaults {
 		t.Errorf("counted lightly: %d faults, %d read-around pages; want ≥ 1000 faults (2000 reads) and ≥ 64 pages each", mm.MmapFaults, mm.AroundPages)
 	}
-	if ms := ph("mmapseq:" + fx.data); ms.UsedPages < 1<<30>>12/2 {
+	if 8*mm.FaultAsyncReadAhead > mm.MmapFaults {
+		t.Errorf("random mmap reads counted lightly: %d asynchronous read-aheads started by faults, for %d faults; want under 1 in 8", mm.FaultAsyncReadAhead, mm.MmapFaults)
+	}
+	ms := ph("mmapseq:" + fx.data)
+	if ms.UsedPages < 1<<30>>12/2 {
 		t.Errorf("sequential mmap reads counted lightly: %d pages used, want ≥ half the file's", ms.UsedPages)
 	} else if w, ok := ms.WastePct(); !ok || w >= 5 {
 		t.Errorf("sequential mmap reads counted lightly: waste %.2f%% (measured %v), want < 5%%", w, ok)
 	}
-	if rd := ph("read:" + fx.data); rd.UsedPages+rd.WastedPages > 64 {
+	if ms.FaultAsyncReadAhead < 16 || 10*ms.FaultAsyncReadAhead < 9*ms.AsyncReadAhead {
+		t.Errorf("sequential mmap reads counted lightly: %d of %d asynchronous read-aheads started by faults, want ≥ 16 and ≥ 90 %%", ms.FaultAsyncReadAhead, ms.AsyncReadAhead)
+	}
+	rd := ph("read:" + fx.data)
+	if rd.UsedPages+rd.WastedPages > 64 {
 		t.Errorf("sequential read() counted lightly: %d pages used, %d wasted; want none followed", rd.UsedPages, rd.WastedPages)
 	}
+	if rd.AsyncReadAhead < 16 || rd.FaultAsyncReadAhead > 1 {
+		t.Errorf("sequential read() counted lightly: %d asynchronous read-aheads, %d of them said to be started by faults; want ≥ 16, and none", rd.AsyncReadAhead, rd.FaultAsyncReadAhead)
+	}
+	// A mapping scanned at the depth the agent holds mapped files at
+	// (agent/openfiles, hold.go): the faults start an asynchronous
+	// read-ahead about every window, the agent's evidence to release it.
+	setDeviceRA(t, fx.loop.Name, 16)
+	low := ph("mmapseq:" + fx.data)
+	if low.FaultAsyncReadAhead < 1000 || 2*low.FaultAsyncReadAhead < low.MmapFaults {
+		t.Errorf("sequential mmap reads at 16 KiB counted lightly: %d asynchronous read-aheads started by faults, for %d faults; want ≥ 1000 and ≥ 1 in 2", low.FaultAsyncReadAhead, low.MmapFaults)
+	}
+	setDeviceRA(t, fx.loop.Name, 2560)
 	if err := p.Track([]uint32{fx.dev}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -80,6 +80,7 @@ struct pc_stats {
 	__u64 map_events; // mm_filemap_map_pages events (fault-around)
 	__u64 used_now;   // of used, pages read() added in the current epoch (epoch)
 	__u64 wasted_now; // of wasted, pages read() added in the current epoch
+	__u64 fault_async; // of async_ra, those a page fault started (a sequential mmap reader)
 };
 
 struct chunk_key {
@@ -573,8 +574,17 @@ int BPF_PROG(pc_async_ra, struct inode *inode, unsigned long index, struct file_
 		return 0;
 	st->async_ra++;
 	struct task_state *ts = task();
-	if (ts)
+	if (ts) {
 		ts->in_ra_order = 0;
+		// A fault that found its page cached, marked PG_readahead,
+		// starts the next window (do_async_mmap_readahead): index is
+		// the faulting page, which pc_fault left as the task's demand
+		// (no folio was added to clear it).
+		if (ts->has_demand && ts->dev == dev && ts->ino == inode->i_ino && ts->demand == index) {
+			st->fault_async++;
+			ts->has_demand = 0;
+		}
+	}
 	__u64 start = ra->start, size = ra->size;
 	if (index < start || index >= start + size)
 		return 0;
