@@ -118,14 +118,7 @@ func scanMapping(m []byte, sum *byte) {
 func TestHeldMappedReleasedOnScan(t *testing.T) {
 	fx := newThrashFixture(t, 64<<20)
 	loopdev.Evict(t, fx.data)
-	spec := fx.spec(thrashWindow)
-	spec.Rollout.MinDwell = &metav1.Duration{}
-	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
-		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
-	stop := make(chan struct{})
-	stats := sampleReads(fx.l.Name, stop)
-	start, out := loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+mappedScan)
-	close(stop)
+	a, start, out, stats := fx.runPhases(t, mappedScan)
 	a.stop(t)
 	cut, ok := a.firstCut(fx.l.Name)
 	if !ok || !cut.mapped {
@@ -180,14 +173,7 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	loopdev.WriteRandom(t, scanned, phaseScanBytes)
 	loopdev.Evict(t, scanned)
 	loopdev.Evict(t, fx.data)
-	spec := fx.spec(thrashWindow)
-	spec.Rollout.MinDwell = &metav1.Duration{} // as in make bench-decisions: the default 10 min would hold the restore
-	a := startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
-		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
-	stop := make(chan struct{})
-	stats := sampleReads(fx.l.Name, stop)
-	start, out := loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+scanned)
-	close(stop)
+	a, start, out, stats := fx.runPhases(t, scanned)
 	final := a.stop(t)
 	scan := scanProgress(out)
 	cut, ok := a.firstCut(fx.l.Name)
@@ -254,6 +240,25 @@ func TestReadAheadRestoredWithinAWindow(t *testing.T) {
 	if sizeBefore <= 0 || sizeAfter < 4*sizeBefore {
 		t.Errorf("read requests of %.0f sectors before, %.0f after: want at least 4 times as large", sizeBefore, sizeAfter)
 	}
+}
+
+// runPhases starts the agent (thrashWindow windows, minDwell 0 as in make
+// bench-decisions: the default 10 min would hold a restore or release,
+// open files followed), runs TestPhaseChild on fx.data then second (a
+// file, or mappedScan) in the memory cgroup, and returns the agent, still
+// running, when the child started, its output, and the device's read
+// samples taken while it ran.
+func (fx *thrashFixture) runPhases(t *testing.T, second string) (a *runningAgent, start time.Time, out string, samples <-chan []readSample) {
+	t.Helper()
+	spec := fx.spec(thrashWindow)
+	spec.Rollout.MinDwell = &metav1.Duration{}
+	a = startAgent(t, agent.Options{StateDir: fx.stateDir, Spec: spec, Tracer: tracer.KindAuto,
+		Log: testr.New(t), TraceSample: -1, FollowOpenFiles: true})
+	stop := make(chan struct{})
+	samples = sampleReads(fx.l.Name, stop)
+	start, out = loopdev.RunChild(t, fx.procs, "TestPhaseChild", phaseChildEnv+"="+fx.data+":"+second)
+	close(stop)
+	return a, start, out, samples
 }
 
 // readSample is the device's completed reads and sectors read at a time.

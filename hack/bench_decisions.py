@@ -66,7 +66,10 @@ def tac(path, nbytes):
 SCAN_BYTES = int(os.environ.get("BENCH_SCAN_KIB", "8")) * 1024
 
 
-def memmix(path, reads, phases, seed, scans):
+def phase_mix(path, reads, phases, seed, scan):
+    """PHASES rounds of READS random 4 KiB reads through an mmap of path,
+    then scan(m, pages, p) (round p; it returns a byte folded into the
+    checksum); prints the time of each phase as JSON."""
     out = {"mmap_s": [], "scan_s": []}
     fd = os.open(path, os.O_RDONLY)
     size = os.fstat(fd).st_size
@@ -81,41 +84,32 @@ def memmix(path, reads, phases, seed, scans):
             sink ^= m[off:off + 4096][-1]
         out["mmap_s"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
+        sink ^= scan(m, pages, p)
+        out["scan_s"].append(time.perf_counter() - t0)
+    m.close()
+    os.close(fd)
+    out["sink"] = sink
+    print(json.dumps(out))
+
+
+def memmix(path, reads, phases, seed, scans):
+    def scan(m, pages, p):
         for s in scans:
             with open(s, "rb", buffering=0) as f:
                 while f.read(SCAN_BYTES):
                     pass
-        out["scan_s"].append(time.perf_counter() - t0)
-    m.close()
-    os.close(fd)
-    out["sink"] = sink
-    print(json.dumps(out))
+        return 0
+    phase_mix(path, reads, phases, seed, scan)
 
 
 def mapmix(path, reads, phases, seed, scan_mib):
-    out = {"mmap_s": [], "scan_s": []}
-    fd = os.open(path, os.O_RDONLY)
-    size = os.fstat(fd).st_size
-    m = mmap.mmap(fd, size, prot=mmap.PROT_READ)  # no madvise: the kernel's read-around applies
-    pages = size // 4096
-    span = min(pages, scan_mib * 256)
-    sink = 0
-    for p in range(phases):
-        rng = random.Random(seed * 1000 + p)
-        t0 = time.perf_counter()
-        for _ in range(reads):
-            off = rng.randrange(pages) * 4096
-            sink ^= m[off:off + 4096][-1]
-        out["mmap_s"].append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        first = p * span % pages
+    def scan(m, pages, p):
+        span = min(pages, scan_mib * 256)
+        first, sink = p * span % pages, 0
         for i in range(span):
             sink ^= m[((first + i) % pages) * 4096]
-        out["scan_s"].append(time.perf_counter() - t0)
-    m.close()
-    os.close(fd)
-    out["sink"] = sink
-    print(json.dumps(out))
+        return sink
+    phase_mix(path, reads, phases, seed, scan)
 
 
 # --- statistics ------------------------------------------------------------

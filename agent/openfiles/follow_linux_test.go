@@ -115,15 +115,7 @@ func TestFollowKeepingMappedHoldsAndReleases(t *testing.T) {
 	dir := t.TempDir()
 	fx := newFollowFixture(t, dir)
 	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
-	setRA(t, l.Name, 16)
-	if _, err := f.Follow(l.Name, 2560, 16, false); err != nil {
-		t.Fatal(err)
-	}
-	setRA(t, l.Name, 2560)
-	r, err := f.Follow(l.Name, 16, 2560, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := fx.cutThenRaiseKeepingMapped(t)
 	kib := fx.perFault()
 	t.Logf("after the raise keeping mapped files: %+v; %.0f KiB read per fault", r, kib)
 	if len(r.Kept) != 1 || r.Kept[0].FD != mapped || !r.Kept[0].Mapped {
@@ -159,13 +151,8 @@ func TestReleaseHeldOf(t *testing.T) {
 	dir := t.TempDir()
 	fx := newFollowFixture(t, dir)
 	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
-	setRA(t, l.Name, 16)
-	if _, err := f.Follow(l.Name, 2560, 16, false); err != nil {
-		t.Fatal(err)
-	}
-	setRA(t, l.Name, 2560)
-	if r, err := f.Follow(l.Name, 16, 2560, true); err != nil || len(r.Kept) != 1 {
-		t.Fatalf("the raise keeping mapped files: %+v, %v; want one kept", r, err)
+	if r := fx.cutThenRaiseKeepingMapped(t); len(r.Kept) != 1 {
+		t.Fatalf("the raise keeping mapped files: %+v; want one kept", r)
 	}
 	if n, err := f.ReleaseHeldOf("loop-not-held"); n != 0 || err != nil {
 		t.Errorf("ReleaseHeldOf(a disk with none held) = %d, %v; want 0, nil", n, err)
@@ -268,6 +255,23 @@ func newFollowFixture(t *testing.T, dir string) *followFixture {
 		}
 	}
 	return fx
+}
+
+// cutThenRaiseKeepingMapped cuts the device to 16 KiB, with its open
+// files, then raises it to 2560 keeping the mapped files at 16, and
+// returns the raise's result.
+func (fx *followFixture) cutThenRaiseKeepingMapped(t *testing.T) Result {
+	t.Helper()
+	setRA(t, fx.l.Name, 16)
+	if _, err := fx.f.Follow(fx.l.Name, 2560, 16, false); err != nil {
+		t.Fatal(err)
+	}
+	setRA(t, fx.l.Name, 2560)
+	r, err := fx.f.Follow(fx.l.Name, 16, 2560, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // perFault is the KiB read per fault of 32 random faults of the child,
