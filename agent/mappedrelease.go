@@ -18,7 +18,7 @@ package agent
 // does about once per window and a random one almost never
 // (PageCacheWindow.mappedSequential). When a thrash check's interval
 // shows it on a device that holds mapped files, and the faults read
-// around no more than the held depth (the held files are the ones read),
+// around nearer the held depth than the device's (the held files are the ones read),
 // the check ends the window and its end puts the held files back to the
 // device's depth (decideRelease, device.act). The gate applies as to any
 // change. A later thrash of the same files is cut on the mapped files
@@ -37,6 +37,7 @@ package agent
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -71,15 +72,18 @@ func (p PageCacheWindow) mappedSequential() bool {
 	return p.Measured && p.FaultAsync >= RestoreMinAsync && 2*p.FaultAsync >= p.Faults
 }
 
-// readsAroundAtMost reports whether the counts' faults read around no
-// more than twice kib KiB each on average (AroundPages per fault, 4 KiB
-// pages): they are on files at that depth or lower. The factor leaves
-// room for windows rounded up to a large folio and for a few faults at
+// readsAroundNearer reports whether the counts' faults read around each,
+// on average, less than the geometric mean of heldKiB and deviceKiB (AroundPages
+// per fault, 4 KiB pages): nearer, on a log scale, the held files' depth
+// than the device's, so that the held files are the ones read. The mean
+// leaves room for windows rounded up to a large folio and for lookups at
 // the device's depth in the same interval: in MEMMAP the scan at 16 KiB
-// read 4.15 pages around each fault in the interval after the cut, one
-// at 2560 KiB 637.
-func (p PageCacheWindow) readsAroundAtMost(kib int) bool {
-	return p.Faults > 0 && float64(p.AroundPages)*4 <= 2*float64(kib)*float64(p.Faults)
+// read 4.15 pages around each fault in the interval after the cut, and
+// 8.2 where a few of the last lookups' faults read 2560 KiB around
+// them; a file at 2560 KiB reads 637 (the bound at 16 and 2560 KiB is
+// 50.6 pages).
+func (p PageCacheWindow) readsAroundNearer(heldKiB, deviceKiB int) bool {
+	return p.Faults > 0 && 4*float64(p.AroundPages)/float64(p.Faults) < math.Sqrt(float64(heldKiB)*float64(deviceKiB))
 }
 
 // releasesHeld reports whether pc, a device's page-cache counts over the
@@ -87,7 +91,7 @@ func (p PageCacheWindow) readsAroundAtMost(kib int) bool {
 // held at heldKiB (0: none held): in Apply mode, with read-ahead governed,
 // no scheduler switch being verified, the gate g not holding changes, no
 // back-off of releases at now, and the held files read sequentially
-// (mappedSequential, and the faults read around no more than heldKiB).
+// (mappedSequential, readsAroundNearer).
 func (c *deviceController) releasesHeld(pc PageCacheWindow, heldKiB int, g Gate, now time.Time) bool {
 	if heldKiB <= 0 || !c.policy.Apply || !c.policy.ReadAhead || c.verify != nil || g.hold(c.lastChange, now) != HoldNone {
 		return false
@@ -95,7 +99,7 @@ func (c *deviceController) releasesHeld(pc PageCacheWindow, heldKiB int, g Gate,
 	if until, ok := c.backoff[releaseBackoffKey]; ok && now.Before(until) {
 		return false
 	}
-	return pc.mappedSequential() && pc.readsAroundAtMost(heldKiB)
+	return pc.mappedSequential() && pc.readsAroundNearer(heldKiB, c.current.ReadAheadKiB)
 }
 
 // decideRelease decides a window the thrash check ended because the held
@@ -149,15 +153,28 @@ func (c *deviceController) countCycle(now time.Time) {
 // released within ReleaseRecall before now back to the depth they were
 // held at (c.releasedKiB): no cut was made since the release, a thrash
 // could cut now (mayCut: Apply mode, read-ahead governed, no switch being
-// verified, the gate g open), no back-off of lowering, and the faults are
-// random mmap reads that read around more than that depth
-// (PageCacheWindow.randomFaults, cutReaches).
+// verified, the gate g open), no back-off of lowering, and the interval
+// has random faults that read around more than that depth
+// (lookupFaults).
 func (c *deviceController) recutsOnFaults(pc PageCacheWindow, g Gate, now time.Time) bool {
 	if c.releasedAt.IsZero() || !c.mappedCutAt.IsZero() || now.Sub(c.releasedAt) >= ReleaseRecall || c.releasedKiB <= 0 {
 		return false
 	}
 	cur := c.current.ReadAheadKiB
-	return c.mayCut(g, now) && !c.raBackedOff(cur, c.releasedKiB, now) && pc.randomFaults() && pc.cutReaches(c.releasedKiB)
+	return c.mayCut(g, now) && !c.raBackedOff(cur, c.releasedKiB, now) && pc.lookupFaults(c.releasedKiB)
+}
+
+// lookupFaults reports whether the counts hold at least RandomMinFaults
+// faults that started no asynchronous read-ahead, and whether their
+// faults read around more than kib KiB each on average. The faults that
+// did start one are a sequential mmap reader's (mappedSequential); the
+// others, a random one's. Counting them apart finds the lookups in the
+// interval where the scan before them ends: in MEMMAP the scan's last
+// 0.1 s at 2560 KiB started enough read-aheads that
+// PageCacheWindow.randomFaults, which compares all read-aheads with all
+// faults, waited another check.
+func (p PageCacheWindow) lookupFaults(kib int) bool {
+	return p.Measured && p.Faults >= p.FaultAsync+RandomMinFaults && float64(p.AroundPages)*4 > float64(kib)*float64(p.Faults)
 }
 
 // decideRecut decides a window the thrash check ended because the

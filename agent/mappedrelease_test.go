@@ -170,23 +170,29 @@ func (c *deviceController) decideReleaseOf(in windowInput) (bool, WindowReport) 
 	return c.decideRelease(&rep, in), rep
 }
 
-func TestReadsAroundAtMost(t *testing.T) {
+func TestReadsAroundNearer(t *testing.T) {
 	first := seqAt16 // the interval after the cut, in MEMMAP
 	first.Faults, first.AroundPages = 17970, 74668
+	mixed := seqAt16 // with 20 lookups at 2560 KiB
+	mixed.Faults, mixed.AroundPages = 3020, 3000*4+20*640
+	at512 := seqAt16
+	at512.AroundPages = seqAt16.Faults * 128
 	for _, tc := range []struct {
-		name string
-		pc   PageCacheWindow
-		kib  int
-		want bool
+		name         string
+		pc           PageCacheWindow
+		held, device int
+		want         bool
 	}{
-		{"at 16 KiB, held at 16", seqAt16, 16, true},
-		{"4.15 pages a fault, held at 16", first, 16, true},
-		{"at 2560 KiB, held at 16", seqAt2560, 16, false},
-		{"at 2560 KiB, held at 2560", seqAt2560, 2560, true},
-		{"no fault", readScan, 16, false},
+		{"at 16 KiB, held at 16", seqAt16, 16, 2560, true},
+		{"4.15 pages a fault, held at 16", first, 16, 2560, true},
+		{"8.2 pages a fault, held at 16", mixed, 16, 2560, true},
+		{"at 2560 KiB, held at 16", seqAt2560, 16, 2560, false},
+		{"at 512 KiB, held at 512", at512, 512, 2560, true},
+		{"at 2560 KiB, held at 512", seqAt2560, 512, 2560, false},
+		{"no fault", readScan, 16, 2560, false},
 	} {
-		if got := tc.pc.readsAroundAtMost(tc.kib); got != tc.want {
-			t.Errorf("%s: readsAroundAtMost(%d) = %v, want %v", tc.name, tc.kib, got, tc.want)
+		if got := tc.pc.readsAroundNearer(tc.held, tc.device); got != tc.want {
+			t.Errorf("%s: readsAroundNearer(%d, %d) = %v, want %v", tc.name, tc.held, tc.device, got, tc.want)
 		}
 	}
 }
@@ -241,5 +247,30 @@ func TestRecutsOnFaults(t *testing.T) {
 					c.current.ReadAheadKiB, c.mappedCutAt, c.recutsOnFaults(tc.pc, Gate{Granted: true}, now.Add(time.Second)), now)
 			}
 		})
+	}
+}
+
+// TestLookupFaults: the lookups are found in the interval where the scan
+// before them ends, which randomFaults misses.
+func TestLookupFaults(t *testing.T) {
+	tail := PageCacheWindow{Measured: true, Faults: 60 + 90, FaultAsync: 60, AsyncReadAhead: 60, AroundPages: 150 * 640}
+	if tail.randomFaults() {
+		t.Fatal("the scan's tail and the lookups: randomFaults true, want false (the case lookupFaults is for)")
+	}
+	for _, tc := range []struct {
+		name string
+		pc   PageCacheWindow
+		want bool
+	}{
+		{"the scan's tail and the lookups at 2560 KiB", tail, true},
+		{"lookups at 2560 KiB alone", PageCacheWindow{Measured: true, Faults: 100, AroundPages: 100 * 640}, true},
+		{"lookups at the held depth", randAt16, false},
+		{"a scan at 2560 KiB", seqAt2560, false},
+		{"a scan at 16 KiB", seqAt16, false},
+		{"a read() scan", readScan, false},
+	} {
+		if got := tc.pc.lookupFaults(16); got != tc.want {
+			t.Errorf("%s: lookupFaults(16) = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
