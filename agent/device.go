@@ -402,7 +402,6 @@ func (d *device) write(s, was Setting, e *windowEnv) bool {
 // controller once done; the device's own setting does not change. A
 // release that fails is logged and left to a later check.
 func (d *device) releaseMapped(a Action, now time.Time, e *windowEnv) {
-	_, kib := e.follow.held(d.sys.Name)
 	n, err := e.follow.releaseDisk(d.sys.Name)
 	if err != nil {
 		d.status.LastError = err.Error()
@@ -413,7 +412,7 @@ func (d *device) releaseMapped(a Action, now time.Time, e *windowEnv) {
 	st := &d.status
 	st.Changes++
 	st.LastChangeTime = ptrTime(now)
-	st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of %d held mapped files (read sequentially)", kib, d.ctrl.current.ReadAheadKiB, n)
+	st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of %d held mapped files (read sequentially)", a.heldKiB, d.ctrl.current.ReadAheadKiB, n)
 	if m := e.metrics; m != nil {
 		m.IncChange(d.sys.Name)
 	}

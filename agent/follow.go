@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -88,11 +87,7 @@ func (f *raFollower) releaseDisk(disk string) (int, error) {
 	if !f.holdsMapped() {
 		return 0, nil
 	}
-	n, err := f.files.ReleaseHeldOf(disk)
-	if err != nil {
-		return n, fmt.Errorf("release held mapped files: %w", err)
-	}
-	return n, nil
+	return f.files.ReleaseHeldOf(disk)
 }
 
 // prune forgets the held mapped files of disk no longer open
