@@ -76,6 +76,9 @@ type readRates struct {
 	// Window is the rate over the last whole window (0 before the first
 	// window's end).
 	Window float64
+	// Windowed says a whole window's rate is known: false until the
+	// agent's first window has ended, when no rate is a surge.
+	Windowed bool
 	// Interval is the rate since the last check (or window end), over
 	// the interval's length El.
 	Interval float64
@@ -83,9 +86,14 @@ type readRates struct {
 }
 
 // surges reports whether r is a surge of reads: an interval rate of at
-// least SurgeFloorSectorsPerSec and SurgeFactor times the window's.
+// least SurgeFloorSectorsPerSec and SurgeFactor times the window's, once
+// a window's rate is known. Before the agent's first window has ended
+// nothing is quiet to surge over: in the decision benchmark every start
+// "surged" on the first workload's reads, and that workload was traced
+// for its whole run (a thrash by page faults is probed on their
+// read-around, readsAround, all the same).
 func surges(r readRates) bool {
-	return r.Interval >= SurgeFloorSectorsPerSec && r.Interval >= SurgeFactor*r.Window
+	return r.Windowed && r.Interval >= SurgeFloorSectorsPerSec && r.Interval >= SurgeFactor*r.Window
 }
 
 // readsAround reports whether pc, a paused device's counts over a check's
@@ -102,6 +110,7 @@ func readsAround(pc PageCacheWindow, el time.Duration) bool {
 // readWatch follows a device's read sectors between checks and windows.
 type readWatch struct {
 	known            bool
+	windowed         bool // windowRate is a whole window's
 	at, windowAt     time.Time
 	sectors, wSector uint64
 	windowRate       float64 // sectors/s over the last window
@@ -129,7 +138,7 @@ func (w *readWatch) check(now time.Time, s uint64) (readRates, bool) {
 	if el < MinCheckInterval {
 		return readRates{}, false
 	}
-	r := readRates{Window: w.windowRate, Interval: rate(w.at, now, w.sectors, s), El: el}
+	r := readRates{Window: w.windowRate, Windowed: w.windowed, Interval: rate(w.at, now, w.sectors, s), El: el}
 	w.at, w.sectors = now, s
 	return r, true
 }
@@ -138,7 +147,7 @@ func (w *readWatch) check(now time.Time, s uint64) (readRates, bool) {
 // now.
 func (w *readWatch) endWindow(now time.Time, s uint64) {
 	if w.known {
-		w.windowRate = rate(w.windowAt, now, w.wSector, s)
+		w.windowRate, w.windowed = rate(w.windowAt, now, w.wSector, s), true
 	}
 	w.known, w.at, w.windowAt, w.sectors, w.wSector = true, now, now, s, s
 }

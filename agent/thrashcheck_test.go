@@ -137,12 +137,13 @@ func TestSurges(t *testing.T) {
 		r    readRates
 		want bool
 	}{
-		{readRates{Window: 0, Interval: 2 * SurgeFloorSectorsPerSec}, true},
-		{readRates{Window: 0, Interval: SurgeFloorSectorsPerSec / 2}, false},        // under the floor
-		{readRates{Window: 100000, Interval: 300000}, false},                        // 3×
-		{readRates{Window: 100000, Interval: 400000}, true},                         // 4×
-		{readRates{Window: 1000, Interval: SurgeFloorSectorsPerSec - 1}, false},     // 16× but under the floor
-		{readRates{Window: 1000000, Interval: SurgeFloorSectorsPerSec * 10}, false}, // a fall
+		{readRates{Window: 0, Windowed: true, Interval: 2 * SurgeFloorSectorsPerSec}, true},
+		{readRates{Window: 0, Interval: 2 * SurgeFloorSectorsPerSec}, false},                        // no window ended yet
+		{readRates{Window: 0, Windowed: true, Interval: SurgeFloorSectorsPerSec / 2}, false},        // under the floor
+		{readRates{Window: 100000, Windowed: true, Interval: 300000}, false},                        // 3×
+		{readRates{Window: 100000, Windowed: true, Interval: 400000}, true},                         // 4×
+		{readRates{Window: 1000, Windowed: true, Interval: SurgeFloorSectorsPerSec - 1}, false},     // 16× but under the floor
+		{readRates{Window: 1000000, Windowed: true, Interval: SurgeFloorSectorsPerSec * 10}, false}, // a fall
 	} {
 		if got := surges(tc.r); got != tc.want {
 			t.Errorf("surges(%+v) = %v, want %v", tc.r, got, tc.want)
@@ -152,13 +153,18 @@ func TestSurges(t *testing.T) {
 
 func TestReadWatch(t *testing.T) {
 	t0 := time.Unix(1000, 0)
+	var first readWatch // at the agent's start: the loop marks the reads, then checks
+	first.endWindow(t0, 100)
+	if r, known := first.check(t0.Add(time.Second), 100100); !known || r.Windowed || surges(r) {
+		t.Errorf("a check before the first window's end = %+v (known %v), want a rate, no window's and no surge", r, known)
+	}
 	var w readWatch
 	if _, known := w.check(t0, 100); known {
 		t.Error("the first check knows a rate")
 	}
 	w.endWindow(t0.Add(5*time.Second), 5100) // 1000 sectors/s over the window
 	r, known := w.check(t0.Add(6*time.Second), 105100)
-	if !known || r.Window != 1000 || r.Interval != 100000 {
+	if !known || r.Window != 1000 || !r.Windowed || r.Interval != 100000 {
 		t.Errorf("check after the window = %+v (known %v), want window 1000, interval 100000 sectors/s", r, known)
 	}
 	r, _ = w.check(t0.Add(8*time.Second), 105100)
@@ -231,7 +237,8 @@ func TestWakeOnSurge(t *testing.T) {
 	for _, n := range []string{"sda", "sdb", "sdc"} {
 		setReads(n, 1000)
 	}
-	a.markReads(t0)
+	a.markReads(t0.Add(-5 * time.Second)) // the agent's start
+	a.markReads(t0)                       // its first window's end: 0 sectors/s
 	a.paused = slices.Clone(all)
 	surge(time.Second)
 	a.wakeOnSurge(t0.Add(time.Second), pcInterval{})
