@@ -255,12 +255,19 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.mu.Lock()
 	a.chargeDispatch(a.devs)
 	a.mu.Unlock()
-	tr, err := tracer.New(tracer.Options{Devices: a.devNumbers(), Kind: a.opt.Tracer})
+	paused := a.sampledNext()
+	tr, err := tracer.New(tracer.Options{Devices: a.devNumbers(), Paused: paused, Kind: a.opt.Tracer})
 	if err != nil {
 		return fmt.Errorf("start tracer: %w", err)
 	}
 	defer tr.Close()
 	a.tr = tr
+	// The page-cache probe, started next, tracks no device the tracer
+	// starts paused. A tracer that cannot pause is found out, and noted,
+	// by the loop's first startSamples.
+	if tr.SetPaused(paused) == nil {
+		a.paused = paused
+	}
 	info := tr.Info()
 	a.st.Tracer = info.Kind
 	a.notes = append(a.notes, info.Notes...)

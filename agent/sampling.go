@@ -184,6 +184,22 @@ func (a *Agent) sampleLen() time.Duration {
 // tracing of every device whose window may be sampled, and returns when
 // to resume them (the zero time when it paused none).
 func (a *Agent) startSamples(now time.Time) time.Time {
+	paused := a.sampledNext()
+	if len(paused) == 0 {
+		return time.Time{}
+	}
+	if !a.setPaused(paused) {
+		return time.Time{}
+	}
+	return now.Add(a.window - a.sampleLen())
+}
+
+// sampledNext marks the devices whose next window may be sampled
+// (device.sampled) and returns their device numbers. Start gives the
+// first window's to the tracer as it starts (tracer.Options.Paused), so
+// that a device whose model was loaded settled is never traced whole at
+// the agent's start: its programs attach at the sample, not before.
+func (a *Agent) sampledNext() []uint32 {
 	s := a.sampleLen()
 	var paused []uint32
 	for _, d := range a.devs {
@@ -193,13 +209,7 @@ func (a *Agent) startSamples(now time.Time) time.Time {
 			paused = append(paused, d.sys.Dev)
 		}
 	}
-	if len(paused) == 0 {
-		return time.Time{}
-	}
-	if !a.setPaused(paused) {
-		return time.Time{}
-	}
-	return now.Add(a.window - s)
+	return paused
 }
 
 // resumeSamples resumes the tracing of every device; the windows stay

@@ -85,7 +85,8 @@ type ebpfTracer struct {
 	paused map[uint32]bool
 	// idleSince is when the last selected disk not paused was paused or
 	// deselected (zero while one is traced); detached is set while the
-	// programs' links are closed for it (detachIdle).
+	// programs' links are closed: from newEBPF until a selected disk is
+	// not paused (Options.Paused), and after detachIdle.
 	idleSince time.Time
 	detached  bool
 
@@ -144,7 +145,11 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}, paused: map[uint32]bool{}}
+	// Nothing is attached until SetDevices selects a disk not paused.
+	t := &ebpfTracer{opts: opts, col: collector{base: opts.Base}, curDevs: map[uint32]bool{}, paused: map[uint32]bool{}, detached: true}
+	for _, d := range opts.Paused {
+		t.paused[d] = true
+	}
 	if err := t.load(spec, kspec); err != nil {
 		return nil, err
 	}
@@ -155,9 +160,6 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if err := t.mapInflight(); err != nil {
 		return fail(err)
 	}
-	if err := t.SetDevices(opts.Devices); err != nil {
-		return fail(err)
-	}
 	t.rd, err = ringbuf.NewReader(t.coll.Maps[blocktraceMapEvents])
 	if err != nil {
 		return fail(fmt.Errorf("ring buffer reader: %w", err))
@@ -165,7 +167,7 @@ func newEBPF(opts Options) (*ebpfTracer, error) {
 	if t.ringFile, t.ringConn, err = pollable(t.coll.Maps[blocktraceMapEvents].FD()); err != nil {
 		return fail(fmt.Errorf("ring buffer: %w", err))
 	}
-	if err := t.attach(); err != nil {
+	if err := t.SetDevices(opts.Devices); err != nil {
 		return fail(err)
 	}
 	return t, nil

@@ -255,3 +255,49 @@ func TestEBPFPauseDetaches(t *testing.T) {
 		t.Errorf("%d requests delivered, stats %+v: want 30, none lost", len(reqs), st)
 	}
 }
+
+// TestEBPFStartPaused starts a tracer with its only disk paused
+// (Options.Paused): no program is attached, so reads made then are not
+// recorded and the reaper does not run, until a resume attaches them and
+// the reads after it are recorded, with nothing lost.
+func TestEBPFStartPaused(t *testing.T) {
+	needRoot(t)
+	l := newLoop(t, 64<<20)
+	rec := startRecordingWith(t, Options{Kind: KindEBPF, Devices: []uint32{l.dev}, Paused: []uint32{l.dev}, FlushInterval: 50 * time.Millisecond})
+	tr := rec.tr
+	et := tr.(*ebpfTracer)
+	attached := func() (int, bool) {
+		et.mu.Lock()
+		defer et.mu.Unlock()
+		return len(et.links), et.detached
+	}
+	if n, detached := attached(); !detached || n != 0 {
+		t.Fatalf("started paused: %d links, detached %v; want none attached", n, detached)
+	}
+	if err := randomReads(l.path, l.size, 30, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(reapEvery + 3*maxPoll)
+	if n := et.reaps.Load(); n != 0 {
+		t.Errorf("the reaper ran %d time(s) before any program was attached, want none", n)
+	}
+	if n := rec.count(); n != 0 {
+		t.Fatalf("%d requests delivered while the disk was paused from the start, want 0", n)
+	}
+	if err := tr.SetPaused(nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, detached := attached(); detached || n == 0 {
+		t.Fatalf("after the resume: %d links, detached %v; want the programs attached", n, detached)
+	}
+	if err := randomReads(l.path, l.size, 20, 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.waitFor(20, 5*time.Second); n != 20 {
+		t.Fatalf("%d requests delivered, want the 20 made after the resume; stats %+v", n, tr.Stats())
+	}
+	reqs := rec.stop(t)
+	if st := tr.Stats(); len(reqs) != 20 || st.Lost != 0 || st.Dropped != 0 {
+		t.Errorf("%d requests delivered, stats %+v: want 20, none lost", len(reqs), st)
+	}
+}

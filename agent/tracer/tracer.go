@@ -61,6 +61,12 @@ type Tracer interface {
 type Options struct {
 	// Devices are the disks to trace, as dev_t (major<<20 | minor).
 	Devices []uint32
+	// Paused are disks of Devices whose tracing starts paused, as after
+	// SetPaused(Paused): the eBPF tracer attaches its programs only once
+	// a selected disk is not paused, so a start with every disk paused
+	// runs no program at any block event. A tracer that cannot pause
+	// (tracefs) traces them; its SetPaused returns ErrPauseUnsupported.
+	Paused []uint32
 	// Kind is KindAuto (also ""), KindEBPF or KindTracefs.
 	Kind string
 	// Base is the CLOCK_MONOTONIC time, in ns, that trace time 0 stands

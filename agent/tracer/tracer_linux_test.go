@@ -38,12 +38,17 @@ func startRecording(t *testing.T, kind string, devs ...uint32) *recording {
 
 func startRecordingEvery(t *testing.T, kind string, every time.Duration, devs ...uint32) *recording {
 	t.Helper()
-	tr, err := New(Options{Kind: kind, Devices: devs, FlushInterval: every})
+	return startRecordingWith(t, Options{Kind: kind, Devices: devs, FlushInterval: every})
+}
+
+func startRecordingWith(t *testing.T, opts Options) *recording {
+	t.Helper()
+	tr, err := New(opts)
 	if err != nil {
-		t.Fatalf("New(%s): %v", kind, err)
+		t.Fatalf("New(%s): %v", opts.Kind, err)
 	}
-	if tr.Kind() != kind {
-		t.Fatalf("Kind() = %s, want %s", tr.Kind(), kind)
+	if tr.Kind() != opts.Kind {
+		t.Fatalf("Kind() = %s, want %s", tr.Kind(), opts.Kind)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &recording{tr: tr, cancel: cancel, done: make(chan error, 1), ordered: true}
