@@ -23,6 +23,13 @@ Sub-commands (all deterministic: the same arguments give the same I/O):
   report RUNS.json OUT.json [--markdown]
                                 the statistics of a run (text on stdout;
                                 --markdown: also the median table in Markdown)
+  pool A B RUNS.json...         setting A against setting B over several runs
+                                (each a BENCH_OUT's bench-decisions.raw.json)
+                                whose repetitions ran both: per workload and
+                                for the total, the medians over all their
+                                repetitions and A/B with a 95 % bootstrap
+                                interval, each resample drawing repetitions
+                                within each run (a Markdown table)
 """
 import json
 import mmap
@@ -351,6 +358,49 @@ def report(runs_path, out_path, markdown=False):
     return 0
 
 
+def pool(a, b, paths):
+    """Prints, as a Markdown table, setting a against setting b over the
+    runs in paths (see the module's doc): the medians over every repetition
+    of every run that ran both, and the ratio a/b of the medians with a
+    95 % bootstrap interval, the repetitions resampled BOOT times within
+    each run (a stratified bootstrap: no run outweighs its own size)."""
+    t, ws, reps = {}, [], []  # t: (run, rep, setting, workload) -> seconds
+    for i, path in enumerate(paths):
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+            ws += [w for w in raw["workloads"] if w not in ws]
+            for r in raw["runs"]:
+                if "workload" in r and r["setting"] in (a, b):
+                    t[(i, r["rep"], r["setting"], r["workload"])] = r["wall_s"]
+            reps.append(sorted({r["rep"] for r in raw["runs"] if "workload" in r}))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"pool: {path}: not a bench-decisions.raw.json: {e!r}", file=sys.stderr)
+            return 1
+    strata = [[(i, rep) for rep in rs if all((i, rep, s, w) in t for s in (a, b) for w in ws)]
+              for i, rs in enumerate(reps)]
+    keys = [k for st_ in strata for k in st_]
+    if not keys:
+        print(f"pool: no repetition ran both {a} and {b} over every workload", file=sys.stderr)
+        return 1
+
+    def med(ks, s, w):
+        if w == "total":
+            return st.median(sum(t[(k[0], k[1], s, x)] for x in ws) for k in ks)
+        return st.median(t[(k[0], k[1], s, w)] for k in ks)
+    rng = random.Random(SEED)
+    boots = [[k for st_ in strata for k in rng.choices(st_, k=len(st_))] for _ in range(BOOT // 5)]
+    print(f"{len(keys)} repetitions in {len(paths)} runs; bootstrap: {len(boots)} resamples within each run, seed {SEED}")
+    print()
+    print(f"| workload | {b} | {a} | {a} / {b} |")
+    print("|---|---:|---:|---|")
+    for w in ws + ["total"]:
+        r = med(keys, a, w) / med(keys, b, w)
+        bs = sorted(med(ks, a, w) / med(ks, b, w) for ks in boots)
+        print(f"| {w} | {med(keys, b, w):.3f} | {med(keys, a, w):.3f} | {r:.3f} ({pct(bs, .025):.3f}–{pct(bs, .975):.3f}) |")
+    return 0
+
+
 def main(argv):
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "gen-tree":
@@ -363,6 +413,8 @@ def main(argv):
         mapmix(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), int(argv[6]))
     elif cmd == "report":
         return report(argv[2], argv[3], markdown="--markdown" in argv[4:])
+    elif cmd == "pool" and len(argv) >= 5:
+        return pool(argv[2], argv[3], argv[4:])
     else:
         print(__doc__, file=sys.stderr)
         return 2
