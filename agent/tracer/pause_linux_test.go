@@ -191,11 +191,7 @@ func TestEBPFPauseDetaches(t *testing.T) {
 	rec := startRecording(t, KindEBPF, l.dev)
 	tr := rec.tr
 	et := tr.(*ebpfTracer)
-	attached := func() (int, bool) {
-		et.mu.Lock()
-		defer et.mu.Unlock()
-		return len(et.links), et.detached
-	}
+	attached := et.linkState
 	programs, _ := attached()
 	mustRead := func(n int, seed uint64) {
 		t.Helper()
@@ -266,11 +262,7 @@ func TestEBPFStartPaused(t *testing.T) {
 	rec := startRecordingWith(t, Options{Kind: KindEBPF, Devices: []uint32{l.dev}, Paused: []uint32{l.dev}, FlushInterval: 50 * time.Millisecond})
 	tr := rec.tr
 	et := tr.(*ebpfTracer)
-	attached := func() (int, bool) {
-		et.mu.Lock()
-		defer et.mu.Unlock()
-		return len(et.links), et.detached
-	}
+	attached := et.linkState
 	if n, detached := attached(); !detached || n != 0 {
 		t.Fatalf("started paused: %d links, detached %v; want none attached", n, detached)
 	}
@@ -300,4 +292,11 @@ func TestEBPFStartPaused(t *testing.T) {
 	if st := tr.Stats(); len(reqs) != 20 || st.Lost != 0 || st.Dropped != 0 {
 		t.Errorf("%d requests delivered, stats %+v: want 20, none lost", len(reqs), st)
 	}
+}
+
+// linkState is how many program links t holds and whether it is detached.
+func (t *ebpfTracer) linkState() (int, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.links), t.detached
 }
