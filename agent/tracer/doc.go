@@ -165,8 +165,9 @@
 // missed in the last second is counted too (a short recording used to
 // leave it in the table, uncounted). While the programs are detached
 // (every traced disk paused, by SetPaused or from the start by
-// Options.Paused) the table is empty and the reaper does not run. Every request is thus either
-// delivered or counted lost: traced + Lost equals the kernel's own count
+// Options.Paused) the table is empty and the reaper does not run. Every
+// request is thus either delivered or counted lost: traced + Lost equals
+// the kernel's own count
 // in /sys/block/*/stat. Exactly one of them: the reaper reads an entry,
 // then its request's state, and a completion that runs in between (the
 // request is freed just after it) used to be delivered and then counted
