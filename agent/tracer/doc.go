@@ -167,8 +167,8 @@
 // (every traced disk paused, by SetPaused or from the start by
 // Options.Paused) the table is empty and the reaper does not run. Every
 // request is thus either delivered or counted lost: traced + Lost equals
-// the kernel's own count
-// in /sys/block/*/stat. Exactly one of them: the reaper reads an entry,
+// the kernel's own count in /sys/block/*/stat. Exactly one of them: the
+// reaper reads an entry,
 // then its request's state, and a completion that runs in between (the
 // request is freed just after it) used to be delivered and then counted
 // lost as well, which a slow guest (QEMU TCG, where completions often
