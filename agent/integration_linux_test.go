@@ -580,11 +580,7 @@ func TestOtherWriterLive(t *testing.T) {
 	}
 	defer func() { _ = load.Process.Kill(); _ = load.Wait() }()
 	a.waitWindowAfter(t, time.Now().Add(2*time.Second))
-	cur, _ := readSetting(name)
-	other := "bfq"
-	if cur == other {
-		other = "kyber"
-	}
+	other := loopdev.OtherScheduler(t, name, "bfq", "kyber", "mq-deadline")
 	wrote := time.Now()
 	if out, err := exec.Command("sh", "-c", "echo "+other+" > /sys/block/"+name+"/queue/scheduler").CombinedOutput(); err != nil {
 		a.stop(t)

@@ -260,6 +260,36 @@ func Current(list string) string {
 	return ""
 }
 
+// Offered returns the entries of a queue/scheduler listing, brackets
+// removed, in the kernel's order: the elevators this kernel offers for
+// the queue (which may lack bfq or kyber, when they are not built).
+func Offered(list string) []string {
+	var out []string
+	for _, f := range strings.Fields(list) {
+		out = append(out, strings.Trim(f, "[]"))
+	}
+	return out
+}
+
+// OtherScheduler returns an elevator the queue of device name offers
+// other than its current one, preferring the order of prefer; it fails
+// the test when the queue offers only one.
+func OtherScheduler(t testing.TB, name string, prefer ...string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/block", name, "queue/scheduler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, offered := Current(string(b)), Offered(string(b))
+	for _, s := range append(prefer, offered...) {
+		if s != cur && slices.Contains(offered, s) {
+			return s
+		}
+	}
+	t.Fatalf("%s offers only %q: no other scheduler to write", name, offered)
+	return ""
+}
+
 // Stat is the part of /sys/block/NAME/stat that counts completed requests
 // (Documentation/block/stat.rst).
 type Stat struct {
