@@ -139,9 +139,7 @@ type Agent struct {
 	last   Status
 
 	// The loop's own state, on Start's goroutine only.
-	act *actuate.Actuator
-	// follow follows each write of read_ahead_kb (follow.go).
-	follow *raFollower
+	act    *actuate.Actuator
 	tr     tracer.Tracer
 	devs   []*device
 	others []sysfs.Device
@@ -287,21 +285,15 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.pcache = &pageCacheWatch{p: pc}
 		a.trackPageCache()
 	}
-	follow := &raFollower{log: a.opt.Log}
 	if a.opt.FollowOpenFiles {
 		if fo, err := openfiles.New(a.opt.HostRoot, a.opt.StateDir, a.opt.Log.WithName("openfiles"), a.countOpenFiles); err != nil {
-			a.notes = append(a.notes, "read-ahead changes reach only the files opened after them: "+err.Error())
+			a.notes = append(a.notes, "open files are not followed (--follow-open-files): "+err.Error())
 		} else {
 			defer fo.Close()
-			follow.files = fo
+			act.SetReadAheadFollower(fo)
+			defer act.SetReadAheadFollower(nil)
 		}
 	}
-	if a.pcache != nil {
-		follow.probe = a.pcache.p
-	}
-	a.follow = follow
-	act.SetReadAheadFollower(follow)
-	defer act.SetReadAheadFollower(nil)
 	a.st.Notes = append(a.st.Notes, a.notes[configured:]...)
 	if err := a.loop(ctx); err != nil {
 		return err
@@ -357,16 +349,8 @@ func (a *Agent) loop(ctx context.Context) error {
 	defer resume.Stop()
 	clk := windowClock{start: time.Now(), resume: resume, cpuMark: processCPU(), idle: idleMeter{path: "/proc/stat"}}
 	clk.idle.share()
-	a.markReads(clk.start)
 	if clk.sampleAt = a.startSamples(clk.start); !clk.sampleAt.IsZero() {
 		resume.Reset(time.Until(clk.sampleAt))
-	}
-	// check is the thrash check between window ends (thrashcheck.go).
-	var check <-chan time.Time
-	if a.pcache != nil {
-		t := time.NewTicker(ThrashCheckEvery)
-		defer t.Stop()
-		check = t.C
 	}
 	for {
 		select {
@@ -390,13 +374,7 @@ func (a *Agent) loop(ctx context.Context) error {
 			}
 		case <-resume.C:
 			a.resumeSamples()
-		case <-check:
-			// The time the counts are read at, not the tick's (readSectors).
-			if a.check(ctx, time.Now(), &clk) {
-				ticker.Reset(a.window)
-			}
 		case now := <-ticker.C:
-			a.thrashing(time.Now(), clk.start, false) // the window's end is a check too
 			a.endWindows(ctx, now, &clk)
 		}
 	}
@@ -422,31 +400,14 @@ type windowClock struct {
 	idle    idleMeter
 }
 
-// check is the check between window ends (thrashcheck.go,
-// samplewake.go): it ends every device's window at now and reports true
-// when a device's read-ahead thrashes; else it pauses again the devices
-// probed since the last check, and probes the paused devices whose reads
-// surged.
-func (a *Agent) check(ctx context.Context, now time.Time, clk *windowClock) bool {
-	thrash, iv := a.thrashing(now, clk.start, true)
-	if thrash {
-		a.endWindows(ctx, now, clk)
-		return true
-	}
-	a.endProbes(now, clk.sampleAt)
-	a.wakeOnSurge(now, iv)
-	return false
-}
-
-// endWindows ends every device's window at now, on the window ticker or
-// early on a thrash check, and begins the next.
+// endWindows ends every device's window at now, on the window ticker,
+// and begins the next.
 func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock) {
 	a.ingest()
 	stats := a.tr.Stats()
 	a.budget.refill(now.Sub(clk.start))
 	a.budget.spend(processCPU() - clk.cpuMark)
 	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
-	a.markReads(time.Now()) // after the evaluation: not the tick's time (readSectors)
 	if clk.sampleAt = a.startSamples(now); !clk.sampleAt.IsZero() {
 		clk.resume.Reset(time.Until(clk.sampleAt))
 	}
@@ -486,10 +447,10 @@ func (a *Agent) ingest() {
 
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
-	env := &windowEnv{budget: a.budget, act: a.act, follow: a.follow, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
-		caches: a.opt.Caches, hostRoot: a.opt.HostRoot}
+	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
+		caches: a.opt.Caches, hostRoot: a.opt.HostRoot, readScale: a.sampleScale()}
 	if a.pcache != nil {
-		if err := a.pcache.read(time.Now()); err != nil {
+		if err := a.pcache.read(); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")
 		} else {
 			env.pageCache = a.pcache.window
@@ -566,10 +527,9 @@ func (a *Agent) shutdown() error {
 		return fmt.Errorf("restore devices at shutdown: %w", err)
 	}
 	a.opt.Log.Info("restored original settings", "devices", done)
-	a.follow.release()
 	for _, d := range a.devs {
 		if d.status.Gone == "" {
-			d.refresh(a.act, a.follow, Gate{Granted: true})
+			d.refresh(a.act, Gate{Granted: true})
 		}
 	}
 	a.publish()

@@ -309,7 +309,7 @@ func (d *device) verifyCache(now time.Time, e *windowEnv) {
 func (d *device) cacheGate(rep WindowReport, g Gate, now time.Time) bool {
 	c := d.cache
 	return d.apply() && !g.Paused && !g.Yielded && g.Granted && rep.Action.Kind == ActionNone &&
-		d.ctrl.verify == nil && d.ctrl.raVerify == nil &&
+		d.ctrl.verify == nil &&
 		(c.lastChange.IsZero() || now.Sub(c.lastChange) >= g.MinDwell)
 }
 

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -80,10 +81,6 @@ const (
 	// predicted gain that the window before did not decide; it is made
 	// when the next window decides it again (confirmSwitch).
 	ReasonAwaitingConfirmation = "AwaitingConfirmation"
-	// ReasonMappedWaste: the window had no request traced (the device was
-	// paused) and decided the cut of the mapped files on the waste of
-	// their read-around alone (decideMappedThrash).
-	ReasonMappedWaste = "MappedWaste"
 )
 
 // withKnobDefaults fills the agent's own knobs left zero.
@@ -142,6 +139,21 @@ const (
 	HoldOtherWriter
 )
 
+// holdReadAhead returns why the gate holds back a move of read-ahead
+// within the policy's bounds: only a paused policy or another writer the
+// agent yields to. Such a move is low risk (DESIGN §6, gates by risk): it
+// is made in the window that measured its evidence, not after minDwell,
+// and needs no grant.
+func (g Gate) holdReadAhead() Hold {
+	switch {
+	case g.Paused:
+		return HoldPaused
+	case g.Yielded:
+		return HoldOtherWriter
+	}
+	return HoldNone
+}
+
 // hold returns why the gate holds a change back at now, given the time of
 // the device's last change (zero: never changed).
 func (g Gate) hold(lastChange, now time.Time) Hold {
@@ -178,28 +190,9 @@ type Action struct {
 	Setting Setting
 	Reason  string
 
-	guard    decide.State    // the thrash guard once the action is done
-	verify   *verification   // the verification an applied switch starts
-	raVerify *raVerification // the one a read-ahead change starts
-	// keepMapped: a raise of read-ahead on the evidence of sequential
-	// readers (decide.RARestore, decide.RACompetitive), which leaves the
-	// mapped files at their depth (follow.go); not a revert, nor a raise
-	// to the policy's minKiB.
-	keepMapped bool
-	// mappedOnly: a cut on the waste of mapped files' read-around
-	// (raEvidence.mappedWaste) that the agent makes of the mapped files
-	// alone: it writes the cut depth, which the open files follow, then
-	// the device's depth back, keeping the mapped files at the cut
-	// (device.act). The device's depth, and so the controller's current
-	// setting, stays; the action's Setting is the files' depth.
-	mappedOnly bool
-	// releaseMapped: the release of the mapped files held at a cut depth
-	// (decideRelease): they go back to the device's depth, which does
-	// not change; Setting is the current one.
-	releaseMapped bool
-	// heldKiB is the depth the files a release puts back were held at,
-	// KiB (releaseMapped).
-	heldKiB int
+	guard  decide.State  // the thrash guard once the action is done
+	verify *verification // the verification an applied switch starts
+	ra     raMove        // what it does to read-ahead, for the road
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -271,36 +264,13 @@ type windowInput struct {
 	Skip string
 	// PageCache is what the page-cache probe counted of the device's
 	// files in the window (Measured false: no probe).
-	PageCache PageCacheWindow
-	// Sampled: the window was traced for its last part only (sampling.go);
-	// its read-ahead evidence asks for a fully traced window before a cut.
+	PageCache readahead.PageCache
+	// Sampled: the window was traced for its last part only (sampling.go).
 	Sampled bool
-	// Thrash, when Measured, is the page-cache counts of the thrash
-	// check's interval that ended the window for the device
-	// (thrashcheck.go): the window's waste is taken from it when it is
-	// higher; PageCache still measures the window's used pages.
-	Thrash PageCacheWindow
-	// Used, when Measured, is the page-cache counts of the check's
-	// interval that ended the window because sequential readers use
-	// read-ahead again after a cut (restoresOnUse): the window's waste is
-	// taken from it when it is lower, and it stands for the share of
-	// read-ahead in the block trace.
-	Used PageCacheWindow
-	// HoldsMapped: the agent can keep mapped files at a depth of their
-	// own (agent/openfiles follows the device's open files), so that a
-	// cut on their waste leaves the device's depth alone (mappedOnly).
-	HoldsMapped bool
-	// HeldKiB is the lowest depth the agent holds mapped files of the
-	// device at, KiB (0: none held).
-	HeldKiB int
-	// Release, when Measured, is the page-cache counts of the check's
-	// interval that ended the window because the held mapped files are
-	// read sequentially (releasesHeld): the window releases them.
-	Release PageCacheWindow
-	// Recut, when Measured, is the page-cache counts of the check's
-	// interval that ended the window because the files released are
-	// read at random again (recutsOnFaults): the window cuts them back.
-	Recut PageCacheWindow
+	// ReadScale is the window's length over its traced part when it was
+	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
+	// pages only while a device is traced.
+	ReadScale float64
 }
 
 // deviceController is the per-device state carried between windows.
@@ -328,24 +298,14 @@ type deviceController struct {
 	// off; cacheBefore empties it when the cache is on or another one.
 	cacheWarm engine.CacheWarm
 
-	current    Setting
-	guard      decide.State
-	lastChange time.Time // the last write to the device (change or revert)
-	// mappedCutAt is when the agent last cut the mapped files alone
-	// (Action.mappedOnly); a thrash within MappedCutRetry of it cuts the
-	// device.
-	mappedCutAt time.Time
-	// releasedAt is when the agent last released the held mapped files
-	// (Action.releaseMapped); a cut within MappedCutRetry of it on
-	// counts that still show their sequential faults is a mix (mixedCut).
-	releasedAt time.Time
-	// releasedKiB is the depth the released files were held at, KiB: a
-	// random fault on them again within ReleaseRecall is cut back to it
-	// (recutsOnFaults).
-	releasedKiB int
-	// quickCycles counts the cuts of the mapped files in a row that came
-	// within MappedCutRetry of a release (countCycle).
-	quickCycles int
+	current Setting
+	guard   decide.State
+	// lastChange is the agent's last write of the device's scheduler in
+	// force (zero when the original is back): spec.rollout.minDwell holds
+	// the next switch until then + minDwell.
+	lastChange time.Time
+	// originalSched is the device's scheduler before the agent.
+	originalSched string
 
 	// bias is the model's recent real ÷ simulated ratio for the current
 	// setting (an exponential average); verification compares the real
@@ -378,16 +338,23 @@ type deviceController struct {
 	// for k again; serversReach is the largest k the last search could
 	// try (serversReach).
 	serversWait, serversReach int
-	// raAdvice is the window's competitive read-ahead depth (KiB), one of
-	// decide.ReadAhead's inputs; raPending the depth the previous window
-	// asked for (0: none), so that a change waits for two windows that
-	// agree; originalRA the device's read_ahead_kb before the agent.
-	raAdvice, raPending, originalRA int
-	// raVerify is the verification of the last read-ahead change; ra the
-	// window's read-ahead evidence; busy a scratch buffer for it.
-	raVerify *raVerification
-	ra       raEvidence
-	busy     [][2]int64
+	// road is the device's read-ahead road (agent/readahead), ra its
+	// step for the window; raStreams the processes that issued read-ahead
+	// in the window; originalRA the device's read_ahead_kb before the
+	// agent. spanSectors (the device's size) and maxSectorsKiB
+	// (queue/max_sectors_kb) cost its windows.
+	road          readahead.Road
+	ra            readahead.Step
+	raShare       float64
+	raStreams     int
+	originalRA    int
+	spanSectors   uint64
+	maxSectorsKiB int
+	// raHorizon is the evidence's horizon of the last window (its gate's
+	// minDwell), for the verification a change starts; raShown the road's
+	// verification last shown as lastVerify.
+	raHorizon time.Duration
+	raShown   *readahead.Verification
 	// lastVerify is the outcome of the last verification (nil: none yet).
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
@@ -424,7 +391,7 @@ func newDeviceController(name string, m *model.Model, current Setting, p Policy)
 	return &deviceController{
 		name: name, model: m, disk: m.NewDisk(0), policy: p.withKnobDefaults(),
 		current: current, bias: 1, backoff: map[string]time.Time{}, corrections: map[string]float64{},
-		originalRA: current.ReadAheadKiB,
+		originalRA: current.ReadAheadKiB, originalSched: current.Candidate.Scheduler,
 	}, nil
 }
 
@@ -461,7 +428,10 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 			c.learner.observe(c.disk, c.win.simulated())
 		}
 		c.learner.result()
-		return WindowReport{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}, nil
+		rep = WindowReport{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}
+		c.stepReadAhead(in)
+		c.decideReadAhead(&rep, in)
+		return rep, nil
 	}
 	reqs := c.win.simulated()
 	if !c.online {
@@ -495,21 +465,17 @@ func (c *deviceController) nextWindow() {
 
 // evaluate decides on a window whose requests were learned already (l,
 // and l.requests of them in all): reqs are its newest requests, at most
-// MaxSimulated, in arrival order.
+// MaxSimulated, in arrival order. The read-ahead road takes every window;
+// one of fewer than MinRequests requests decides read-ahead alone.
 func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowInput) (WindowReport, error) {
 	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
-	if c.decideRelease(&rep, in) || c.decideRecut(&rep, in) {
-		return rep, nil
-	}
-	if l.requests < c.policy.MinRequests && (!in.Thrash.Measured || l.requests == 0) {
-		// A window the thrash check ended is evaluated on fewer: its
-		// cut rests on the page-cache probe's counts (thrashcheck.go).
-		if l.requests == 0 && c.decideMappedThrash(&rep, in) {
-			return rep, nil
-		}
+	c.raShare, c.raStreams = c.readAheadShare(reqs)
+	c.stepReadAhead(in)
+	if l.requests < c.policy.MinRequests {
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
+		c.decideReadAhead(&rep, in)
 		return rep, nil
 	}
 	// One snapshot for both passes, whose busy cells predict the mean of
@@ -522,20 +488,16 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	c.keepForExplain(in.Now, simReqs, m, er)
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
-	if c.policy.ReadAhead {
-		c.gatherReadAhead(reqs, in)
-	}
 	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {
 		// Only an active cache is judged on these (decide.CacheInput):
 		// the net service times are not worked out again for every other
 		// device and window.
 		c.readNs, c.blockReadNs = readCostNs(reqs, uint64(bs), m, &c.netScratch)
 	}
-	c.raAdvice = er.ReadAhead.KiB
 
 	// Verification of the last change comes first: a regression reverts
 	// whatever this window recommends, and passes the gate.
-	if c.verifyWindow(&rep, er, sliceReal, in.Now) || c.verifyReadAhead(&rep, c.ra, in.Now) {
+	if c.verifyWindow(&rep, er, sliceReal, in.Now) || c.raRevert(&rep) {
 		return rep, nil
 	}
 	if c.verify == nil {
@@ -543,29 +505,6 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	}
 	c.decideWindow(&rep, er, in)
 	return rep, c.fitServers(simReqs, er)
-}
-
-// gatherReadAhead sets c.ra to the window's read-ahead evidence: that of
-// reqs (its newest requests) and its page-cache counts, with the waste of
-// the thrash check's interval that ended it when that is higher, and the
-// waste of sequential readers using read-ahead again when that ended it
-// (windowInput.Thrash, Used).
-func (c *deviceController) gatherReadAhead(reqs []trace.Request, in windowInput) {
-	c.ra = readAheadEvidence(reqs, in.PageCache, &c.busy)
-	if w, ok := in.Thrash.WastePct(); ok && (!c.ra.wasteOK || w > c.ra.wastePct) {
-		c.ra.wastePct, c.ra.wasteOK = w, true
-	}
-	if in.Thrash.Measured {
-		c.ra.mappedWaste = in.Thrash.mappedWaste()
-	} else {
-		c.ra.mappedWaste = in.PageCache.mappedWaste()
-	}
-	if w, ok := in.Used.sequentialUse(); ok {
-		c.ra.seqUse = true
-		if !c.ra.wasteOK || w < c.ra.wastePct {
-			c.ra.wastePct, c.ra.wasteOK = w, true
-		}
-	}
 }
 
 // keepForExplain gives the window to c.explain (when set) if its
@@ -649,14 +588,14 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	if d.Reason == decide.ReasonNotReproduced {
 		rep.Skipped = d.Message
 	}
-	// Read-ahead changes alone, so that each verification measures one
-	// change, and before a scheduler switch: its evidence is measured,
-	// the switch's is predicted. The switch waits for a later window.
-	if c.policy.ReadAhead && c.verify == nil && c.raVerify == nil {
-		if kib := c.chooseReadAhead(&c.ra, in.Now); kib != c.current.ReadAheadKiB {
-			d.Switch = false // the guard does not count it
-			target.ReadAheadKiB = kib
-		}
+	// A read-ahead move is made alone, so that each verification measures
+	// one change, and before a scheduler switch: its evidence is
+	// measured, the switch's predicted. The switch waits for a later
+	// window.
+	kib, move := c.readAheadTarget()
+	if move != raNone {
+		d.Switch = false // the guard does not count it
+		target.ReadAheadKiB = kib
 	}
 	if d.Switch {
 		if until, ok := c.backoff[d.Target]; ok && in.Now.Before(until) {
@@ -673,91 +612,40 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	if !c.policy.Apply || sameSetting(target, c.current) {
 		return
 	}
+	if move != raNone {
+		if rep.Held = in.Gate.holdReadAhead(); rep.Held == HoldNone {
+			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
+		}
+		return
+	}
 	if rep.Held = in.Gate.hold(c.lastChange, in.Now); rep.Held != HoldNone {
 		return
 	}
-	a := Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: c.guard}
-	switch {
-	case target.Candidate.Name() != c.current.Candidate.Name():
-		a.guard = er.Guard
-		a.verify = &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}
-		rep.Verifying = c.policy.VerifyWindows
-	case target.ReadAheadKiB != c.current.ReadAheadKiB:
-		a.Reason = fmt.Sprintf("read-ahead: %s (waste %.1f %%, read-ahead %.0f %% of read sectors, %d streams)",
-			c.ra.reason, c.ra.wastePct, c.ra.sharePct, c.ra.streams)
-		a.keepMapped = target.ReadAheadKiB > c.current.ReadAheadKiB &&
-			(c.ra.reason == decide.RARestore || c.ra.reason == decide.RACompetitive)
-		if c.cutsMapped(target.ReadAheadKiB, in) {
-			a = c.mappedCut(target)
-			break // the device's depth stays: nothing of it to verify
-		}
-		if before, ok := c.ra.nsPerUsedPage(); ok {
-			a.raVerify = &raVerification{previous: c.current.ReadAheadKiB, target: target.ReadAheadKiB,
-				beforeNs: before, left: c.policy.VerifyWindows}
-			rep.Verifying = c.policy.VerifyWindows
-		}
-	}
-	rep.Action = a
+	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
+		verify: &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}}
+	rep.Verifying = c.policy.VerifyWindows
 }
 
-// mappedCut is the action that cuts the mapped files alone to target's
-// depth (Action.mappedOnly).
-func (c *deviceController) mappedCut(target Setting) Action {
-	return Action{Kind: ActionApply, Setting: target, guard: c.guard, mappedOnly: true, Reason: fmt.Sprintf(
-		"read-ahead of the mapped files: %s (waste %.1f %%, read around random page faults); the device keeps %d KiB",
-		c.ra.reason, c.ra.wastePct, c.current.ReadAheadKiB)}
-}
-
-// decideMappedThrash decides a window that the thrash check ended on a
-// paused device (sampling.go) with no request traced: the page-cache
-// probe follows, while a device is paused, the pages its page faults read
-// around (tracer.PageCacheProbe.Track), and their waste is all such a
-// window measured. The one change it can make is the cut of the mapped
-// files alone (cutsMapped), which leaves the device's depth, unmeasured,
-// to the readers that use it. It reports whether it decided (rep.Target,
-// and rep.Action in Apply mode unless the gate holds it); false leaves
-// the window to be skipped.
-func (c *deviceController) decideMappedThrash(rep *WindowReport, in windowInput) bool {
-	if !c.policy.ReadAhead || c.verify != nil || c.raVerify != nil || !in.HoldsMapped || !in.Thrash.mappedWaste() {
-		return false
+// decideReadAhead decides a window whose scheduler evaluation was skipped
+// (too few requests, or over the CPU budget): the read-ahead road's
+// revert or move alone.
+func (c *deviceController) decideReadAhead(rep *WindowReport, in windowInput) {
+	if c.raRevert(rep) {
+		return
 	}
-	c.gatherReadAhead(nil, in)
+	kib, move := c.readAheadTarget()
+	if move == raNone {
+		return
+	}
 	target := c.current
-	if target.ReadAheadKiB = c.chooseReadAhead(&c.ra, in.Now); !c.cutsMapped(target.ReadAheadKiB, in) {
-		return false
-	}
-	rep.Target, rep.Reason = &target, ReasonMappedWaste
+	target.ReadAheadKiB = kib
+	rep.Target, rep.Reason = &target, string(c.ra.Decision.Reason)
 	if !c.policy.Apply {
-		return true
+		return
 	}
-	if rep.Held = in.Gate.hold(c.lastChange, in.Now); rep.Held == HoldNone {
-		rep.Action = c.mappedCut(target)
+	if rep.Held = in.Gate.holdReadAhead(); rep.Held == HoldNone {
+		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
 	}
-	return true
-}
-
-// MappedCutRetry is how long after a cut of the mapped files alone
-// (Action.mappedOnly) a thrash that still reads around more than the cut
-// depth cuts the device instead: the files' cut did not stop it.
-const MappedCutRetry = 10 * time.Second
-
-// cutsMapped reports whether a cut to kib KiB is made of the mapped files
-// alone (Action.mappedOnly): the agent can hold them (in.HoldsMapped), the
-// cut is made on waste (decide.RAWaste) that is the read-around of
-// random page faults (raEvidence.mappedWaste), and no such cut was made
-// within MappedCutRetry, or none of the files it held is still open
-// (in.HeldKiB 0): the faults are a new process's, which the files' cut
-// reaches (in the decision-quality benchmark, MEMMAP's, 2.5 s after MEM's
-// cut).
-func (c *deviceController) cutsMapped(kib int, in windowInput) bool {
-	return in.HoldsMapped && kib < c.current.ReadAheadKiB && c.ra.reason == decide.RAWaste && c.ra.mappedWaste &&
-		(in.HeldKiB == 0 || c.mappedCutDue(in.Now))
-}
-
-// mappedCutDue reports whether a cut of the mapped files alone may be
-// made at now: none was made within MappedCutRetry.
-func (c *deviceController) mappedCutDue(now time.Time) bool {
-	return c.mappedCutAt.IsZero() || now.Sub(c.mappedCutAt) >= MappedCutRetry
 }
 
 // confirmSwitch reports whether the switch d may be made now. A switch
@@ -779,31 +667,34 @@ func (c *deviceController) confirmSwitch(d decide.Decision) bool {
 }
 
 // commit tells the controller that the device now has the setting of a
-// (written at now): the action of the window just ended.
+// (written at now): the action of the window just ended. A write of the
+// scheduler starts minDwell, unless it put the original back: a dwell
+// belongs to a setting in force.
 func (c *deviceController) commit(a Action, now time.Time) {
-	switch {
-	case a.mappedOnly:
-		c.guard, c.lastChange, c.mappedCutAt = a.guard, now, now
-		c.proposed, c.raPending = "", 0
-		c.countCycle(now)
-		return
-	case a.releaseMapped:
-		// The next thrash of the files is a new phase: it is cut on
-		// them again at once (MappedCutRetry does not hold it).
-		c.lastChange, c.releasedAt, c.releasedKiB, c.mappedCutAt = now, now, a.heldKiB, time.Time{}
-		return
+	prev := c.current
+	c.current, c.guard = a.Setting, a.guard
+	if a.Setting.Candidate.Name() != prev.Candidate.Name() {
+		c.lastChange = now
+		if a.Kind == ActionRevert && a.Setting.Candidate.Scheduler == c.originalSched && len(a.Setting.Candidate.Tunables) == 0 {
+			c.lastChange = time.Time{}
+		}
 	}
-	c.current, c.guard, c.lastChange = a.Setting, a.guard, now
 	c.proposed = "" // decided against the setting it replaced
 	switch {
+	case a.ra == raReverted:
+		c.road.Reverted(now, c.raSettings(Gate{}))
 	case a.Kind == ActionRevert:
-		c.verify, c.raVerify = nil, nil
+		c.verify = nil
 	case a.verify != nil:
 		c.verify = a.verify
-	case a.raVerify != nil:
-		c.raVerify = a.raVerify
 	}
-	c.raPending = 0
+	switch a.ra {
+	case raDecided:
+		c.road.Commit(prev.ReadAheadKiB, a.Setting.ReadAheadKiB, now, c.raSettings(Gate{MinDwell: c.raHorizon}))
+	case raBounds:
+		c.road.Forget()
+	}
+	c.showRAVerification()
 }
 
 // resync tells the controller that the device has setting s, which the
@@ -813,7 +704,8 @@ func (c *deviceController) resync(s Setting) {
 	// The setting the agent had chosen counts as decided: a window that
 	// decides to take it back (Reclaim) needs no confirmation.
 	c.proposed = c.current.Candidate.Name()
-	c.current, c.verify, c.raVerify = s, nil, nil
+	c.current, c.verify = s, nil
+	c.road.Forget()
 }
 
 // simulate evaluates the window over reqs (its newest requests, in arrival

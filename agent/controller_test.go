@@ -385,3 +385,35 @@ func TestConfirmSwitch(t *testing.T) {
 		}
 	}
 }
+
+// TestCorrectionAfterRefutedSwitch: a switch that measured slower than
+// predicted leaves a correction > 1 for its target, large enough that the
+// same window no longer predicts a gain for it.
+func TestCorrectionAfterRefutedSwitch(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	rep, err := stepConfirmed(t, c, w, now)
+	if err != nil || rep.Action.Kind != ActionApply {
+		t.Fatalf("first window: %v %+v", err, rep.Action)
+	}
+	target := rep.Action.Setting.Candidate.Name()
+	for i := 2; i < 4; i++ {
+		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := c.corrections[target]
+	if f <= 1 {
+		t.Fatalf("correction of %s = %.2f after a refuted switch, want > 1 (all: %v)", target, f, c.corrections)
+	}
+	// Past its back-off, the same window no longer predicts a gain for it.
+	c.backoff = map[string]time.Time{}
+	rep, err = step(c, w, now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind == ActionApply && rep.Action.Setting.Candidate.Name() == target {
+		t.Fatalf("switched to %s again despite its correction %.2f: %s", target, f, rep.Action.Reason)
+	}
+}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -41,27 +42,6 @@ type device struct {
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool
-	// reads follows the device's read rate, and wake the probe of its
-	// pause on a surge (samplewake.go).
-	reads readWatch
-	wake  wakeState
-	// thrash holds the page-cache counts of the thrash check's interval
-	// that ended the current window for this device (thrashcheck.go),
-	// nil when the window ends otherwise; the window is then evaluated
-	// even over the CPU budget, and decides on their waste.
-	thrash *PageCacheWindow
-	// used holds those counts when the check ended the window because
-	// sequential readers use read-ahead again after a cut
-	// (restoresOnUse); the window is then evaluated as for thrash.
-	used *PageCacheWindow
-	// release holds those counts when the check ended the window because
-	// the mapped files held at a cut depth are read sequentially
-	// (releasesHeld); the window then releases them (decideRelease).
-	release *PageCacheWindow
-	// recut holds them when the check ended the window because the
-	// released mapped files are read at random again (recutsOnFaults);
-	// the window then cuts them back (decideRecut).
-	recut *PageCacheWindow
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -92,11 +72,8 @@ func (d *device) keepPending(r *trace.Request) {
 
 // windowEnv is what a device's window uses besides the device.
 type windowEnv struct {
-	budget *cpuBudget
-	act    *actuate.Actuator
-	// follow follows the actuator's writes of read_ahead_kb; nil in
-	// tests without one.
-	follow  *raFollower
+	budget  *cpuBudget
+	act     *actuate.Actuator
 	metrics *metrics.Metrics
 	log     logr.Logger
 	// grant reports whether the operator's grant allows changing the
@@ -106,7 +83,10 @@ type windowEnv struct {
 	writers WriterWatcher
 	// pageCache is a device's page-cache counts in the window; nil when
 	// the page-cache probe does not run.
-	pageCache func(device string) PageCacheWindow
+	pageCache func(device string) readahead.PageCache
+	// readScale is the window's length over a sampled window's traced
+	// part (windowInput.ReadScale).
+	readScale float64
 	// caches reads and switches dm-caches below hostRoot; nil: none are
 	// governed.
 	caches   CacheTool
@@ -125,6 +105,7 @@ func newDevice(s selected, stateDir string) (*device, error) {
 	if err != nil {
 		return nil, err
 	}
+	ctrl.spanSectors, ctrl.maxSectorsKiB = sd.SizeBytes/trace.SectorSize, sd.MaxSectorsKB
 	ctrl.calibrated = loaded // a saved model was calibrated when it was learned
 	ctrl.online = loaded
 	if loaded {
@@ -184,27 +165,14 @@ func (d *device) gate(e *windowEnv) Gate {
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	d.cacheBefore(e)
-	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled, HoldsMapped: e.follow.holdsMapped()}
-	if _, in.HeldKiB = e.follow.held(d.sys.Name); in.HeldKiB > 0 && d.thrash != nil && !d.ctrl.mappedCutDue(now) &&
-		e.follow.prune(d.sys.Name) == 0 {
-		// A thrash soon after a cut of the mapped files whose files are
-		// all closed: a new process's, which a cut of its files reaches
-		// (cutsMapped). Pruning lists the open files: only then.
-		in.HeldKiB = 0
+	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled}
+	if d.sampled {
+		in.ReadScale = e.readScale
 	}
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
-	switch {
-	case d.thrash != nil:
-		in.Thrash, d.thrash = *d.thrash, nil
-	case d.used != nil:
-		in.Used, d.used = *d.used, nil
-	case d.release != nil:
-		in.Release, d.release = *d.release, nil
-	case d.recut != nil:
-		in.Recut, d.recut = *d.recut, nil
-	case !e.budget.allow():
+	if !e.budget.allow() {
 		in.Skip = "over the CPU budget"
 	}
 	cpu0, t0 := processCPU(), time.Now()
@@ -217,6 +185,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		}
 	}
 	d.report(rep, err, in, e)
+	d.logReadAhead(e.log)
 	if err == nil && rep.Action.Kind != ActionNone {
 		d.act(rep.Action, now, e)
 	}
@@ -226,7 +195,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if d.ctrl.memoDirty {
 		d.memorize(e.act, e.log)
 	}
-	d.refresh(e.act, e.follow, in.Gate)
+	d.refresh(e.act, in.Gate)
 }
 
 // report puts a window's report into the status and the metrics.
@@ -278,6 +247,9 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	}
 	w.Best, w.BestGainPercent = r.Decision.Best, v1alpha1.FormatPercent(r.Decision.BestImprovementPct)
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
+	if d.ctrl.policy.ReadAhead && d.ctrl.ra.Decision.KiB > 0 {
+		w.ReadAheadAdviceKiB = int32(d.ctrl.ra.Decision.KiB)
+	}
 	w.DispatchCharges = dispatchCharges(r)
 	st.Candidates = topCandidates(r, d.ctrl.policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
 	d.showEvidence()
@@ -313,44 +285,26 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Ti
 // observeEvidence exports the evidence of the device's last window.
 func (d *device) observeEvidence(m *metrics.Metrics) {
 	c := d.ctrl
-	m.SetEvidence(d.sys.Name, c.ra.wastePct/100, c.ra.wasteOK, c.corrections)
+	ev := c.ra.Evidence
+	m.SetEvidence(d.sys.Name, ev.WastePct()/100, ev.Resolved() >= readahead.MinResolvedPages, c.corrections)
 	th := c.model.Throttle()
 	m.SetThrottle(d.sys.Name, th.IOPS, th.BytesPerSec)
 }
 
 // act writes the action's setting to the device (the actuator records the
 // original first) and, when it is written, commits it to the controller.
-// A cut of the mapped files alone (Action.mappedOnly) writes the device's
-// depth back at once, keeping them at the cut (cutMapped).
 func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
-	if a.keepMapped {
-		// A raise decided on sequential readers' evidence: the mapped
-		// files stay at the cut depth (follow.go).
-		defer e.follow.keepingMapped(d.sys.Name)()
-	}
 	st := &d.status
-	if a.releaseMapped {
-		d.releaseMapped(a, now, e)
-		return
-	}
 	if !d.write(s, prev, e) {
 		return
-	}
-	if a.mappedOnly {
-		a.mappedOnly = d.cutMapped(s, prev, e)
 	}
 	d.ctrl.commit(a, now)
 	d.memorize(e.act, e.log)
 	st.Applied = &v1alpha1.AppliedSetting{Scheduler: s.Candidate.Scheduler, Tunables: tunablesText(s.Candidate.Tunables),
 		ReadAheadKiB: int32(s.ReadAheadKiB), At: metav1.NewTime(now)}
 	st.LastChangeTime, st.LastChange = ptrTime(now), changeText(prev, s)
-	if a.mappedOnly {
-		st.Applied.ReadAheadKiB = int32(prev.ReadAheadKiB)
-		st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of the mapped files (the device keeps %d)",
-			prev.ReadAheadKiB, s.ReadAheadKiB, prev.ReadAheadKiB)
-	}
 	if a.Kind == ActionRevert {
 		st.Reverts++
 		st.LastRevertTime = ptrTime(now)
@@ -365,7 +319,7 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 			m.IncChange(d.sys.Name)
 		}
 		ra := s.ReadAheadKiB
-		if ra == 0 || a.mappedOnly {
+		if ra == 0 {
 			ra = prev.ReadAheadKiB
 		}
 		m.SetSetting(d.sys.Name, s.Candidate.Scheduler, ra, s.Candidate.Tunables.String())
@@ -397,37 +351,6 @@ func (d *device) write(s, was Setting, e *windowEnv) bool {
 	return true
 }
 
-// releaseMapped puts the mapped files held at a cut depth back to the
-// device's depth (Action.releaseMapped), and commits the release to the
-// controller once done; the device's own setting does not change. A
-// release that fails is logged and left to a later check.
-func (d *device) releaseMapped(a Action, now time.Time, e *windowEnv) {
-	n, err := e.follow.releaseDisk(d.sys.Name)
-	if err != nil {
-		d.status.LastError = err.Error()
-		e.log.Error(err, "held mapped files not put back", "device", d.sys.Name)
-		return
-	}
-	d.ctrl.commit(a, now)
-	st := &d.status
-	st.Changes++
-	st.LastChangeTime = ptrTime(now)
-	st.LastChange = fmt.Sprintf("read_ahead_kb %d -> %d of %d held mapped files (read sequentially)", a.heldKiB, d.ctrl.current.ReadAheadKiB, n)
-	if m := e.metrics; m != nil {
-		m.IncChange(d.sys.Name)
-	}
-	e.log.Info("applied", "device", d.sys.Name, "change", st.LastChange)
-}
-
-// cutMapped ends a cut of the mapped files alone: the device's depth cut
-// was written, and the open files followed it; it writes the device's
-// depth (prev) back, keeping the mapped files at the cut (follow.go). It
-// reports whether it did; if not, the cut stands as the device's.
-func (d *device) cutMapped(cut, prev Setting, e *windowEnv) bool {
-	defer e.follow.keepingMapped(d.sys.Name)()
-	return d.write(Setting{Candidate: cut.Candidate, ReadAheadKiB: prev.ReadAheadKiB}, cut, e)
-}
-
 // changeText says what a write changed: "none -> bfq, read_ahead_kb 128 -> 16".
 func changeText(prev, s Setting) string {
 	var parts []string
@@ -440,12 +363,11 @@ func changeText(prev, s Setting) string {
 	return strings.Join(parts, ", ")
 }
 
-// refresh fills the status fields read from the device, the actuator and
-// the read-ahead follower f after a window: the setting in sysfs, the
-// recorded original, the controller's guard and verification, whether a
-// recommended change awaits a grant (gate g), and the mapped files held
-// at a depth of their own (showHeld).
-func (d *device) refresh(act *actuate.Actuator, f *raFollower, g Gate) {
+// refresh fills the status fields read from the device and the actuator
+// after a window: the setting in sysfs, the recorded original, the
+// controller's guard and verification, and whether a recommended change
+// awaits a grant (gate g).
+func (d *device) refresh(act *actuate.Actuator, g Gate) {
 	st := &d.status
 	if s, err := act.Read(d.sys.Name); err == nil {
 		st.Current = v1alpha1.DeviceSettings{Scheduler: s.Scheduler, Tunables: s.Tunables, ReadAheadKiB: int32(s.ReadAheadKiB)}
@@ -455,8 +377,9 @@ func (d *device) refresh(act *actuate.Actuator, f *raFollower, g Gate) {
 			ReadAheadKiB: int32(o.State.ReadAheadKiB)}
 	} else {
 		// Without a record the device has its original setting: nothing
-		// the agent wrote is in effect.
+		// the agent wrote is in effect, and no dwell holds it.
 		st.Original, st.Applied = nil, nil
+		d.ctrl.lastChange = time.Time{}
 	}
 	gd := d.ctrl.guard
 	st.ThrashGuard = v1alpha1.ThrashGuardState{Changes: int32(gd.ConsecutiveChanges), QuietChecks: int32(gd.QuietChecks),
@@ -468,7 +391,6 @@ func (d *device) refresh(act *actuate.Actuator, f *raFollower, g Gate) {
 	st.ModelCalibrated = d.ctrl.calibrated
 	pending := d.target != nil && !sameSetting(*d.target, d.ctrl.current)
 	st.AwaitingGrant = pending && d.apply() && !g.Paused && !g.Yielded && !g.Granted
-	d.showHeld(f)
 }
 
 func ptrTime(t time.Time) *metav1.Time {

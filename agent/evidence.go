@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -41,16 +42,15 @@ func dispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
 func (d *device) showEvidence() {
 	c, st := d.ctrl, &d.status
 	if d.ctrl.policy.ReadAhead {
-		e := &c.ra
-		ev := &v1alpha1.ReadAheadEvidence{
-			UsedPages: int64(min(e.pc.UsedPages, 1<<62)), WastedPages: int64(min(e.pc.WastedPages, 1<<62)),
-			ReadAheadSharePercent: v1alpha1.FormatPercent(e.sharePct), SequentialStreams: int32(min(e.streams, 1<<30)),
-			Rule: string(e.reason),
+		ev := c.ra.Evidence
+		st.ReadAhead = &v1alpha1.ReadAheadEvidence{
+			UsedPages: int64(min(ev.Used(), 1<<62)), WastedPages: int64(min(ev.Random.Wasted+ev.Sequential.Wasted, 1<<62)),
+			ReadAheadSharePercent: v1alpha1.FormatPercent(c.raShare), SequentialStreams: int32(min(c.raStreams, 1<<30)),
+			Rule: string(c.ra.Decision.Reason),
 		}
-		if e.wasteOK {
-			ev.WastePercent = v1alpha1.FormatPercent(e.wastePct)
+		if ev.Resolved() >= readahead.MinResolvedPages {
+			st.ReadAhead.WastePercent = v1alpha1.FormatPercent(ev.WastePct())
 		}
-		st.ReadAhead = ev
 	}
 	// A new slice: the old one may be shared with a status already handed
 	// out.
@@ -65,24 +65,6 @@ func (d *device) showEvidence() {
 	if v := c.lastVerify; v != nil {
 		st.LastVerification = verificationStatus(v)
 	}
-}
-
-// showHeld puts the mapped files f holds at a depth of their own into
-// the read-ahead evidence of the status, after the window's change.
-// A window decided with no request evaluated (a cut of the mapped files
-// on a paused device, a release) leaves no other evidence: the held files
-// are shown all the same.
-func (d *device) showHeld(f *raFollower) {
-	held, kib := f.held(d.sys.Name)
-	ev := d.status.ReadAhead
-	if ev == nil {
-		if held == 0 || !d.ctrl.policy.ReadAhead {
-			return
-		}
-		ev = &v1alpha1.ReadAheadEvidence{}
-		d.status.ReadAhead = ev
-	}
-	ev.HeldMappedFiles, ev.HeldReadAheadKiB = int32(min(held, 1<<30)), int32(min(kib, 1<<30))
 }
 
 // verificationStatus is v in the API's terms: ms of application wait for

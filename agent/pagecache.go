@@ -1,7 +1,7 @@
 package agent
 
 // The page-cache probe's counters, per governed device: the evidence for
-// read-ahead (decide.ReadAhead). A file system's pages count towards the
+// read-ahead (agent/readahead). A file system's pages count towards the
 // disk it is on when it is on the disk itself or on one of its partitions
 // (a file system on a device-mapper or md device over the disk is not
 // attributed to it).
@@ -9,8 +9,8 @@ package agent
 import (
 	"fmt"
 	"slices"
-	"time"
 
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 )
@@ -23,16 +23,12 @@ type pageCacheWatch struct {
 	// and its partitions.
 	devs      map[string][]uint32
 	prev, cur map[uint32]tracer.PageCacheStats
-	// checked are the counts at the last thrash check or window end
-	// (thrashcheck.go), taken at checkedAt.
-	checked   map[uint32]tracer.PageCacheStats
-	checkedAt time.Time
 }
 
 // track makes the probe count the file systems of pageCacheDevs(devs),
 // those of the devices whose tracing is paused (sampling.go) lightly:
-// their faults and read-around windows, which tell when to look
-// (samplewake.go), not their pages. The probe counts a device tracked
+// their faults, their read-ahead windows and the pages page faults read
+// around, not the pages read() brings in. The probe counts a device tracked
 // again from zero, and so does the window's share of it.
 func (w *pageCacheWatch) track(hostRoot string, devs []*device, paused []uint32) error {
 	byName, all, light := pageCacheDevs(hostRoot, devs, paused)
@@ -57,9 +53,6 @@ func (w *pageCacheWatch) zeroNew(byName map[string][]uint32) {
 		}
 		for _, id := range ids {
 			w.cur[id] = tracer.PageCacheStats{}
-			if w.checked != nil {
-				w.checked[id] = tracer.PageCacheStats{}
-			}
 		}
 	}
 	w.devs = byName
@@ -92,28 +85,28 @@ func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (byName map
 	return byName, all, light
 }
 
-// read takes the counters at the end of a window, at now; the window of a
-// device is then cur − prev.
-func (w *pageCacheWatch) read(now time.Time) error {
+// read takes the counters at the end of a window; the window of a device
+// is then cur − prev.
+func (w *pageCacheWatch) read() error {
 	s, err := w.p.Stats()
 	if err != nil {
 		return fmt.Errorf("page-cache probe: %w", err)
 	}
-	w.advance(s, now)
+	w.advance(s)
 	return nil
 }
 
-// advance ends a window at now, at the probe's counts s.
-func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats, now time.Time) {
-	w.prev, w.cur, w.checked, w.checkedAt = w.cur, s, s, now
+// advance ends a window at the probe's counts s.
+func (w *pageCacheWatch) advance(s map[uint32]tracer.PageCacheStats) {
+	w.prev, w.cur = w.cur, s
 }
 
 // window is device name's counts since the previous read, or since it
 // was tracked (Measured false for a device not tracked).
-func (w *pageCacheWatch) window(name string) PageCacheWindow {
+func (w *pageCacheWatch) window(name string) readahead.PageCache {
 	ids, ok := w.devs[name]
 	if !ok || w.prev == nil {
-		return PageCacheWindow{}
+		return readahead.PageCache{}
 	}
 	return countsSince(ids, w.cur, w.prev)
 }
@@ -121,23 +114,26 @@ func (w *pageCacheWatch) window(name string) PageCacheWindow {
 // countsSince sums, over the s_dev values ids (a disk and its
 // partitions), each one's counts in cur less those in base (zero when
 // absent); an id absent from cur adds nothing.
-func countsSince(ids []uint32, cur, base map[uint32]tracer.PageCacheStats) PageCacheWindow {
-	out := PageCacheWindow{Measured: true}
+func countsSince(ids []uint32, cur, base map[uint32]tracer.PageCacheStats) readahead.PageCache {
+	out := readahead.PageCache{Measured: true}
 	for _, id := range ids {
 		c, ok := cur[id]
 		if !ok {
 			continue
 		}
 		d := c.Sub(base[id])
-		out.UsedPages += d.UsedPages
-		out.WastedPages += d.WastedPages
-		out.Faults += d.MmapFaults
+		out.Used += d.UsedPages
+		out.Wasted += d.WastedPages
+		out.ReadUsed += d.ReadUsedPages
+		out.ReadWasted += d.ReadWastedPages
+		out.Mapped += d.MappedPages
+		out.Windows += d.Windows
+		out.Pages += d.ReadAheadPages
+		out.AroundWindows += d.AroundWindows
 		out.AroundPages += d.AroundPages
-		out.MappedPages += d.MappedPages
-		out.AsyncReadAhead += d.AsyncReadAhead
+		out.Depth += d.DepthPages
+		out.AroundDepth += d.AroundDepthPages
 		out.FaultAsync += d.FaultAsyncReadAhead
-		out.UsedNow += d.UsedNowPages
-		out.WastedNow += d.WastedNowPages
 	}
 	return out
 }

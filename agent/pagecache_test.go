@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -56,8 +55,8 @@ func TestPageCacheDevs(t *testing.T) {
 func TestPageCacheWatchFirstWindow(t *testing.T) {
 	w := &pageCacheWatch{}
 	w.zeroNew(map[string][]uint32{"sda": {8 << 20, 8<<20 | 1}})
-	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 10, WastedPages: 990}, 8<<20 | 1: {UsedPages: 5}}, time.Unix(1000, 0))
-	if got := w.window("sda"); !got.Measured || got.UsedPages != 15 || got.WastedPages != 990 {
+	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 10, WastedPages: 990}, 8<<20 | 1: {UsedPages: 5}})
+	if got := w.window("sda"); !got.Measured || got.Used != 15 || got.Wasted != 990 {
 		t.Errorf("first window = %+v, want measured, 15 used and 990 wasted", got)
 	}
 	w.zeroNew(map[string][]uint32{}) // no longer governed
@@ -65,8 +64,8 @@ func TestPageCacheWatchFirstWindow(t *testing.T) {
 		t.Errorf("a device not tracked: %+v, want not measured", got)
 	}
 	w.zeroNew(map[string][]uint32{"sda": {8 << 20}}) // governed again: the probe restarts from zero
-	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 7, WastedPages: 3}}, time.Unix(1002, 0))
-	if got := w.window("sda"); !got.Measured || got.UsedPages != 7 || got.WastedPages != 3 {
+	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 7, WastedPages: 3}})
+	if got := w.window("sda"); !got.Measured || got.Used != 7 || got.Wasted != 3 {
 		t.Errorf("the window after it was tracked again = %+v, want 7 used and 3 wasted", got)
 	}
 }

@@ -13,7 +13,7 @@ package agent
 // settled (evaluated, nothing decided, held, pending or being verified),
 // each following window pauses the device's tracing
 // (tracer.Tracer.SetPaused) and its page-cache tracking (all but the
-// pages page faults read around: thrashcheck.go) at its start and
+// read-ahead windows and the pages page faults read around) at its start and
 // resumes both Options.TraceSample before its end: the window is then
 // evaluated over that sample, the newest part of it. Every window is
 // still evaluated, so a workload change is seen within a window as
@@ -22,15 +22,13 @@ package agent
 // small, or a window not reproduced by the model, one settled whole
 // window returns the device to sampling; a whole window too idle to
 // evaluate leaves the count as it was: nextSettle), and a change is
-// verified on whole windows. A sample's read-ahead waste cuts at once as a
-// whole window's does (chooseReadAhead: a sample can only understate it),
+// verified on whole windows. A sample's read-ahead evidence counts as a
+// whole window's, its read() pages scaled to the window (sampleScale),
 // and a scheduler switch a sample decides needs the next, whole, window to
 // decide it too (confirmSwitch). Caps of a token bucket that one window
 // showed are confirmed on the next, whole, window too (checkThrottle): a
 // sample of a second holds too few phases of a varied load to show both
-// caps. A surge of a paused device's reads is probed for up to a second
-// (samplewake.go), so that read-ahead that thrashes is seen before the
-// sample. A device whose policy governs a cache is traced whole: the
+// caps. A device whose policy governs a cache is traced whole: the
 // simulated cache is carried warm from window to window
 // (engine.CacheWarm).
 
@@ -60,14 +58,13 @@ type sampleInput struct {
 	Settled int
 	// Calibrated: the model has been calibrated on the device.
 	Calibrated bool
-	// Verifying: a scheduler or read-ahead change is being verified.
+	// Verifying: a scheduler change is being verified.
 	Verifying bool
 	// Proposed: a switch awaits the next window's confirmation;
-	// RAPending: a read-ahead change awaits the next window's agreement;
 	// CapsPending: a token bucket's caps, or a throttled device running
 	// above its caps, await the next window's confirmation
 	// (deviceController.capsPending).
-	Proposed, RAPending, CapsPending bool
+	Proposed, CapsPending bool
 	// Cache: the policy governs a cache in front of the device.
 	Cache bool
 }
@@ -75,7 +72,7 @@ type sampleInput struct {
 // sampleNext reports whether a device's next window may be traced in
 // part.
 func sampleNext(in sampleInput) bool {
-	return in.Enabled && in.Calibrated && !in.Verifying && !in.Proposed && !in.RAPending && !in.CapsPending &&
+	return in.Enabled && in.Calibrated && !in.Verifying && !in.Proposed && !in.CapsPending &&
 		!in.Cache && in.Settled >= SettleWindows
 }
 
@@ -116,7 +113,7 @@ const (
 
 // nextSettle is the step of a window (rep, err; sampled or whole) of a
 // device with nothing pending (no switch awaiting confirmation, no
-// read-ahead change awaiting agreement, no verification), under a policy
+// verification), under a policy
 // that evaluates windows of at least minRequests requests. A device with
 // something pending always starts over.
 func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) settleStep {
@@ -144,7 +141,7 @@ func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) set
 // (nextSettle).
 func (c *deviceController) countSettled(rep *WindowReport, err error) {
 	in := c.sampleInput(true, false)
-	switch nextSettle(rep, err, c.policy.MinRequests, in.Verifying || in.Proposed || in.RAPending) {
+	switch nextSettle(rep, err, c.policy.MinRequests, in.Verifying || in.Proposed) {
 	case settleCount:
 		c.settled++
 	case settleKeep:
@@ -160,8 +157,8 @@ func (c *deviceController) countSettled(rep *WindowReport, err error) {
 func (c *deviceController) sampleInput(enabled, cache bool) sampleInput {
 	return sampleInput{
 		Enabled: enabled, Settled: c.settled, Calibrated: c.calibrated,
-		Verifying: c.verify != nil || c.raVerify != nil,
-		Proposed:  c.proposed != "", RAPending: c.raPending != 0, CapsPending: c.capsPending(),
+		Verifying: c.verify != nil,
+		Proposed:  c.proposed != "", CapsPending: c.capsPending(),
 		Cache: cache,
 	}
 }
@@ -178,6 +175,15 @@ func (a *Agent) sampleLen() time.Duration {
 		return 0
 	}
 	return s
+}
+
+// sampleScale is a sampled window's length over its traced part
+// (windowInput.ReadScale), 0 when the agent does not sample.
+func (a *Agent) sampleScale() float64 {
+	if s := a.sampleLen(); s > 0 {
+		return float64(a.window) / float64(s)
+	}
+	return 0
 }
 
 // startSamples begins the window that started at now: it pauses the
@@ -203,7 +209,6 @@ func (a *Agent) sampledNext() []uint32 {
 	s := a.sampleLen()
 	var paused []uint32
 	for _, d := range a.devs {
-		d.wake = wakeState{}
 		d.sampled = d.status.Gone == "" && sampleNext(d.ctrl.sampleInput(s > 0, d.policy.Spec.Cache.Enabled))
 		if d.sampled {
 			paused = append(paused, d.sys.Dev)

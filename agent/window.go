@@ -36,11 +36,35 @@ type window struct {
 	// total counts the window's requests; unlearned those dropped before
 	// they reached it (deviceController.skip).
 	total, unlearned int
+	// readNs is the summed service time of the window's reads, ns, and
+	// readSectors and aheadSectors their sectors and those the kernel
+	// issued as read-ahead (REQ_RAHEAD): over every request of the window,
+	// not only those kept.
+	readNs                    int64
+	readSectors, aheadSectors uint64
+}
+
+// count adds chunk's reads to the window's read totals.
+func (w *window) count(chunk []trace.Request) {
+	for i := range chunk {
+		q := &chunk[i]
+		if q.Op != trace.Read {
+			continue
+		}
+		w.readSectors += uint64(q.Sectors)
+		if q.Flags&trace.ReadAhead != 0 {
+			w.aheadSectors += uint64(q.Sectors)
+		}
+		if q.HasService() {
+			w.readNs += q.ServiceTime()
+		}
+	}
 }
 
 // retain adds chunk to keep, overwriting the oldest requests once keep
 // holds limit requests (the same limit all window).
 func (w *window) retain(chunk []trace.Request, limit int) {
+	w.count(chunk)
 	if len(chunk) >= limit {
 		chunk = chunk[len(chunk)-limit:]
 	}
@@ -75,5 +99,5 @@ func (w *window) simulated() []trace.Request {
 
 // reset empties the window for the next one; the buffer is kept.
 func (w *window) reset() {
-	w.keep, w.head, w.total, w.unlearned = w.keep[:0], 0, 0, 0
+	*w = window{keep: w.keep[:0]}
 }

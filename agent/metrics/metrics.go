@@ -157,7 +157,6 @@ type Metrics struct {
 	screened       *prometheus.CounterVec
 	otherWriter    *prometheus.CounterVec
 	openFiles      *prometheus.CounterVec
-	windowsEarly   *prometheus.CounterVec
 	raWaste        *prometheus.GaugeVec
 	throttleIOPS   *prometheus.GaugeVec
 	throttleBytes  *prometheus.GaugeVec
@@ -245,8 +244,6 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Changes to a setting the agent governs on the device that the agent did not make (another writer).", dev),
 		openFiles: counter("read_ahead_open_files_total",
 			"Files already open on the device when the agent wrote its read_ahead_kb, by outcome: followed (brought to the new value by fadvise), left_marked (the application's POSIX_FADV_RANDOM or NOREUSE), left_own (another value of its own), failed.", []string{"device", "outcome"}),
-		windowsEarly: counter("windows_ended_early_total",
-			"Windows of every device ended early, within a second of the device's page-cache counts showing read-ahead that thrashes (a waste the agent cuts on at once), by the device that showed it.", dev),
 		raWaste: gauge("read_ahead_waste_ratio",
 			"Share of the pages read into the page cache from the device's files in the last window that were evicted without being read or mapped (the page-cache probe); absent when not measured.", dev),
 		throttleIOPS: gauge("throttle_requests_per_second",
@@ -283,7 +280,7 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.openFiles, m.windowsEarly, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
+		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -427,16 +424,6 @@ func (m *Metrics) AddOpenFiles(dev string, followed, marked, own, failed int) {
 	for i, n := range []int{followed, marked, own, failed} {
 		m.openFiles.WithLabelValues(dev, openFileOutcomes[i]).Add(float64(n))
 	}
-}
-
-// IncEarlyWindow counts a window ended early because dev's read-ahead
-// thrashes (agent/thrashcheck.go).
-func (m *Metrics) IncEarlyWindow(dev string) {
-	dev = labelValue(dev)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.device(dev)
-	m.windowsEarly.WithLabelValues(dev).Inc()
 }
 
 // SetEvidence records what dev's recommendations rest on: the last
@@ -632,7 +619,6 @@ func (m *Metrics) device(dev string) *deviceState {
 	m.devices[dev] = st
 	m.changes.WithLabelValues(dev)
 	m.otherWriter.WithLabelValues(dev)
-	m.windowsEarly.WithLabelValues(dev)
 	for _, o := range openFileOutcomes {
 		m.openFiles.WithLabelValues(dev, o)
 	}

@@ -106,7 +106,6 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_windows_screened_total":           {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_other_writer_changes_total":       {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_read_ahead_open_files_total":      {dto.MetricType_COUNTER, []string{"device", "outcome"}},
-		"shadowtune_agent_windows_ended_early_total":        {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_read_ahead_waste_ratio":           {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_throttle_requests_per_second":     {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_throttle_bytes_per_second":        {dto.MetricType_GAUGE, []string{"device"}},
@@ -379,8 +378,6 @@ shadowtune_agent_windows_skipped_total{device="sdc",reason="too_few_requests"} 0
 	m.SetThrashGuard("sdc", 0, 0, false)
 	m.AddOpenFiles("sdc", 3, 1, 2, 0)
 	m.AddOpenFiles("sdc", 1, 0, 0, 1)
-	m.IncEarlyWindow("sdc")
-	m.IncEarlyWindow("sdc")
 	for _, c := range []struct {
 		name string
 		c    prometheus.Collector
@@ -396,7 +393,6 @@ shadowtune_agent_windows_skipped_total{device="sdc",reason="too_few_requests"} 0
 		{"open files left marked", m.openFiles.WithLabelValues("sdc", "left_marked"), 1},
 		{"open files left own", m.openFiles.WithLabelValues("sdc", "left_own"), 2},
 		{"open files failed", m.openFiles.WithLabelValues("sdc", "failed"), 1},
-		{"windows ended early", m.windowsEarly.WithLabelValues("sdc"), 2},
 	} {
 		if got := testutil.ToFloat64(c.c); got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, got, c.want)

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 
 	"github.com/go-logr/logr"
 
@@ -34,12 +32,6 @@ type Follower struct {
 	pageKiB  int
 	log      logr.Logger
 	observe  func(disk string, r Result)
-
-	// mu guards held, the mapped files raises left at a cut depth, by
-	// disk (hold.go), kept in heldPath in the state directory.
-	mu       sync.Mutex
-	held     map[string][]heldFile
-	heldPath string
 }
 
 // Result is what one Follow did.
@@ -63,16 +55,8 @@ type Result struct {
 // (the agent counts them in its metrics). It returns an error wrapping
 // tracer.ErrOpenFilesUnsupported when the kernel cannot run the probe,
 // one wrapping ErrNotHostPID outside the host's PID namespace, and other
-// calibration errors wrapped; nothing is left loaded on an error. The
-// mapped files an earlier run held at a cut depth (hold.go) are read from
-// dir, for ReleaseHeld; a record that cannot be read is an error that
-// names it.
+// calibration errors wrapped; nothing is left loaded on an error.
 func New(hostRoot, dir string, log logr.Logger, observe func(disk string, r Result)) (*Follower, error) {
-	heldPath := filepath.Join(dir, HeldFileName)
-	held, err := loadHeld(heldPath)
-	if err != nil {
-		return nil, err
-	}
 	p, err := tracer.NewOpenFilesProbe()
 	if err != nil {
 		return nil, err
@@ -82,8 +66,7 @@ func New(hostRoot, dir string, log logr.Logger, observe func(disk string, r Resu
 		_ = p.Close()
 		return nil, err
 	}
-	return &Follower{probe: p, hostRoot: hostRoot, marks: marks, pageKiB: os.Getpagesize() / 1024, log: log, observe: observe,
-		held: held, heldPath: heldPath}, nil
+	return &Follower{probe: p, hostRoot: hostRoot, marks: marks, pageKiB: os.Getpagesize() / 1024, log: log, observe: observe}, nil
 }
 
 // calibrateIn calibrates in the first of dirs where it can: fadvise does
@@ -121,21 +104,7 @@ func (f *Follower) Close() error { return f.probe.Close() }
 // device-mapper or md device over the disk, or on an overlay over it, are
 // not followed.
 func (f *Follower) FollowReadAhead(disk string, fromKiB, toKiB int) {
-	f.followLogged(disk, fromKiB, toKiB, false)
-}
-
-// FollowKeepingMapped is FollowReadAhead for a raise decided on the
-// evidence of sequential readers: the files some process maps stay at
-// fromKiB, held until ReleaseHeld or a change back to their depth
-// (hold.go). The agent makes such raises after a cut on the waste of
-// mapped files' read-around, which the raise's evidence says nothing of.
-func (f *Follower) FollowKeepingMapped(disk string, fromKiB, toKiB int) {
-	f.followLogged(disk, fromKiB, toKiB, true)
-}
-
-// followLogged is FollowReadAhead's and FollowKeepingMapped's work.
-func (f *Follower) followLogged(disk string, fromKiB, toKiB int, keepMapped bool) {
-	r, err := f.Follow(disk, fromKiB, toKiB, keepMapped)
+	r, err := f.Follow(disk, fromKiB, toKiB)
 	if err != nil {
 		f.log.Error(err, "open files not brought to the new read-ahead", "device", disk, "fromKiB", fromKiB, "toKiB", toKiB)
 		return
@@ -143,32 +112,27 @@ func (f *Follower) followLogged(disk string, fromKiB, toKiB int, keepMapped bool
 	if f.observe != nil {
 		f.observe(disk, r)
 	}
-	if len(r.Steps) == 0 && r.Marked == 0 && r.Own == 0 && len(r.Kept) == 0 {
+	if len(r.Steps) == 0 && r.Marked == 0 && r.Own == 0 {
 		return
 	}
 	kv := []any{"device", disk, "fromKiB", fromKiB, "toKiB", toKiB, "followed", r.Followed,
-		"leftMarked", r.Marked, "leftOwn", r.Own, "keptMapped", len(r.Kept), "failed", r.Failed, "truncated", r.Truncated}
+		"leftMarked", r.Marked, "leftOwn", r.Own, "failed", r.Failed, "truncated", r.Truncated}
 	if r.FirstErr != nil {
 		kv = append(kv, "firstError", r.FirstErr.Error())
 	}
 	f.log.Info("open files brought to the new read-ahead", kv...)
 }
 
-// Follow is FollowReadAhead's work (FollowKeepingMapped's with
-// keepMapped), returned instead of logged. It returns an error when the
-// disk's devices cannot be read from sysfs or the probe cannot list the
-// files; a file that cannot be advised counts in Result.Failed, and a
-// record of held files that cannot be written is logged.
-func (f *Follower) Follow(disk string, fromKiB, toKiB int, keepMapped bool) (Result, error) {
+// Follow is FollowReadAhead's work, returned instead of logged. It
+// returns an error when the disk's devices cannot be read from sysfs or
+// the probe cannot list the files; a file that cannot be advised counts
+// in Result.Failed.
+func (f *Follower) Follow(disk string, fromKiB, toKiB int) (Result, error) {
 	files, truncated, err := f.diskFiles(disk)
 	if err != nil {
 		return Result{}, fmt.Errorf("follow read-ahead of %s: %w", disk, err)
 	}
-	to := uint32(toKiB / f.pageKiB)
-	r := Result{Plan: PlanFollow(files, uint32(fromKiB/f.pageKiB), to, f.marks, keepMapped), Truncated: truncated}
-	if err := f.updateHeld(disk, r.Kept, to); err != nil {
-		f.log.Error(err, "held mapped files not recorded: a crash would leave them at their depth", "device", disk)
-	}
+	r := Result{Plan: PlanFollow(files, uint32(fromKiB/f.pageKiB), uint32(toKiB/f.pageKiB), f.marks), Truncated: truncated}
 	for _, s := range r.Steps {
 		if err := advise(s); err != nil {
 			r.Failed++

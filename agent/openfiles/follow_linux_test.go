@@ -4,7 +4,6 @@ package openfiles
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -78,7 +77,7 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 	}
 	setRA(t, l.Name, 16)
 	unfollowed := fx.perFault()
-	r, err := f.Follow(l.Name, 2560, 16, false)
+	r, err := f.Follow(l.Name, 2560, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,115 +94,11 @@ func TestFollowReadAheadReachesOpenFiles(t *testing.T) {
 		t.Errorf("read-ahead pages after the cut: mapped %d (want 4), random %d (want its own 640)", ra[mapped], ra[random])
 	}
 	setRA(t, l.Name, 2560)
-	if _, err := f.Follow(l.Name, 16, 2560, false); err != nil {
+	if _, err := f.Follow(l.Name, 16, 2560); err != nil {
 		t.Fatal(err)
 	}
 	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 || ra[random] != 640 {
 		t.Errorf("read-ahead pages back at 2560: mapped %d, random %d; want 640 each", ra[mapped], ra[random])
-	}
-}
-
-// TestFollowKeepingMappedHoldsAndReleases: as in
-// TestFollowReadAheadReachesOpenFiles, a process keeps a file mapped and
-// the disk's read-ahead is cut from 2560 to 16 KiB and followed. A raise
-// back to 2560 followed with keepMapped leaves the mapped file at 16 KiB
-// (its faults still read about 16 KiB) and records it in the state
-// directory; a Follower started anew on that directory, as `shadowtune
-// run --revert` after a crash, puts it back to 2560 (ReleaseHeld) and
-// removes the record.
-func TestFollowKeepingMappedHoldsAndReleases(t *testing.T) {
-	dir := t.TempDir()
-	fx := newFollowFixture(t, dir)
-	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
-	r := fx.cutThenRaiseKeepingMapped(t)
-	kib := fx.perFault()
-	t.Logf("after the raise keeping mapped files: %+v; %.0f KiB read per fault", r, kib)
-	if len(r.Kept) != 1 || r.Kept[0].FD != mapped || !r.Kept[0].Mapped {
-		t.Errorf("kept %+v; want the mapped file (fd %d) alone", r.Kept, mapped)
-	}
-	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 4 || kib > 64 {
-		t.Errorf("the mapped file after the raise: %d pages, %.0f KiB per fault; want 4 pages, ≤ 64 KiB", ra[mapped], kib)
-	}
-	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); err != nil {
-		t.Errorf("the held file is not recorded: %v", err)
-	}
-	again, err := New("", dir, testr.New(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	n, err := again.ReleaseHeld()
-	if err != nil || n != 1 {
-		t.Errorf("ReleaseHeld = %d, %v; want 1, nil", n, err)
-	}
-	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 {
-		t.Errorf("the mapped file after ReleaseHeld: %d pages, want 640", ra[mapped])
-	}
-	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the record of held files is left: %v", err)
-	}
-}
-
-// TestReleaseHeldOf: the held files of one disk are put back to its
-// depth when the agent sees them read sequentially, and the others' stay
-// held.
-func TestReleaseHeldOf(t *testing.T) {
-	dir := t.TempDir()
-	fx := newFollowFixture(t, dir)
-	f, l, pid, mapped := fx.f, fx.l, fx.pid, fx.mapped
-	if r := fx.cutThenRaiseKeepingMapped(t); len(r.Kept) != 1 {
-		t.Fatalf("the raise keeping mapped files: %+v; want one kept", r)
-	}
-	if n, err := f.ReleaseHeldOf("loop-not-held"); n != 0 || err != nil {
-		t.Errorf("ReleaseHeldOf(a disk with none held) = %d, %v; want 0, nil", n, err)
-	}
-	if d, kib := f.Held(l.Name); d != 1 || kib != 16 {
-		t.Fatalf("held after releasing another disk: %d at %d KiB, want 1 at 16", d, kib)
-	}
-	// A record with the held file and one of a process gone: PruneHeld
-	// forgets the second alone.
-	rec := filepath.Join(dir, HeldFileName)
-	b, err := os.ReadFile(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var held map[string][]heldFile
-	if err := json.Unmarshal(b, &held); err != nil {
-		t.Fatal(err)
-	}
-	held[l.Name] = append(held[l.Name], heldFile{PID: 1 << 30, FD: 3, Ino: 12, Pages: 4})
-	if b, err = json.Marshal(held); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(rec, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	again, err := New("", dir, testr.New(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer again.Close()
-	if n, err := again.PruneHeld(l.Name); n != 1 || err != nil {
-		t.Errorf("PruneHeld = %d, %v; want the open one left, nil", n, err)
-	}
-	if again, err := loadHeld(rec); err != nil || len(again[l.Name]) != 1 || again[l.Name][0].PID != pid {
-		t.Errorf("the record after PruneHeld: %+v, %v; want the open file alone", again, err)
-	}
-	n, err := f.ReleaseHeldOf(l.Name)
-	if err != nil || n != 1 {
-		t.Errorf("ReleaseHeldOf = %d, %v; want 1, nil", n, err)
-	}
-	if ra := filePages(t, f, l.Name, pid); ra[mapped] != 640 {
-		t.Errorf("the mapped file after ReleaseHeldOf: %d pages, want 640", ra[mapped])
-	}
-	if kib := fx.perFault(); kib < 1024 {
-		t.Errorf("after ReleaseHeldOf: %.0f KiB read per fault, want the device's 2560 around each", kib)
-	}
-	if d, _ := f.Held(l.Name); d != 0 {
-		t.Errorf("%d descriptors still held after ReleaseHeldOf", d)
-	}
-	if _, err := os.Stat(filepath.Join(dir, HeldFileName)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the record of held files is left: %v", err)
 	}
 }
 
@@ -255,23 +150,6 @@ func newFollowFixture(t *testing.T, dir string) *followFixture {
 		}
 	}
 	return fx
-}
-
-// cutThenRaiseKeepingMapped cuts the device to 16 KiB, with its open
-// files, then raises it to 2560 keeping the mapped files at 16, and
-// returns the raise's result.
-func (fx *followFixture) cutThenRaiseKeepingMapped(t *testing.T) Result {
-	t.Helper()
-	setRA(t, fx.l.Name, 16)
-	if _, err := fx.f.Follow(fx.l.Name, 2560, 16, false); err != nil {
-		t.Fatal(err)
-	}
-	setRA(t, fx.l.Name, 2560)
-	r, err := fx.f.Follow(fx.l.Name, 16, 2560, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 // perFault is the KiB read per fault of 32 random faults of the child,

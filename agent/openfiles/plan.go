@@ -60,18 +60,14 @@ type Plan struct {
 	// POSIX_FADV_RANDOM or POSIX_FADV_NOREUSE mark; Own those left
 	// because their read-ahead is neither the old value nor twice it.
 	Marked, Own int
-	// Kept are the mapped files a raise with keepMapped left at the old
-	// value (Follower.FollowKeepingMapped holds them).
-	Kept []tracer.OpenFile
 }
 
 // PlanFollow decides, for a device's read-ahead changed from fromPages to
 // toPages (pages), which of files (listed on the device's file systems)
 // follow it. marks is the f_mode bits of POSIX_FADV_RANDOM and
-// POSIX_FADV_NOREUSE on the running kernel (Calibrate). With keepMapped,
-// a raise (toPages > fromPages) leaves the mapped files at fromPages
-// (Plan.Kept). A change to the same value plans nothing.
-func PlanFollow(files []tracer.OpenFile, fromPages, toPages, marks uint32, keepMapped bool) Plan {
+// POSIX_FADV_NOREUSE on the running kernel (Calibrate). A change to the
+// same value plans nothing.
+func PlanFollow(files []tracer.OpenFile, fromPages, toPages, marks uint32) Plan {
 	var p Plan
 	if fromPages == toPages {
 		return p
@@ -80,8 +76,6 @@ func PlanFollow(files []tracer.OpenFile, fromPages, toPages, marks uint32, keepM
 		switch {
 		case f.Mode&marks != 0:
 			p.Marked++
-		case keepMapped && toPages > fromPages && f.Mapped && f.RAPages == fromPages:
-			p.Kept = append(p.Kept, f)
 		case f.RAPages == fromPages:
 			p.Steps = append(p.Steps, Step{PID: f.PID, FD: f.FD, Advice: Normal})
 		case fromPages > 0 && f.RAPages == 2*fromPages:

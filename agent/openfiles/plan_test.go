@@ -18,11 +18,10 @@ func TestPlanFollow(t *testing.T) {
 		return tracer.OpenFile{PID: pid, FD: fd, RAPages: ra, Mode: plainMode, Mapped: true}
 	}
 	for _, tc := range []struct {
-		name       string
-		files      []tracer.OpenFile
-		from, to   uint32
-		keepMapped bool
-		want       Plan
+		name     string
+		files    []tracer.OpenFile
+		from, to uint32
+		want     Plan
 	}{
 		{name: "a file at the old value follows", files: []tracer.OpenFile{file(10, 3, 640, plainMode)}, from: 640, to: 4,
 			want: Plan{Steps: []Step{{PID: 10, FD: 3, Advice: Normal}}}},
@@ -41,19 +40,11 @@ func TestPlanFollow(t *testing.T) {
 		{name: "no change plans nothing", files: []tracer.OpenFile{file(10, 3, 640, plainMode)}, from: 640, to: 640},
 		{name: "every kind at once", files: []tracer.OpenFile{file(1, 3, 64, plainMode), file(1, 4, 128, plainMode), file(2, 3, 64, plainMode|random), file(2, 9, 16, plainMode)}, from: 64, to: 640,
 			want: Plan{Steps: []Step{{PID: 1, FD: 3, Advice: Normal}, {PID: 1, FD: 4, Advice: Sequential}}, Marked: 1, Own: 1}},
-		{name: "a raise keeping mapped files keeps a mapped file at the old value", keepMapped: true,
-			files: []tracer.OpenFile{mapped(3, 5, 4), file(3, 6, 4, plainMode)}, from: 4, to: 640,
-			want: Plan{Steps: []Step{{PID: 3, FD: 6, Advice: Normal}}, Kept: []tracer.OpenFile{mapped(3, 5, 4)}}},
-		{name: "a raise keeping mapped files: a mapped file at another value is its own", keepMapped: true,
-			files: []tracer.OpenFile{mapped(3, 5, 32)}, from: 4, to: 640, want: Plan{Own: 1}},
-		{name: "a raise not keeping mapped files moves them", files: []tracer.OpenFile{mapped(3, 5, 4)}, from: 4, to: 640,
-			want: Plan{Steps: []Step{{PID: 3, FD: 5, Advice: Normal}}}},
-		{name: "a cut moves mapped files whatever keepMapped says", keepMapped: true,
-			files: []tracer.OpenFile{mapped(3, 5, 640)}, from: 640, to: 4,
+		{name: "a raise moves mapped files", files: []tracer.OpenFile{mapped(3, 5, 4)}, from: 4, to: 640,
 			want: Plan{Steps: []Step{{PID: 3, FD: 5, Advice: Normal}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := PlanFollow(tc.files, tc.from, tc.to, marks, tc.keepMapped); !reflect.DeepEqual(got, tc.want) {
+			if got := PlanFollow(tc.files, tc.from, tc.to, marks); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("PlanFollow = %+v, want %+v", got, tc.want)
 			}
 		})

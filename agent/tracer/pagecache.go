@@ -84,12 +84,23 @@ type PageCacheStats struct {
 	MappedPages uint64
 	// MapEvents count fault-around mappings (events).
 	MapEvents uint64
-	// UsedNowPages and WastedNowPages are the part of UsedPages and
-	// WastedPages that read() brought in since the probe's last NewEpoch:
-	// not a page fault's read-around, nor pages added before it. To 16
-	// pages: a group of 16 consecutive pages of a file takes the epoch,
-	// and the fault or read() origin, of its last page added.
-	UsedNowPages, WastedNowPages uint64
+	// ReadUsedPages and ReadWastedPages are the part of UsedPages and
+	// WastedPages that read() brought in (any read-ahead not started by a
+	// page fault), not a page fault's read-around. To 16 pages: a group
+	// of 16 consecutive pages of a file takes the origin of its last page
+	// added.
+	ReadUsedPages, ReadWastedPages uint64
+	// Windows counts the read-ahead windows the kernel read
+	// (page_cache_ra_order events; not the forced reads of
+	// page_cache_ra_unbounded, whose size the depth does not set),
+	// AroundWindows those a page fault read: mmap read-around
+	// (do_sync_mmap_readahead) and the next window a fault on a
+	// PG_readahead page starts (do_async_mmap_readahead), mm/filemap.c.
+	Windows, AroundWindows uint64
+	// DepthPages and AroundDepthPages sum, over those windows, the
+	// read-ahead of the file each was read for (file_ra_state.ra_pages:
+	// the device's read_ahead_kb when the file was opened), pages.
+	DepthPages, AroundDepthPages uint64
 }
 
 // Sub returns s - prev, field by field: the counts of a window when prev
@@ -103,19 +114,24 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		return a - b
 	}
 	return PageCacheStats{
-		AddedPages:     d(s.AddedPages, prev.AddedPages),
-		UsedPages:      d(s.UsedPages, prev.UsedPages),
-		WastedPages:    d(s.WastedPages, prev.WastedPages),
-		SyncReadAhead:  d(s.SyncReadAhead, prev.SyncReadAhead),
-		AsyncReadAhead: d(s.AsyncReadAhead, prev.AsyncReadAhead),
-		ReadAheadPages: d(s.ReadAheadPages, prev.ReadAheadPages),
-		MmapFaults:     d(s.MmapFaults, prev.MmapFaults),
-		UnwalkedPages:  d(s.UnwalkedPages, prev.UnwalkedPages),
-		AroundPages:    d(s.AroundPages, prev.AroundPages),
-		MappedPages:    d(s.MappedPages, prev.MappedPages),
-		MapEvents:      d(s.MapEvents, prev.MapEvents),
-		UsedNowPages:   d(s.UsedNowPages, prev.UsedNowPages),
-		WastedNowPages: d(s.WastedNowPages, prev.WastedNowPages),
+		AddedPages:      d(s.AddedPages, prev.AddedPages),
+		UsedPages:       d(s.UsedPages, prev.UsedPages),
+		WastedPages:     d(s.WastedPages, prev.WastedPages),
+		SyncReadAhead:   d(s.SyncReadAhead, prev.SyncReadAhead),
+		AsyncReadAhead:  d(s.AsyncReadAhead, prev.AsyncReadAhead),
+		ReadAheadPages:  d(s.ReadAheadPages, prev.ReadAheadPages),
+		MmapFaults:      d(s.MmapFaults, prev.MmapFaults),
+		UnwalkedPages:   d(s.UnwalkedPages, prev.UnwalkedPages),
+		AroundPages:     d(s.AroundPages, prev.AroundPages),
+		MappedPages:     d(s.MappedPages, prev.MappedPages),
+		MapEvents:       d(s.MapEvents, prev.MapEvents),
+		ReadUsedPages:   d(s.ReadUsedPages, prev.ReadUsedPages),
+		ReadWastedPages: d(s.ReadWastedPages, prev.ReadWastedPages),
+		Windows:         d(s.Windows, prev.Windows),
+		AroundWindows:   d(s.AroundWindows, prev.AroundWindows),
+		DepthPages:      d(s.DepthPages, prev.DepthPages),
+
+		AroundDepthPages: d(s.AroundDepthPages, prev.AroundDepthPages),
 
 		FaultAsyncReadAhead: d(s.FaultAsyncReadAhead, prev.FaultAsyncReadAhead),
 	}

@@ -14,9 +14,9 @@ import (
 )
 
 type pagecacheChunk struct {
-	_     structs.HostLayout
-	Bits  uint32
-	Epoch uint32
+	_    structs.HostLayout
+	Bits uint32
+	Tag  uint32
 }
 
 type pagecacheChunkKey struct {
@@ -28,21 +28,25 @@ type pagecacheChunkKey struct {
 }
 
 type pagecachePcStats struct {
-	_          structs.HostLayout
-	Added      uint64
-	Used       uint64
-	Wasted     uint64
-	SyncRa     uint64
-	AsyncRa    uint64
-	RaPages    uint64
-	Faults     uint64
-	Unwalked   uint64
-	Around     uint64
-	Mapped     uint64
-	MapEvents  uint64
-	UsedNow    uint64
-	WastedNow  uint64
-	FaultAsync uint64
+	_             structs.HostLayout
+	Added         uint64
+	Used          uint64
+	Wasted        uint64
+	SyncRa        uint64
+	AsyncRa       uint64
+	RaPages       uint64
+	Faults        uint64
+	Unwalked      uint64
+	Around        uint64
+	Mapped        uint64
+	MapEvents     uint64
+	UsedRead      uint64
+	WastedRead    uint64
+	FaultAsync    uint64
+	Windows       uint64
+	AroundWindows uint64
+	Depth         uint64
+	AroundDepth   uint64
 }
 
 type pagecacheTaskState struct {
@@ -79,7 +83,6 @@ const (
 	pagecacheProgPcRaUnbounded = "pc_ra_unbounded"
 	pagecacheProgPcSyncRa      = "pc_sync_ra"
 	pagecacheVarAroundMask     = "around_mask"
-	pagecacheVarEpoch          = "epoch"
 	pagecacheVarFastDevs       = "fast_devs"
 	pagecacheVarFastMany       = "fast_many"
 	pagecacheVarLightMask      = "light_mask"
@@ -155,7 +158,6 @@ type pagecacheMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type pagecacheVariableSpecs struct {
 	AroundMask *ebpf.VariableSpec `ebpf:"around_mask"`
-	Epoch      *ebpf.VariableSpec `ebpf:"epoch"`
 	FastDevs   *ebpf.VariableSpec `ebpf:"fast_devs"`
 	FastMany   *ebpf.VariableSpec `ebpf:"fast_many"`
 	LightMask  *ebpf.VariableSpec `ebpf:"light_mask"`
@@ -204,7 +206,6 @@ func (m *pagecacheMaps) Close() error {
 // It can be passed to loadPagecacheObjects or ebpf.CollectionSpec.LoadAndAssign.
 type pagecacheVariables struct {
 	AroundMask *ebpf.Variable `ebpf:"around_mask"`
-	Epoch      *ebpf.Variable `ebpf:"epoch"`
 	FastDevs   *ebpf.Variable `ebpf:"fast_devs"`
 	FastMany   *ebpf.Variable `ebpf:"fast_many"`
 	LightMask  *ebpf.Variable `ebpf:"light_mask"`

@@ -76,9 +76,6 @@ type PageCacheProbe struct {
 	// aroundMask is the programs' around_mask: the light devices that had
 	// a fault's read-around since they turned light.
 	aroundMask *ebpf.Variable
-	// epoch is the programs' epoch (NewEpoch), epochN its value.
-	epoch  *ebpf.Variable
-	epochN uint32
 
 	mu    sync.Mutex
 	devs  map[uint32]uint32 // s_dev → index into stats
@@ -124,7 +121,6 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 		stats: coll.Maps[pagecacheMapStats], fastDevs: coll.Variables[pagecacheVarFastDevs],
 		fastMany: coll.Variables[pagecacheVarFastMany], lightMask: coll.Variables[pagecacheVarLightMask],
 		aroundMask: coll.Variables[pagecacheVarAroundMask],
-		epoch:      coll.Variables[pagecacheVarEpoch],
 		devs:       map[uint32]uint32{}, light: map[uint32]bool{}, links: map[string]link.Link{}}
 	err = p.attach(attachAll)
 	if err == nil {
@@ -390,29 +386,17 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.AroundPages += c.Around
 			s.MappedPages += c.Mapped
 			s.MapEvents += c.MapEvents
-			s.UsedNowPages += c.UsedNow
-			s.WastedNowPages += c.WastedNow
+			s.ReadUsedPages += c.UsedRead
+			s.ReadWastedPages += c.WastedRead
+			s.Windows += c.Windows
+			s.AroundWindows += c.AroundWindows
+			s.DepthPages += c.Depth
+			s.AroundDepthPages += c.AroundDepth
 			s.FaultAsyncReadAhead += c.FaultAsync
 		}
 		out[dev] = s
 	}
 	return out, nil
-}
-
-// NewEpoch starts a new epoch: the pages read() adds from now on count in
-// UsedNowPages and WastedNowPages, and those added before no longer do.
-// The agent calls it after each change of a tracked device's read-ahead,
-// so that the pages read at the old depth, evicted after the change, do
-// not count as the new depth's waste. It returns an error when the
-// programs' variable cannot be written.
-func (p *PageCacheProbe) NewEpoch() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.epochN++
-	if err := p.epoch.Set(p.epochN); err != nil {
-		return fmt.Errorf("page-cache probe: new epoch: %w", err)
-	}
-	return nil
 }
 
 // Close detaches and unloads the probe; it returns the detach errors.

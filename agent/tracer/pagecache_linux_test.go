@@ -643,18 +643,18 @@ func TestPageCacheLight(t *testing.T) {
 	}
 }
 
-// TestPageCacheEpoch: UsedNowPages and WastedNowPages count the pages
-// read() added since the last NewEpoch, not those added before it nor
-// those a page fault's read-around added. In a 256 MiB memory cgroup,
-// random mmap reads of the 1 GiB file at read_ahead_kb 2560 fill the
-// cgroup with read-around pages, before a new epoch and again after it;
-// then a sequential read() of a second 256 MiB file evicts them unused.
-// The mmap reads after the epoch must count almost nothing as read();
-// the whole waste of the scan's interval counts the evicted pages, the
-// waste of the pages read() brought in since the epoch must stay under
-// 5 %, as for any sequential reader, and those pages must be at least
-// 90 % of the scanned file.
-func TestPageCacheEpoch(t *testing.T) {
+// TestPageCacheOrigin: ReadUsedPages and ReadWastedPages count the pages
+// read() brought in, not those a page fault's read-around added, and
+// Windows and AroundWindows count the read-ahead windows and those faults
+// read. In a 256 MiB memory cgroup, random mmap reads of the 1 GiB file
+// at read_ahead_kb 2560 fill the cgroup with read-around pages; then a
+// sequential read() of a second 256 MiB file evicts them unused. The mmap
+// reads must count almost nothing as read(), and about one read-around
+// window per fault that missed; the scan's interval counts the evicted
+// pages as wasted read-around, while the waste of the pages read()
+// brought in stays under 5 %, as for any sequential reader, and those
+// pages are at least 90 % of the scanned file.
+func TestPageCacheOrigin(t *testing.T) {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs")
 	p := newProbe(t, 1)
 	procs := loopdev.MemCgroup(t, 256<<20)
@@ -666,32 +666,42 @@ func TestPageCacheEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.evict(t)
-	runChild(t, procs, "mmap:"+fx.data)
-	if err := p.NewEpoch(); err != nil {
-		t.Fatal(err)
-	}
 	before := pcStats(t, p, fx.dev)
 	runChild(t, procs, "mmap:"+fx.data)
 	mid := pcStats(t, p, fx.dev)
 	mm := mid.Sub(before)
-	t.Logf("mmap reads after the epoch: used %d (%d by read()), %d faults", mm.UsedPages, mm.UsedNowPages, mm.MmapFaults)
-	if mm.UsedPages < 1000 || mm.UsedNowPages > mm.UsedPages/20 {
-		t.Errorf("mmap reads after the epoch: %d pages used, %d of them counted as read(); want ≥ 1000, and ≤ 5 %% of them", mm.UsedPages, mm.UsedNowPages)
+	t.Logf("mmap reads: used %d (%d by read()), %d faults, %d read-around windows of %d pages, %d windows in all",
+		mm.UsedPages, mm.ReadUsedPages, mm.MmapFaults, mm.AroundWindows, mm.AroundPages, mm.Windows)
+	if mm.UsedPages < 1000 || mm.ReadUsedPages > mm.UsedPages/20 {
+		t.Errorf("mmap reads: %d pages used, %d of them counted as read(); want ≥ 1000, and ≤ 5 %% of them", mm.UsedPages, mm.ReadUsedPages)
+	}
+	if mm.AroundWindows < 1000 || mm.AroundWindows > mm.MmapFaults || mm.Windows < mm.AroundWindows {
+		t.Errorf("mmap reads: %d read-around windows, %d windows, %d faults; want ≥ 1000 (2000 random reads), at most one a fault, within the windows", mm.AroundWindows, mm.Windows, mm.MmapFaults)
+	}
+	if per := float64(mm.AroundPages) / float64(max(mm.AroundWindows, 1)); per < 320 || per > 640 {
+		t.Errorf("mmap reads: %.0f pages per read-around window, want about read_ahead_kb 2560 (640 pages; 320 at a file's start or end)", per)
+	}
+	if mm.AroundDepthPages != 640*mm.AroundWindows || mm.DepthPages != 640*mm.Windows {
+		t.Errorf("mmap reads: the windows' files' depth sums %d (around %d) for %d windows (%d around), want 640 pages each",
+			mm.DepthPages, mm.AroundDepthPages, mm.Windows, mm.AroundWindows)
 	}
 	runChild(t, procs, "read:"+scan)
 	d := pcStats(t, p, fx.dev).Sub(mid)
 	all, _ := d.WastePct()
-	now, ok := PageCacheStats{UsedPages: d.UsedNowPages, WastedPages: d.WastedNowPages}.WastePct()
-	t.Logf("the scan's interval: used %d (%d read() since the epoch), wasted %d (%d): waste %.1f %%, of read() since the epoch %.2f %%",
-		d.UsedPages, d.UsedNowPages, d.WastedPages, d.WastedNowPages, all, now)
-	if old := d.WastedPages - d.WastedNowPages; old < 16384 {
-		t.Errorf("%d pages of the mmap reads were evicted unused during the scan; want ≥ 16384 (64 MiB): the test's premise failed", old)
+	rd, ok := PageCacheStats{UsedPages: d.ReadUsedPages, WastedPages: d.ReadWastedPages}.WastePct()
+	t.Logf("the scan's interval: used %d (%d read()), wasted %d (%d read()): waste %.1f %%, of read() %.2f %%; %d windows, %d around",
+		d.UsedPages, d.ReadUsedPages, d.WastedPages, d.ReadWastedPages, all, rd, d.Windows, d.AroundWindows)
+	if old := d.WastedPages - d.ReadWastedPages; old < 16384 {
+		t.Errorf("%d pages of the mmap reads' read-around were evicted unused during the scan; want ≥ 16384 (64 MiB): the test's premise failed", old)
 	}
-	if !ok || now >= 5 {
-		t.Errorf("waste of the pages read() brought in since the epoch %.2f %% (measured %v), want < 5 %%", now, ok)
+	if !ok || rd >= 5 {
+		t.Errorf("waste of the pages read() brought in %.2f %% (measured %v), want < 5 %%", rd, ok)
 	}
 	const scanPages = 256 << 20 >> 12
-	if d.UsedNowPages < 9*scanPages/10 {
-		t.Errorf("%d pages used since the epoch, want ≥ 90 %% of the scanned file's %d", d.UsedNowPages, scanPages)
+	if d.ReadUsedPages < 9*scanPages/10 {
+		t.Errorf("%d pages read() brought in were used, want ≥ 90 %% of the scanned file's %d", d.ReadUsedPages, scanPages)
+	}
+	if d.AroundWindows != 0 || d.Windows < 16 {
+		t.Errorf("the scan: %d windows, %d of them read around faults; want ≥ 16 and none", d.Windows, d.AroundWindows)
 	}
 }

@@ -24,10 +24,5 @@ func (*PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 	return nil, fmt.Errorf("%w: needs Linux", ErrPageCacheUnsupported)
 }
 
-// NewEpoch returns an error wrapping ErrPageCacheUnsupported.
-func (*PageCacheProbe) NewEpoch() error {
-	return fmt.Errorf("%w: needs Linux", ErrPageCacheUnsupported)
-}
-
 // Close does nothing.
 func (*PageCacheProbe) Close() error { return nil }

@@ -548,25 +548,13 @@ type ReadAheadEvidence struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SequentialStreams int32 `json:"sequentialStreams,omitempty"`
-	// rule is the read-ahead rule that decided: the policy's bounds, no
-	// measured waste (the depth is kept), read-ahead wasted (cut),
-	// read-ahead used (the original depth restored), the competitive
-	// depth, or keep.
-	// +kubebuilder:validation:Enum=PolicyBounds;NoWasteEvidence;ReadAheadWasted;ReadAheadUsed;CompetitiveDepth;Keep
+	// rule is the read-ahead rule that decided (agent/readahead): the
+	// policy's bounds, too few pages resolved to judge (the depth is
+	// kept), read-ahead wasted (a lower depth serves the readers),
+	// sequential demand (a higher one does), or keep.
+	// +kubebuilder:validation:Enum=PolicyBounds;NoWasteEvidence;ReadAheadWasted;SequentialDemand;Keep
 	// +optional
 	Rule string `json:"rule,omitempty"`
-	// heldMappedFiles counts the open descriptors of mapped files on the
-	// device that the agent keeps at a read-ahead depth of their own,
-	// below the device's: a thrash of their page faults' read-around cut
-	// them alone, or a raise on sequential readers' evidence left them at
-	// the cut. They are put back at the agent's exit.
-	// +kubebuilder:validation:Minimum=0
-	// +optional
-	HeldMappedFiles int32 `json:"heldMappedFiles,omitempty"`
-	// heldReadAheadKiB is the lowest read-ahead depth of those files, KiB.
-	// +kubebuilder:validation:Minimum=0
-	// +optional
-	HeldReadAheadKiB int32 `json:"heldReadAheadKiB,omitempty"`
 }
 
 // LearnedCorrection is the factor learned for one candidate on a device.

@@ -78,9 +78,13 @@ struct pc_stats {
 	__u64 around;     // pages of the read-ahead windows a fault read (mmap read-around)
 	__u64 mapped;     // of used, pages first accessed by fault-around mapping them
 	__u64 map_events; // mm_filemap_map_pages events (fault-around)
-	__u64 used_now;   // of used, pages read() added in the current epoch (epoch)
-	__u64 wasted_now; // of wasted, pages read() added in the current epoch
+	__u64 used_read;   // of used, pages read() added (not a fault's read-around)
+	__u64 wasted_read; // of wasted, pages read() added
 	__u64 fault_async; // of async_ra, those a page fault started (a sequential mmap reader)
+	__u64 windows;     // read-ahead windows read (ra_order)
+	__u64 around_windows; // of windows, those a page fault read (their pages: around)
+	__u64 depth;       // sum over windows of the file's read-ahead (ra->ra_pages), pages
+	__u64 around_depth; // of depth, the around windows'
 };
 
 struct chunk_key {
@@ -91,11 +95,11 @@ struct chunk_key {
 };
 
 // bits: low 16 bits, pages added while traced; high 16, pages accessed
-// since. epoch: the epoch of the chunk's last add (its pages' depth, to
-// 16 pages), with FAULT_TAG when a fault's read-around added them.
+// since. tag: FAULT_TAG when a fault's read-around made the chunk's last
+// add, else 0 (read() or a read-ahead not started by a fault).
 struct chunk {
 	__u32 bits;
-	__u32 epoch;
+	__u32 tag;
 };
 
 struct task_state {
@@ -135,15 +139,6 @@ __u64 light_mask SEC(".data.select");
 // filter per evicted folio, not a map lookup. Written by the programs, in
 // a section of its own (user space writes a section whole).
 __u64 around_mask SEC(".data.around");
-// epoch: the current depth's number, set by user space after each change
-// of a tracked device's read-ahead (PageCacheProbe.NewEpoch), below
-// FAULT_TAG. A chunk takes it when pages are added to it, with FAULT_TAG
-// when a page fault's read-around added them; used_now and wasted_now
-// count the pages of chunks tagged with the current epoch alone: pages
-// read() brought in at the current depth. Pages read at an earlier depth,
-// or around page faults (whose files a raise may leave at their depth),
-// evicted after the change, do not count as the depth's waste.
-__u32 epoch SEC(".data.select");
 #define FAULT_TAG 0x80000000u
 
 // tracked: s_dev → index into stats.
@@ -272,7 +267,7 @@ static __always_inline struct pc_stats *lookup_dev(__u32 dev, int *light)
 // read-around added them.
 static __always_inline int counts(struct chunk *v, int light)
 {
-	return !light || (v->epoch & FAULT_TAG);
+	return !light || (v->tag & FAULT_TAG);
 }
 
 static __always_inline __u32 pop16(__u32 x)
@@ -310,7 +305,7 @@ static __always_inline __u64 walk_end(struct pc_stats *st, __u64 lo, __u64 hi)
 // fault's read-around added count (counts).
 static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, __u64 lo, __u64 hi, int light)
 {
-	__u64 n = 0, now = 0;
+	__u64 n = 0, rd = 0;
 	if (hi < lo)
 		return 0;
 	struct chunk_key k = {.ino = ino, .dev = dev};
@@ -331,11 +326,11 @@ static __always_inline __u64 credit(struct pc_stats *st, __u32 dev, __u64 ino, _
 		__u32 old = __sync_fetch_and_or(&v->bits, want << 16);
 		__u32 got = pop16(want & ~(old >> 16) & 0xffff);
 		n += got;
-		if (v->epoch == epoch)
-			now += got;
+		if (!(v->tag & FAULT_TAG))
+			rd += got;
 	}
 	st->used += n;
-	st->used_now += now;
+	st->used_read += rd;
 	return n;
 }
 
@@ -381,7 +376,7 @@ int BPF_PROG(pc_add, struct folio *folio)
 	st->added += 1ull << order;
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct task_state *ts = bpf_map_lookup_elem(&tasks, &tid);
-	__u32 tag = epoch;
+	__u32 tag = 0;
 	if (ts && ts->around_end && ts->dev == dev && ts->ino == ino && lo >= ts->around_start && lo < ts->around_end)
 		tag |= FAULT_TAG;
 	if (light && !(tag & FAULT_TAG))
@@ -406,7 +401,7 @@ int BPF_PROG(pc_add, struct folio *folio)
 		// A page added again (its deletion was missed) starts afresh.
 		__sync_fetch_and_and(&v->bits, ~(m << 16));
 		__sync_fetch_and_or(&v->bits, m);
-		v->epoch = tag;
+		v->tag = tag;
 	}
 	if (ts && ts->has_demand && ts->dev == dev && ts->ino == ino && ts->demand >= lo && ts->demand <= hi) {
 		ts->has_demand = 0;
@@ -464,8 +459,8 @@ int BPF_PROG(pc_delete, struct folio *folio)
 		__u32 old = __sync_fetch_and_and(&v->bits, ~(m | m << 16));
 		__u32 w = evicted && counts(v, light) ? pop16(m & old & ~(old >> 16) & 0xffff) : 0;
 		st->wasted += w;
-		if (v->epoch == epoch)
-			st->wasted_now += w;
+		if (!(v->tag & FAULT_TAG))
+			st->wasted_read += w;
 		if (!(old & ~(m | m << 16)))
 			bpf_map_delete_elem(&chunks, &k);
 	}
@@ -607,11 +602,15 @@ int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_
 		return 0;
 	__u64 ino = inode->i_ino;
 	st->ra_pages += ra->size;
+	st->windows++;
+	st->depth += ra->ra_pages;
 	__u32 zero = 0, tid = (__u32)bpf_get_current_pid_tgid();
 	__u32 *ft = bpf_map_lookup_elem(&fault_tid, &zero);
 	int around = ft && *ft == tid;
 	if (around) {
 		st->around += ra->size;
+		st->around_windows++;
+		st->around_depth += ra->ra_pages;
 		*ft = 0;
 		__u64 bit = 1ull << (idx & 63);
 		if (light && !(around_mask & bit))

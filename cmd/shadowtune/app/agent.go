@@ -71,7 +71,7 @@ It uses the in-cluster configuration, or --kubeconfig / $KUBECONFIG.`,
 	fl.StringVar(&f.probeAddr, "health-probe-bind-address", ":9465", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	fl.StringVar(&f.tracerKind, "tracer", tracer.KindAuto, "auto, ebpf or tracefs")
 	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
-	fl.BoolVar(&f.followOpenFiles, "follow-open-files", true, followOpenFilesUsage)
+	fl.BoolVar(&f.followOpenFiles, "follow-open-files", false, followOpenFilesUsage)
 	fl.BoolVar(&f.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (self-signed), authenticated and authorized by the API server (TokenReview, SubjectAccessReview)")
 	addKubeconfigFlag(fl)
 	gf := goflag.NewFlagSet("zap", goflag.ContinueOnError)

@@ -90,7 +90,7 @@ func completeZapFlags(cmd *cobra.Command) {
 }
 
 // traceSampleUsage documents --trace-sample of run and agent.
-const followOpenFilesUsage = "bring the files already open on a disk to each read_ahead_kb the agent writes (the kernel gives a file the device's read-ahead only when it is opened); needs the host's PID namespace"
+const followOpenFilesUsage = "opt-in: bring the files already open on a disk to each read_ahead_kb the agent writes, through pidfd_getfd and fadvise on other processes' descriptors (the kernel gives a file the device's read-ahead only when it is opened); needs the host's PID namespace"
 
 const traceSampleUsage = "the traced part of a settled device's window, whose tracing is paused for the rest to cost the application less; every window is still evaluated (0: trace every window whole)"
 

@@ -214,20 +214,6 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 		done = []string{}
 	}
 	fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
-	if fo != nil {
-		// Mapped files a raise left at a cut depth (agent/openfiles,
-		// hold.go), once their devices are back.
-		n, errH := fo.ReleaseHeld()
-		if n > 0 {
-			fmt.Fprintf(stdout, "put back %d mapped file(s) held at a cut read-ahead\n", n)
-		}
-		if errH != nil && err == nil {
-			return errH
-		}
-		if errH != nil {
-			fmt.Fprintf(stdout, "not put back: %s\n", oneLine(errH.Error()))
-		}
-	}
 	if err == nil {
 		return nil
 	}

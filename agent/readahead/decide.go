@@ -1,0 +1,156 @@
+package readahead
+
+import (
+	"math"
+	"slices"
+)
+
+// Reason names the rule that chose a depth.
+type Reason string
+
+// The rules, in the order Decide tries them.
+const (
+	// ReasonBounds: the depth is outside the policy's [MinKiB, MaxKiB]
+	// and is brought to the nearer bound (the administrator's range).
+	ReasonBounds Reason = "PolicyBounds"
+	// ReasonNoEvidence: the evidence resolved too few pages to judge;
+	// the depth is kept.
+	ReasonNoEvidence Reason = "NoWasteEvidence"
+	// ReasonWaste: a lower depth is predicted to serve the readers by
+	// the margin: their read-around is wasted.
+	ReasonWaste Reason = "ReadAheadWasted"
+	// ReasonSequential: a higher depth is predicted to serve them by the
+	// margin: sequential readers use what read-ahead brings.
+	ReasonSequential Reason = "SequentialDemand"
+	// ReasonKeep: no depth beats the current one by the margin.
+	ReasonKeep Reason = "Keep"
+)
+
+// MinResolvedPages is the fewest pages (4 KiB) the evidence must have
+// resolved, used or wasted, to be judged: the waste of 256 pages is
+// measured within ±3.1 points (one binomial standard error at its worst,
+// 50 %), a fraction of the distance between the wastes that call for a
+// change (a random reader wastes nearly all of a deep read-around, a
+// sequential one nearly none).
+const MinResolvedPages = 256
+
+// Input is what Decide needs: the device's depths, the policy's bounds
+// and thresholds, the evidence, and the device's costs.
+type Input struct {
+	// CurrentKiB is read_ahead_kb now; OriginalKiB what it was before
+	// the agent changed it (the kernel's or the administrator's).
+	CurrentKiB, OriginalKiB int
+	// MinKiB and MaxKiB are the policy's bounds (spec.readAhead).
+	MinKiB, MaxKiB int
+	// Evidence is the readers' evidence: the window's, with the recent
+	// windows' decayed (Road).
+	Evidence Evidence
+	// Device predicts the reads' service times.
+	Device Device
+	// MarginPct is the predicted gain a change needs, percent
+	// (spec.evaluation's margin; DADS §4.2).
+	MarginPct float64
+	// LowWastePct is the waste, percent, up to which a class of readers
+	// uses all it is given (spec.rollout.toleratedRegressionPercent: less
+	// waste costs less than the regression a verification tolerates).
+	LowWastePct float64
+	// Seeks says sequential windows seek (a rotational device read by
+	// two streams or more): depths above OriginalKiB are then candidates
+	// too, up to MaxKiB (competitive prefetching, EuroSys 2007 §3).
+	Seeks bool
+	// BackedOff reports whether a depth is in the back-off of a change
+	// that regressed (Road); nil: none is.
+	BackedOff func(kib int) bool
+}
+
+// DepthCost is one candidate depth's predicted service time.
+type DepthCost struct {
+	KiB int
+	Ns  float64
+}
+
+// Decision is Decide's answer.
+type Decision struct {
+	// KiB is the depth to set (CurrentKiB to keep it).
+	KiB    int
+	Reason Reason
+	// Costs are the candidate depths' predicted service times for the
+	// evidence, ascending by depth (empty unless the evidence was
+	// judged).
+	Costs []DepthCost
+}
+
+// Decide chooses read_ahead_kb for the evidence. A depth outside the
+// policy's bounds goes to the nearer bound. Otherwise, with enough pages
+// resolved, every candidate depth (powers of two from MinKiB, the
+// original and current depths, all within the bounds and at most the
+// original unless Seeks) is costed (Cost). The choice is the deepest
+// depth whose cost is within the margin of the least and below the
+// current depth's by the margin: of depths that serve the evidence alike,
+// the deepest serves a sequential reader to come best, and a change needs
+// its own gain. Depths in back-off are not chosen. Decide is pure.
+func Decide(in Input) Decision {
+	cur := in.CurrentKiB
+	switch {
+	case in.MinKiB > 0 && cur < in.MinKiB:
+		return Decision{KiB: in.MinKiB, Reason: ReasonBounds}
+	case in.MaxKiB > 0 && cur > in.MaxKiB:
+		return Decision{KiB: in.MaxKiB, Reason: ReasonBounds}
+	case in.Evidence.Resolved() < MinResolvedPages || in.Device == nil || cur <= 0:
+		return Decision{KiB: cur, Reason: ReasonNoEvidence}
+	}
+	d := Decision{KiB: cur, Reason: ReasonKeep}
+	var curNs, best float64 = math.NaN(), math.Inf(1)
+	for _, kib := range candidates(in) {
+		ns := Cost(in.Device, in.Evidence, kib, cur, in.Seeks, in.LowWastePct)
+		d.Costs = append(d.Costs, DepthCost{KiB: kib, Ns: ns})
+		if kib == cur {
+			curNs = ns
+		}
+		if kib != cur && in.BackedOff != nil && in.BackedOff(kib) {
+			continue
+		}
+		best = min(best, ns)
+	}
+	limit := min(best*(1+in.MarginPct/100), curNs*(1-in.MarginPct/100))
+	choice := cur
+	for _, c := range d.Costs {
+		if c.KiB != cur && c.Ns <= limit && (in.BackedOff == nil || !in.BackedOff(c.KiB)) {
+			choice = c.KiB // ascending: the deepest
+		}
+	}
+	if choice == cur {
+		return d
+	}
+	d.KiB, d.Reason = choice, ReasonWaste
+	if choice > cur {
+		d.Reason = ReasonSequential
+	}
+	return d
+}
+
+// candidates are the depths Decide costs, ascending: powers of two from
+// MinKiB (16 by default, the smallest whose window is not the 4 KiB
+// page a reader asked for), the current and original depths, all within
+// [MinKiB, top], where top is MaxKiB, and at most OriginalKiB unless
+// Seeks.
+func candidates(in Input) []int {
+	lo, top := max(in.MinKiB, 4), in.MaxKiB
+	if top <= 0 {
+		top = math.MaxInt32
+	}
+	if !in.Seeks && in.OriginalKiB > 0 {
+		top = min(top, max(in.OriginalKiB, in.CurrentKiB))
+	}
+	out := []int{in.CurrentKiB}
+	for k := lo; k <= top; k *= 2 {
+		out = append(out, k)
+	}
+	for _, k := range []int{in.OriginalKiB, top, lo} {
+		if k >= lo && k <= top && k%4 == 0 {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,270 @@
+package readahead
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Settings are what a device's road needs from its policy and its
+// device, besides the window.
+type Settings struct {
+	// CurrentKiB, OriginalKiB, MinKiB, MaxKiB, MarginPct, LowWastePct,
+	// Seeks and Device are Decide's (Input).
+	CurrentKiB, OriginalKiB, MinKiB, MaxKiB int
+	MarginPct, LowWastePct                  float64
+	Seeks                                   bool
+	Device                                  Device
+	// Horizon is the time constant of the evidence's decay
+	// (spec.rollout.minDwell): a window's evidence weighs e^(−age/Horizon)
+	// in later decisions; 0 keeps only the window's own.
+	Horizon time.Duration
+	// VerifyWindows is how many windows of the readers a change was made
+	// for verify it; Backoff how long a direction that regressed is not
+	// taken again (the policy's back-off).
+	VerifyWindows int
+	Backoff       time.Duration
+}
+
+// Window is one window's measurements.
+type Window struct {
+	// Now is the window's end.
+	Now time.Time
+	// PageCache is the page-cache probe's counts of the window.
+	PageCache PageCache
+	// ReadScale multiplies the counts of read()'s pages, which the probe
+	// follows only while the device is traced: the window's length over
+	// its traced part (1, or 0, for a window traced whole).
+	ReadScale float64
+	// BusyNs is the time the device had a read in service in the window
+	// (the union of the reads' dispatch-to-completion intervals), ns;
+	// only a window traced whole verifies a change.
+	BusyNs int64
+}
+
+// Step is the road's answer to a window.
+type Step struct {
+	// Evidence is the window's own; Decision the decision over it and
+	// the recent windows' evidence.
+	Evidence Evidence
+	Decision Decision
+	// Revert: the last change regressed; Decision.KiB is the depth it
+	// replaced, which the agent must write back (a revert passes every
+	// gate but Observe and a pause), and Message says why.
+	Revert  bool
+	Message string
+	// Verifying is how many windows the last change still awaits.
+	Verifying int
+}
+
+// Verification is the outcome of a change's verification.
+type Verification struct {
+	// FromKiB and ToKiB are the change's depths.
+	FromKiB, ToKiB int
+	// Outcome is Verified, Reverted or Superseded (the readers it was
+	// made for did not read again within the evidence's horizon).
+	Outcome string
+	// BaselineNs is the device's busy time per used page before the
+	// change, MeasuredNs after it (ns; 0 when not measured).
+	BaselineNs, MeasuredNs float64
+}
+
+// What names the change, e.g. "read_ahead_kb 2560 -> 128".
+func (v Verification) What() string { return fmt.Sprintf("read_ahead_kb %d -> %d", v.FromKiB, v.ToKiB) }
+
+// Road is one device's read-ahead state between windows: the evidence of
+// the recent windows, the busy time per used page last measured for each
+// kind of reader at the current depth, the verification of the last
+// change and the back-off of a change that regressed. Its zero value is
+// ready. It does no I/O.
+type Road struct {
+	mix   Evidence
+	mixAt time.Time
+	// perPage is the last busy time per used page measured at the
+	// current depth in a window of one kind of reader (ns), by kind.
+	perPage [3]float64
+	verify  *pending
+	// backoff: no depth on the side of backoffKiB that regressed
+	// (below it when backoffLower) until backoffUntil.
+	backoffKiB   int
+	backoffLower bool
+	backoffUntil time.Time
+	// Last is the outcome of the last verification (nil: none yet).
+	Last *Verification
+}
+
+// pending is a change under verification.
+type pending struct {
+	from, to   int
+	kind       Kind
+	baselineNs float64
+	left, seen int
+	busyNs     float64
+	used       float64
+	until      time.Time
+}
+
+// Evidence is the decayed evidence of the recent windows, as of the last
+// window.
+func (r *Road) Evidence() Evidence { return r.mix }
+
+// Window takes a window's measurements and returns the step: the
+// verification of the last change first (a regression reverts it), then
+// the decision over the window's evidence and the recent windows'.
+func (r *Road) Window(w Window, s Settings) Step {
+	scale := w.ReadScale
+	if scale <= 0 {
+		scale = 1
+	}
+	ev := FromPageCache(w.PageCache)
+	if scale != 1 {
+		ev.Sequential.Used += (scale - 1) * float64(w.PageCache.ReadUsed)
+		ev.Sequential.Wasted += (scale - 1) * float64(w.PageCache.ReadWasted)
+	}
+	r.decay(w.Now, s.Horizon)
+	r.mix = r.mix.Plus(ev, 1)
+	st := Step{Evidence: ev}
+	whole := scale == 1
+	if whole {
+		r.measure(ev, w.BusyNs, s.LowWastePct)
+	}
+	if r.verify != nil {
+		if kib, msg, revert := r.check(ev, w, whole, s); revert {
+			st.Decision = Decision{KiB: kib, Reason: ReasonKeep}
+			st.Revert, st.Message = true, msg
+			return st
+		}
+	}
+	if r.verify != nil {
+		st.Verifying = r.verify.left
+	}
+	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
+		Evidence: r.mix, Device: s.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
+		BackedOff: r.backedOff(w.Now)})
+	return st
+}
+
+// decay weighs the evidence kept by e^(−Δt/horizon) for the time since
+// the last window (none kept with no horizon).
+func (r *Road) decay(now time.Time, horizon time.Duration) {
+	f := 0.0
+	if horizon > 0 && !r.mixAt.IsZero() {
+		f = math.Exp(-float64(now.Sub(r.mixAt)) / float64(horizon))
+	}
+	r.mix, r.mixAt = r.mix.Scaled(f), now
+}
+
+// measure keeps the window's busy time per used page for its kind of
+// reader, when it is of one kind and used pages.
+func (r *Road) measure(ev Evidence, busyNs int64, tolPct float64) {
+	if k := ev.kind(tolPct); k != Mixed && ev.Used() > 0 && busyNs > 0 {
+		r.perPage[k] = float64(busyNs) / ev.Used()
+	}
+}
+
+// backedOff is the predicate of the depths in back-off at now.
+func (r *Road) backedOff(now time.Time) func(int) bool {
+	if r.backoffKiB == 0 || !now.Before(r.backoffUntil) {
+		return nil
+	}
+	kib, lower := r.backoffKiB, r.backoffLower
+	return func(k int) bool { return (lower && k < kib) || (!lower && k > kib) }
+}
+
+// Commit records that the agent set the depth from → to at now, a change
+// the road decided (not a revert, nor a move to the policy's bounds): the
+// verification starts, on the kind of reader the change serves (random
+// readers for a cut, sequential ones for a raise), against the busy time
+// per used page last measured for that kind. A change with no such
+// measure is not verified (Last says so). A change still under
+// verification is superseded by the new one.
+func (r *Road) Commit(from, to int, now time.Time, s Settings) {
+	kind := RandomKind
+	if to > from {
+		kind = SequentialKind
+	}
+	base := r.perPage[kind]
+	r.perPage = [3]float64{}
+	if v := r.verify; v != nil {
+		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, Outcome: "Superseded"}
+	}
+	r.verify = nil
+	if base <= 0 || s.VerifyWindows <= 0 {
+		r.Last = &Verification{FromKiB: from, ToKiB: to, Outcome: "NotVerified"}
+		return
+	}
+	r.verify = &pending{from: from, to: to, kind: kind, baselineNs: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
+}
+
+// Reverted records that the agent wrote the depth a regressed change
+// replaced back: that direction backs off until now + s.Backoff.
+func (r *Road) Reverted(now time.Time, s Settings) {
+	if v := r.verify; v != nil {
+		r.backoffKiB, r.backoffLower, r.backoffUntil = v.from, v.to < v.from, now.Add(s.Backoff)
+	}
+	r.verify = nil
+	r.perPage = [3]float64{}
+}
+
+// Forget drops the verification and the measures of the current depth:
+// the depth changed by other means (a bound, another writer, a restore).
+func (r *Road) Forget() {
+	r.verify = nil
+	r.perPage = [3]float64{}
+}
+
+// readsAtNew reports whether the evidence's readers of the change's kind
+// read at its new depth: their mean window is nearer to it than to the
+// old depth, on a log scale. A reader keeps the depth its file was opened
+// with (file_ra_state_init, mm/readahead.c): the windows after a change
+// may still be those of readers opened before it, which measure nothing
+// of the new depth.
+func (v *pending) readsAtNew(ev Evidence) bool {
+	c := ev.Sequential
+	if v.kind == RandomKind {
+		c = ev.Random
+	}
+	a := c.depthPages()
+	if a <= 0 {
+		return false
+	}
+	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
+	return math.Abs(math.Log(a)-to) < math.Abs(math.Log(a)-from)
+}
+
+// check counts the window towards the pending verification: windows
+// traced whole whose readers are of the kind the change was made for,
+// reading at its new depth (readsAtNew).
+// After VerifyWindows of them it decides: a busy time per used page
+// beyond the baseline by more than the tolerance (s.LowWastePct, the
+// policy's tolerated regression) reverts the change. Past its deadline
+// (the evidence's horizon, and at least VerifyWindows windows) with no
+// such window, the change is Superseded: its readers are gone.
+func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, msg string, revert bool) {
+	v := r.verify
+	v.seen++
+	if whole && ev.kind(s.LowWastePct) == v.kind && v.readsAtNew(ev) && ev.Used() > 0 && w.BusyNs > 0 {
+		v.busyNs += float64(w.BusyNs)
+		v.used += ev.Used()
+		v.left--
+	}
+	expired := !w.Now.Before(v.until) && v.seen >= s.VerifyWindows
+	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs}
+	switch {
+	case v.left <= 0:
+		out.MeasuredNs = v.busyNs / v.used
+		if out.MeasuredNs > v.baselineNs*(1+s.LowWastePct/100) {
+			out.Outcome = "Reverted"
+			r.Last = &out
+			return v.from, fmt.Sprintf("regression: %.0f ns of device time per used page at read_ahead_kb %d vs %.0f at %d (+%.1f %% > %.1f %%)",
+				out.MeasuredNs, v.to, v.baselineNs, v.from, 100*(out.MeasuredNs/v.baselineNs-1), s.LowWastePct), true
+		}
+		out.Outcome = "Verified"
+	case expired:
+		out.Outcome = "Superseded"
+	default:
+		return 0, "", false
+	}
+	r.Last, r.verify = &out, nil
+	return 0, "", false
+}

@@ -1,0 +1,171 @@
+package readahead
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
+func settings(cur int) Settings {
+	return Settings{CurrentKiB: cur, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, MarginPct: 5, LowWastePct: 5,
+		Device: loopDev, Horizon: 10 * time.Minute, VerifyWindows: 2, Backoff: 30 * time.Minute}
+}
+
+// randomWindow is a window of random mmap reads whose faults read depth
+// KiB around each; seqWindow one of a sequential reader at depth KiB.
+func randomWindow(kib int, faults uint64) PageCache {
+	pages := faults * uint64(kib) / 4
+	return PageCache{Measured: true, Used: faults, Wasted: pages - faults, Windows: faults, Pages: pages,
+		AroundWindows: faults, AroundPages: pages}
+}
+
+func seqWindow(kib int, pages uint64) PageCache {
+	w := pages * 4 / uint64(kib)
+	return PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages}
+}
+
+// TestRoadCutVerified: a thrash of random readers is cut in the window
+// that measured it; the next windows of random readers, new ones reading
+// at the cut depth, cost less device time per used page: Verified.
+func TestRoadCutVerified(t *testing.T) {
+	var r Road
+	s := settings(2560)
+	st := r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	if st.Decision.KiB != 16 || st.Decision.Reason != ReasonWaste {
+		t.Fatalf("thrash: %d KiB (%s), want a cut to 16", st.Decision.KiB, st.Decision.Reason)
+	}
+	r.Commit(2560, 16, t0, s)
+	s.CurrentKiB = 16
+	for i := 1; i <= 2; i++ {
+		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(16, 3000), BusyNs: 3000 * 70e3}, s)
+		if st.Revert || st.Decision.KiB != 16 {
+			t.Fatalf("window %d after the cut: %+v", i, st)
+		}
+	}
+	if r.Last == nil || r.Last.Outcome != "Verified" || r.Last.MeasuredNs >= r.Last.BaselineNs {
+		t.Fatalf("verification %+v, want Verified with less time per used page", r.Last)
+	}
+}
+
+// TestRoadCutReverted: a cut after which the random readers' records
+// need many more faults (their pages near a fault were used, though
+// fault-around mapped them and they counted as wasted) costs more device
+// time per used page: reverted, and no cut is made again during the
+// back-off.
+func TestRoadCutReverted(t *testing.T) {
+	var r Road
+	s := settings(2560)
+	r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	r.Commit(2560, 16, t0, s)
+	s.CurrentKiB = 16
+	var st Step
+	for i := 1; i <= 2; i++ {
+		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(16, 1500), BusyNs: 1500 * 1200e3}, s)
+	}
+	if !st.Revert || st.Decision.KiB != 2560 || !strings.HasPrefix(st.Message, "regression:") {
+		t.Fatalf("after a regression: %+v, want the revert to 2560", st)
+	}
+	if r.Last.Outcome != "Reverted" {
+		t.Errorf("verification %+v, want Reverted", r.Last)
+	}
+	r.Reverted(t0.Add(10*time.Second), s)
+	s.CurrentKiB = 2560
+	st = r.Window(Window{Now: t0.Add(15 * time.Second), PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	if st.Decision.KiB != 2560 {
+		t.Errorf("a thrash within the back-off: %d KiB (%s), want it kept", st.Decision.KiB, st.Decision.Reason)
+	}
+	st = r.Window(Window{Now: t0.Add(31 * time.Minute), PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	if st.Decision.KiB != 16 {
+		t.Errorf("a thrash after the back-off: %d KiB (%s), want the cut", st.Decision.KiB, st.Decision.Reason)
+	}
+}
+
+// TestRoadAlternating: random readers and sequential ones in turns, each
+// a new process opening its files at the device's depth. The cut serves
+// both; sequential windows at the cut depth do not raise it back while
+// the random readers' evidence outweighs theirs, and do once the random
+// readers are long gone.
+func TestRoadAlternating(t *testing.T) {
+	var r Road
+	s := settings(2560)
+	now := t0
+	step := func(pc PageCache, busy float64) Step {
+		now = now.Add(5 * time.Second)
+		st := r.Window(Window{Now: now, PageCache: pc, BusyNs: int64(busy)}, s)
+		if st.Decision.KiB != s.CurrentKiB && !st.Revert {
+			r.Commit(s.CurrentKiB, st.Decision.KiB, now, s)
+			s.CurrentKiB = st.Decision.KiB
+		}
+		return st
+	}
+	step(seqWindow(2560, 262144), 0.4e9)
+	step(randomWindow(2560, 1500), 1.4e9)
+	cut := s.CurrentKiB
+	if cut < 128 || cut > 512 {
+		t.Fatalf("after a sequential reader then a thrash: %d KiB, want a depth serving both (128-512)", cut)
+	}
+	for i := range 3 {
+		step(seqWindow(cut, 262144), 0.8e9)
+		step(randomWindow(cut, 1500), 0.3e9)
+		if s.CurrentKiB != cut {
+			t.Fatalf("round %d: the depth moved %d -> %d KiB", i, cut, s.CurrentKiB)
+		}
+	}
+	now = now.Add(2 * time.Hour) // the random readers' evidence has decayed
+	for range 2 {
+		step(seqWindow(s.CurrentKiB, 262144), 0.8e9)
+	}
+	if s.CurrentKiB != 2560 {
+		t.Errorf("sequential readers alone, hours after the last random one: %d KiB, want 2560", s.CurrentKiB)
+	}
+}
+
+// TestRoadRaiseSuperseded: a raise whose sequential readers read no more
+// ends Superseded once the evidence's horizon has passed.
+func TestRoadRaiseSuperseded(t *testing.T) {
+	var r Road
+	s := settings(128)
+	r.Window(Window{Now: t0, PageCache: seqWindow(128, 262144), BusyNs: 0.8e9}, s)
+	r.Commit(128, 2560, t0, s)
+	s.CurrentKiB = 2560
+	r.Window(Window{Now: t0.Add(5 * time.Second), PageCache: randomWindow(2560, 10), BusyNs: 1e6}, s)
+	if r.Last != nil {
+		t.Fatalf("verification ended early: %+v", r.Last)
+	}
+	r.Window(Window{Now: t0.Add(11 * time.Minute), PageCache: PageCache{Measured: true}}, s)
+	if r.Last == nil || r.Last.Outcome != "Superseded" {
+		t.Errorf("verification %+v, want Superseded", r.Last)
+	}
+}
+
+// TestRoadSampled: a sampled window's read() pages are scaled to the
+// window; its busy time verifies nothing.
+func TestRoadSampled(t *testing.T) {
+	var r Road
+	s := settings(2560)
+	st := r.Window(Window{Now: t0, PageCache: seqWindow(2560, 1000), ReadScale: 5, BusyNs: 1e6}, s)
+	if st.Evidence.Sequential.Used != 5000 {
+		t.Errorf("sampled window: %v pages used, want 5000", st.Evidence.Sequential.Used)
+	}
+	if r.perPage != [3]float64{} {
+		t.Errorf("a sampled window measured %v", r.perPage)
+	}
+}
+
+// TestRoadHorizon: with no horizon (minDwell 0) only the window's own
+// evidence decides.
+func TestRoadHorizon(t *testing.T) {
+	var r Road
+	s := settings(128)
+	s.Horizon = 0
+	r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500)}, s)
+	st := r.Window(Window{Now: t0.Add(5 * time.Second), PageCache: seqWindow(128, 262144)}, s)
+	if st.Decision.KiB != 2560 {
+		t.Errorf("no horizon: sequential window after a thrash, %d KiB, want 2560", st.Decision.KiB)
+	}
+	if r.Evidence().Random.Resolved() != 0 {
+		t.Errorf("the thrash's evidence was kept: %+v", r.Evidence())
+	}
+}

@@ -1,0 +1,301 @@
+//go:build linux
+
+package agent_test
+
+// Live tests of the read-ahead road (agent/readahead) as shipped: the
+// CRD's defaults (minDwell 10 minutes), open files not followed, on ext4
+// over a loop device in a 256 MiB memory cgroup, each phase of the load a
+// new process that opens its files afresh, as real jobs do.
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"golang.org/x/sys/unix"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+)
+
+// raChildEnv makes the test binary TestRAChild: "MODE:PATH:SECONDS".
+const raChildEnv = "SHADOWTUNE_RA_CHILD"
+
+// raWindowLen is the agent's window in these tests: shorter than the
+// default 5 s, so that a test of several phases takes seconds.
+const raWindowLen = 2 * time.Second
+
+// TestRAChild is the load's process, run by re-executing the test binary
+// in the memory cgroup (loopdev.RunChild). Modes:
+//   - mmap: map PATH and read random 4 KiB pages of it through the
+//     mapping for SECONDS (no madvise: the kernel's fault read-around,
+//     sized by the file's read-ahead, applies);
+//   - scan: read PATH in order in 64 KiB read()s, from its start again at
+//     its end, for SECONDS.
+//
+// It prints "done SECONDS UNITS": pages read (mmap) or bytes (scan).
+func TestRAChild(t *testing.T) {
+	spec := os.Getenv(raChildEnv)
+	if spec == "" {
+		t.Skip("the load of the read-ahead live tests")
+	}
+	f := strings.SplitN(spec, ":", 3)
+	secs, err := strconv.ParseFloat(f[2], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loopdev.AwaitGo(t)
+	run := time.Duration(secs * float64(time.Second))
+	t0 := time.Now()
+	var n int64
+	switch f[0] {
+	case "mmap":
+		m := mapRA(t, f[1])
+		rng := rand.New(rand.NewPCG(5, 6))
+		var sum byte
+		for ; time.Since(t0) < run; n++ {
+			sum ^= m[rng.Int64N(int64(len(m))/4096)*4096]
+		}
+		fmt.Println("checksum", sum) // the reads are used: not optimized away
+	case "scan":
+		n = scanRA(t, f[1], run)
+	default:
+		t.Fatalf("mode %q", f[0])
+	}
+	fmt.Printf("done %.3f %d\n", time.Since(t0).Seconds(), n)
+}
+
+// mapRA maps the file at path whole, read-only and shared.
+func mapRA(t *testing.T, path string) []byte {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Munmap(m) })
+	return m
+}
+
+// scanRA reads path in order for run, from its start again at its end,
+// and returns the bytes read.
+func scanRA(t *testing.T, path string, run time.Duration) int64 {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 64<<10)
+	var n int64
+	for t0 := time.Now(); time.Since(t0) < run; {
+		k, err := unix.Read(fd, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			if _, err := unix.Seek(fd, 0, 0); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		n += int64(k)
+	}
+	return n
+}
+
+// raFixture is the loop device (read_ahead_kb 2560), ext4 with a 1 GiB
+// file to map and another to scan, the 256 MiB memory cgroup and the
+// agent's state directory of the read-ahead live tests.
+type raFixture struct {
+	l                           *loopdev.Dev
+	mapped, scanned, procs, dir string
+}
+
+func newRAFixture(t *testing.T) *raFixture {
+	t.Helper()
+	loopdev.NeedLoop(t, "creates a loop device and a file system, loads BPF programs and changes queue settings")
+	loopdev.LockHeavyIO(t)
+	t.Setenv("TMPDIR", "/var/tmp") // the backing file, mount point and state directory: not tmpfs
+	fx := &raFixture{l: loopdev.NewForTest(t, 2560<<20), dir: t.TempDir()}
+	fx.l.Allocate(t)
+	mnt := fx.l.MountExt4(t)
+	fx.mapped, fx.scanned = filepath.Join(mnt, "mapped"), filepath.Join(mnt, "scanned")
+	loopdev.WriteRandom(t, fx.mapped, 1<<30)
+	loopdev.WriteRandom(t, fx.scanned, 1<<30)
+	fx.setRA(t, 2560)
+	fx.procs = loopdev.MemCgroup(t, 256<<20)
+	return fx
+}
+
+func (fx *raFixture) setRA(t *testing.T, kib int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join("/sys/block", fx.l.Name, "queue/read_ahead_kb"), []byte(strconv.Itoa(kib)), 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// start runs the agent as shipped on the loop device: the policy sets the
+// mode and the device, and the window; every other field is the CRD's
+// default (minDwell 10 minutes); open files are not followed.
+func (fx *raFixture) start(t *testing.T) *runningAgent {
+	t.Helper()
+	spec := v1alpha1.StorageTuningSpec{
+		Mode:       v1alpha1.ModeApply,
+		Devices:    v1alpha1.DeviceSelector{Include: []string{fx.l.Name}},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: raWindowLen}},
+	}
+	spec.Default()
+	if d := spec.Rollout.MinDwell; d == nil || d.Duration != 10*time.Minute {
+		t.Fatalf("the CRD's default minDwell is %v, want 10m", d)
+	}
+	log := testr.NewWithOptions(t, testr.Options{Verbosity: 1}) // the read-ahead decisions' costs
+	return startAgent(t, agent.Options{StateDir: fx.dir, Spec: spec, Tracer: tracer.KindAuto, Log: log})
+}
+
+// load runs one phase of the load, a new process in the memory cgroup,
+// and returns when it began and ended, and its rate (units a second).
+func (fx *raFixture) load(t *testing.T, mode, path string, secs float64) (start, end time.Time, rate float64) {
+	t.Helper()
+	loopdev.Evict(t, path)
+	start, out := loopdev.RunChild(t, fx.procs, "TestRAChild", fmt.Sprintf("%s=%s:%s:%g", raChildEnv, mode, path, secs))
+	end = time.Now()
+	for _, line := range strings.Split(out, "\n") {
+		var s float64
+		var n int64
+		if _, err := fmt.Sscanf(line, "done %g %d", &s, &n); err == nil && s > 0 {
+			return start, end, float64(n) / s
+		}
+	}
+	t.Fatalf("%s of %s: no result in %q", mode, path, out)
+	return
+}
+
+// depthAt is the device's read_ahead_kb in the status of the first
+// window that ended after t, and that window's number (0: none yet).
+func (a *runningAgent) depthAt(name string, after time.Time) (kib, window int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, s := range a.wins {
+		if a.at[i].After(after) {
+			d, _ := deviceStatus(s, name)
+			return d.ReadAheadKiB, s.Windows
+		}
+	}
+	return 0, 0
+}
+
+// depthNow is the device's read_ahead_kb in the last window's status.
+func (a *runningAgent) depthNow(name string) int {
+	w := a.windows()
+	if len(w) == 0 {
+		return 0
+	}
+	d, _ := deviceStatus(w[len(w)-1], name)
+	return d.ReadAheadKiB
+}
+
+// thrashThenCut runs random mmap reads at the device's 2560 KiB for 6 s
+// and checks that the agent cut read-ahead in a window that measured the
+// thrash: by the end of the second window after the load began (a
+// window of raWindowLen may have started just before it). It returns the
+// cut depth and the load's rate.
+func (fx *raFixture) thrashThenCut(t *testing.T, a *runningAgent) (int, float64) {
+	t.Helper()
+	start, _, rate := fx.load(t, "mmap", fx.mapped, 6)
+	by := start.Add(2*raWindowLen + raWindowLen/2)
+	a.waitWindowAfter(t, by)
+	kib, w := a.depthAt(fx.l.Name, by)
+	t.Logf("random mmap reads at 2560 KiB: %.0f pages/s; read_ahead_kb %d at window %d, 2 windows into the load; changes %v", rate, kib, w, a.changeLog())
+	if kib <= 0 || kib >= 2560 {
+		t.Fatalf("no cut within 2 windows of a thrash: read_ahead_kb %d (window %d); changes %v", kib, w, a.changeLog())
+	}
+	return kib, rate
+}
+
+// TestReadAheadCutLive: random mmap reads thrash the memory cgroup's
+// page cache at the device's 2560 KiB; the agent, as shipped (minDwell 10
+// minutes, open files not followed), cuts read-ahead in a window that
+// measured the thrash, and the next process of the same load, which
+// opens its file at the cut depth, reads at least 3 times as many pages
+// a second.
+func TestReadAheadCutLive(t *testing.T) {
+	fx := newRAFixture(t)
+	a := fx.start(t)
+	a.waitWindowAfter(t, time.Now())
+	kib, before := fx.thrashThenCut(t, a)
+	_, _, after := fx.load(t, "mmap", fx.mapped, 3)
+	t.Logf("the next process at %d KiB: %.0f pages/s (%.1f×)", kib, after, after/before)
+	if after < 3*before {
+		t.Errorf("random mmap reads at the cut depth %d KiB: %.0f pages/s, want ≥ 3 × %.0f", kib, after, before)
+	}
+	a.stop(t)
+	if _, ra := readSetting(fx.l.Name); ra != 2560 {
+		t.Errorf("read_ahead_kb %d after the agent's exit, want 2560 restored", ra)
+	}
+}
+
+// TestReadAheadRaiseLive: after a cut, the agent keeps the cut depth
+// through windows with no sequential demand, and raises read-ahead again
+// within two windows of a sequential reader's start, minutes within
+// minDwell of the cut. The scan's next process, opening its file at the
+// raised depth, reads faster than the one at the cut depth.
+func TestReadAheadRaiseLive(t *testing.T) {
+	fx := newRAFixture(t)
+	a := fx.start(t)
+	a.waitWindowAfter(t, time.Now())
+	cut, _ := fx.thrashThenCut(t, a)
+	idle := time.Now()
+	a.waitWindowAfter(t, idle.Add(3*raWindowLen))
+	if kib := a.depthNow(fx.l.Name); kib != cut {
+		t.Fatalf("three windows with no sequential demand after the cut: read_ahead_kb %d, want %d kept; changes %v", kib, cut, a.changeLog())
+	}
+	start, _, slow := fx.load(t, "scan", fx.scanned, 6)
+	by := start.Add(2*raWindowLen + raWindowLen/2)
+	a.waitWindowAfter(t, by)
+	kib, w := a.depthAt(fx.l.Name, by)
+	t.Logf("a scan at %d KiB: %.0f MiB/s; read_ahead_kb %d at window %d; changes %v", cut, slow/(1<<20), kib, w, a.changeLog())
+	if kib <= cut {
+		t.Fatalf("no raise within 2 windows of sequential demand: read_ahead_kb %d (cut %d); changes %v", kib, cut, a.changeLog())
+	}
+	_, _, fast := fx.load(t, "scan", fx.scanned, 3)
+	t.Logf("the next scan at %d KiB: %.0f MiB/s", kib, fast/(1<<20))
+	if fast <= slow {
+		t.Errorf("the scan at the raised depth %d KiB read %.0f MiB/s, not more than the %.0f at the cut %d", kib, fast/(1<<20), slow/(1<<20), cut)
+	}
+}
+
+// TestReadAheadRestartLive: an agent cuts read-ahead and exits, putting
+// the original back; an agent started again on the same state directory
+// (a DaemonSet's pod restarting) cuts again on its first thrash: no dwell
+// carried over holds it.
+func TestReadAheadRestartLive(t *testing.T) {
+	fx := newRAFixture(t)
+	a := fx.start(t)
+	a.waitWindowAfter(t, time.Now())
+	fx.thrashThenCut(t, a)
+	a.stop(t)
+	if _, ra := readSetting(fx.l.Name); ra != 2560 {
+		t.Fatalf("read_ahead_kb %d after the first agent's exit, want 2560", ra)
+	}
+	b := fx.start(t)
+	b.waitWindowAfter(t, time.Now())
+	fx.thrashThenCut(t, b)
+}
