@@ -31,9 +31,10 @@ const (
 )
 
 // raWindow is the road's window: its page-cache counts, the read() pages'
-// scale when the window was sampled, and its reads' service time.
+// scale when the window was sampled, and the service time of its
+// read-ahead requests (a direct reader's requests are no page's cost).
 func (c *deviceController) raWindow(in windowInput) readahead.Window {
-	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.readNs}
+	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs}
 }
 
 // stepReadAhead gives the window to the road (when the policy governs

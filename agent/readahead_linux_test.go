@@ -11,7 +11,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -298,4 +300,76 @@ func TestReadAheadRestartLive(t *testing.T) {
 	b := fx.start(t)
 	b.waitWindowAfter(t, time.Now())
 	fx.thrashThenCut(t, b)
+}
+
+// TestReadAheadRevertLive: a read-ahead change that measures slower is
+// reverted exactly, and its direction backs off. After a cut, a scan
+// raises read-ahead again (sequential demand, in one step or several);
+// then, as the next scan opens its file at the raised depth, a competing
+// reader (fio's direct 1 MiB random reads at depth 16, another tenant of
+// the disk) starts, and the scan's read-ahead requests take longer for
+// each page used than they did before the raises. The agent cannot tell
+// the change from the competitor: its verification measures a
+// regression, it writes the cut depth back (raises in a row are verified
+// as one change), and raises no more while the back-off lasts.
+func TestReadAheadRevertLive(t *testing.T) {
+	fio := loopdev.NeedFio(t)
+	fx := newRAFixture(t)
+	a := fx.start(t)
+	a.waitWindowAfter(t, time.Now())
+	cut, _ := fx.thrashThenCut(t, a)
+	fx.load(t, "scan", fx.scanned, 6)
+	a.waitWindowAfter(t, time.Now().Add(raWindowLen)) // the last raise made
+	from, to, ok := lastRAChange(a.changeLog())
+	if !ok || to <= from || from < cut {
+		t.Fatalf("no raise on a scan after the cut to %d KiB; changes %v", cut, a.changeLog())
+	}
+	comp := exec.Command(fio, "--name=other", "--filename="+fx.l.Path, "--direct=1", "--rw=randread", "--bs=1m",
+		"--ioengine=libaio", "--iodepth=16", "--time_based", "--runtime=60", "--output-format=terse")
+	if err := comp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = comp.Process.Kill(); _ = comp.Wait() }()
+	fx.load(t, "scan", fx.scanned, 8)
+	a.waitWindowAfter(t, time.Now())
+	log := a.changeLog()
+	t.Logf("cut %d, raised %d -> %d; changes %v", cut, from, to, log)
+	// The raises from the cut on are verified as one change.
+	want := fmt.Sprintf(" -> %d: regression", cut)
+	if !slices.ContainsFunc(log, func(c string) bool { return strings.Contains(c, "reverted read_ahead_kb") && strings.Contains(c, want) }) {
+		t.Fatalf("no revert to %d KiB of the raises measured slower; changes %v", cut, log)
+	}
+	if _, ra := readSetting(fx.l.Name); ra != cut {
+		t.Errorf("read_ahead_kb %d after the revert, want %d written back", ra, cut)
+	}
+	n := len(log)
+	fx.load(t, "scan", fx.scanned, 4)
+	a.waitWindowAfter(t, time.Now())
+	if later := a.changeLog(); len(later) > n {
+		for _, c := range later[n:] {
+			if f, tt, ok := parseRAChange(c); ok && tt > f {
+				t.Errorf("a raise during the back-off: %s", c)
+			}
+		}
+	}
+}
+
+// lastRAChange is the last read-ahead change (not a revert) in a
+// runningAgent's change log.
+func lastRAChange(log []string) (from, to int, ok bool) {
+	for i := len(log) - 1; i >= 0; i-- {
+		if from, to, ok = parseRAChange(log[i]); ok {
+			return from, to, true
+		}
+	}
+	return 0, 0, false
+}
+
+// parseRAChange reads "wN read_ahead_kb A -> B" (a change, not a revert).
+func parseRAChange(c string) (from, to int, ok bool) {
+	var w int
+	if _, err := fmt.Sscanf(c, "w%d read_ahead_kb %d -> %d", &w, &from, &to); err != nil {
+		return 0, 0, false
+	}
+	return from, to, true
 }

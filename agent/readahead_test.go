@@ -34,13 +34,13 @@ func raWindow(start int64, n int, sectors uint32, svc int64, ra bool) []trace.Re
 func thrashCounts(kib int, faults uint64) readahead.PageCache {
 	pages := faults * uint64(kib) / 4
 	return readahead.PageCache{Measured: true, Used: faults, Wasted: pages - faults, Windows: faults, Pages: pages,
-		AroundWindows: faults, AroundPages: pages}
+		AroundWindows: faults, AroundPages: pages, Depth: pages, AroundDepth: pages}
 }
 
 // seqCounts are a sequential read()'s counts at kib KiB: pages read,
 // all used.
 func seqCounts(kib int, pages uint64) readahead.PageCache {
-	return readahead.PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: pages * 4 / uint64(kib), Pages: pages}
+	return readahead.PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: pages * 4 / uint64(kib), Pages: pages, Depth: pages}
 }
 
 func raController(t *testing.T, raKiB int) *deviceController {

@@ -36,12 +36,13 @@ type window struct {
 	// total counts the window's requests; unlearned those dropped before
 	// they reached it (deviceController.skip).
 	total, unlearned int
-	// readNs is the summed service time of the window's reads, ns, and
-	// readSectors and aheadSectors their sectors and those the kernel
-	// issued as read-ahead (REQ_RAHEAD): over every request of the window,
-	// not only those kept.
-	readNs                    int64
+	// readSectors and aheadSectors are the sectors of the window's reads
+	// and of those the kernel issued as read-ahead (REQ_RAHEAD, which the
+	// page cache's read-ahead and read-around requests carry), aheadNs
+	// the summed service time of the latter, ns: over every request of the
+	// window, not only those kept.
 	readSectors, aheadSectors uint64
+	aheadNs                   int64
 }
 
 // count adds chunk's reads to the window's read totals.
@@ -52,11 +53,12 @@ func (w *window) count(chunk []trace.Request) {
 			continue
 		}
 		w.readSectors += uint64(q.Sectors)
-		if q.Flags&trace.ReadAhead != 0 {
-			w.aheadSectors += uint64(q.Sectors)
+		if q.Flags&trace.ReadAhead == 0 {
+			continue
 		}
+		w.aheadSectors += uint64(q.Sectors)
 		if q.HasService() {
-			w.readNs += q.ServiceTime()
+			w.aheadNs += q.ServiceTime()
 		}
 	}
 }

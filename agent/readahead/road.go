@@ -36,9 +36,9 @@ type Window struct {
 	// follows only while the device is traced: the window's length over
 	// its traced part (1, or 0, for a window traced whole).
 	ReadScale float64
-	// BusyNs is the time the device had a read in service in the window
-	// (the union of the reads' dispatch-to-completion intervals), ns;
-	// only a window traced whole verifies a change.
+	// BusyNs is the device time of the window's read-ahead requests
+	// (REQ_RAHEAD: the page cache's windows), their summed service time,
+	// ns; only a window traced whole verifies a change.
 	BusyNs int64
 }
 
@@ -80,9 +80,10 @@ func (v Verification) What() string { return fmt.Sprintf("read_ahead_kb %d -> %d
 type Road struct {
 	mix   Evidence
 	mixAt time.Time
-	// perPage is the last busy time per used page measured at the
-	// current depth in a window of one kind of reader (ns), by kind.
-	perPage [3]float64
+	// perPage holds, by kind of reader, the device time per used page
+	// (ns) of the last windows of that kind alone at the current depth,
+	// newest last, as many as a verification counts.
+	perPage [3][]float64
 	verify  *pending
 	// backoff: no depth on the side of backoffKiB that regressed
 	// (below it when backoffLower) until backoffUntil.
@@ -126,7 +127,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	st := Step{Evidence: ev}
 	whole := scale == 1
 	if whole {
-		r.measure(ev, w.BusyNs, s.LowWastePct)
+		r.measure(ev, w.BusyNs, s.LowWastePct, s.VerifyWindows)
 	}
 	if r.verify != nil {
 		if kib, msg, revert := r.check(ev, w, whole, s); revert {
@@ -154,12 +155,27 @@ func (r *Road) decay(now time.Time, horizon time.Duration) {
 	r.mix, r.mixAt = r.mix.Scaled(f), now
 }
 
-// measure keeps the window's busy time per used page for its kind of
-// reader, when it is of one kind and used pages.
-func (r *Road) measure(ev Evidence, busyNs int64, tolPct float64) {
+// measure keeps the window's device time per used page for its kind of
+// reader, when it is of one kind and used pages: the last n such.
+func (r *Road) measure(ev Evidence, busyNs int64, tolPct float64, n int) {
 	if k := ev.kind(tolPct); k != Mixed && ev.Used() > 0 && busyNs > 0 {
-		r.perPage[k] = float64(busyNs) / ev.Used()
+		m := append(r.perPage[k], float64(busyNs)/ev.Used())
+		r.perPage[k] = m[max(0, len(m)-max(n, 1)):]
 	}
+}
+
+// baseline is the mean of kind's last n measures (0: none).
+func (r *Road) baseline(k Kind, n int) float64 {
+	m := r.perPage[k]
+	m = m[max(0, len(m)-n):]
+	if len(m) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range m {
+		sum += x
+	}
+	return sum / float64(len(m))
 }
 
 // backedOff is the predicate of the depths in back-off at now.
@@ -176,15 +192,25 @@ func (r *Road) backedOff(now time.Time) func(int) bool {
 // verification starts, on the kind of reader the change serves (random
 // readers for a cut, sequential ones for a raise), against the busy time
 // per used page last measured for that kind. A change with no such
-// measure is not verified (Last says so). A change still under
-// verification is superseded by the new one.
+// measure is not verified (Last says so). The baseline is the mean of
+// as many of the kind's last windows as the verification counts. A change
+// that goes on in the direction of one still under verification extends
+// it: readers at the new depth are compared with the baseline before the
+// first, and a regression reverts to the depth before the first. A change
+// in the other direction supersedes it.
 func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 	kind := RandomKind
 	if to > from {
 		kind = SequentialKind
 	}
-	base := r.perPage[kind]
-	r.perPage = [3]float64{}
+	base := r.baseline(kind, s.VerifyWindows)
+	r.perPage = [3][]float64{}
+	if v := r.verify; v != nil && v.to == from && (to > from) == (v.to > v.from) {
+		// The same direction again: verified as one change, from the
+		// depth before the first.
+		v.to, v.left, v.seen, v.busyNs, v.used, v.until = to, s.VerifyWindows, 0, 0, 0, now.Add(s.Horizon)
+		return
+	}
 	if v := r.verify; v != nil {
 		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, Outcome: "Superseded"}
 	}
@@ -203,19 +229,19 @@ func (r *Road) Reverted(now time.Time, s Settings) {
 		r.backoffKiB, r.backoffLower, r.backoffUntil = v.from, v.to < v.from, now.Add(s.Backoff)
 	}
 	r.verify = nil
-	r.perPage = [3]float64{}
+	r.perPage = [3][]float64{}
 }
 
 // Forget drops the verification and the measures of the current depth:
 // the depth changed by other means (a bound, another writer, a restore).
 func (r *Road) Forget() {
 	r.verify = nil
-	r.perPage = [3]float64{}
+	r.perPage = [3][]float64{}
 }
 
 // readsAtNew reports whether the evidence's readers of the change's kind
-// read at its new depth: their mean window is nearer to it than to the
-// old depth, on a log scale. A reader keeps the depth its file was opened
+// read at its new depth: the mean depth their files were opened at is
+// nearer to it than to the old depth, on a log scale. A reader keeps the depth its file was opened
 // with (file_ra_state_init, mm/readahead.c): the windows after a change
 // may still be those of readers opened before it, which measure nothing
 // of the new depth.
@@ -224,12 +250,12 @@ func (v *pending) readsAtNew(ev Evidence) bool {
 	if v.kind == RandomKind {
 		c = ev.Random
 	}
-	a := c.depthPages()
-	if a <= 0 {
+	if c.Windows <= 0 || c.Depth <= 0 {
 		return false
 	}
+	f := math.Log(c.Depth / c.Windows)
 	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
-	return math.Abs(math.Log(a)-to) < math.Abs(math.Log(a)-from)
+	return math.Abs(f-to) < math.Abs(f-from)
 }
 
 // check counts the window towards the pending verification: windows

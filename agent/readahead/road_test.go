@@ -18,12 +18,12 @@ func settings(cur int) Settings {
 func randomWindow(kib int, faults uint64) PageCache {
 	pages := faults * uint64(kib) / 4
 	return PageCache{Measured: true, Used: faults, Wasted: pages - faults, Windows: faults, Pages: pages,
-		AroundWindows: faults, AroundPages: pages}
+		AroundWindows: faults, AroundPages: pages, Depth: pages, AroundDepth: pages}
 }
 
 func seqWindow(kib int, pages uint64) PageCache {
 	w := pages * 4 / uint64(kib)
-	return PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages}
+	return PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages, Depth: pages}
 }
 
 // TestRoadCutVerified: a thrash of random readers is cut in the window
@@ -149,7 +149,7 @@ func TestRoadSampled(t *testing.T) {
 	if st.Evidence.Sequential.Used != 5000 {
 		t.Errorf("sampled window: %v pages used, want 5000", st.Evidence.Sequential.Used)
 	}
-	if r.perPage != [3]float64{} {
+	if len(r.perPage[0])+len(r.perPage[1])+len(r.perPage[2]) > 0 {
 		t.Errorf("a sampled window measured %v", r.perPage)
 	}
 }
