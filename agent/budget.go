@@ -23,7 +23,7 @@ func newCPUBudget(window time.Duration, pct int) *cpuBudget {
 }
 
 // refill adds the allowance of elapsed: a whole window's at a window's
-// end, less at a window ended early (thrashcheck.go).
+// end, less at a window ended early (a reconfiguration).
 func (b *cpuBudget) refill(elapsed time.Duration) {
 	b.tokens = min(b.tokens+elapsed*time.Duration(b.pct)/100, b.cap)
 }

@@ -341,15 +341,12 @@ type deviceController struct {
 	// road is the device's read-ahead road (agent/readahead), ra its
 	// step for the window; raStreams the processes that issued read-ahead
 	// in the window; originalRA the device's read_ahead_kb before the
-	// agent. spanSectors (the device's size) and maxSectorsKiB
-	// (queue/max_sectors_kb) cost its windows.
-	road          readahead.Road
-	ra            readahead.Step
-	raShare       float64
-	raStreams     int
-	originalRA    int
-	spanSectors   uint64
-	maxSectorsKiB int
+	// agent.
+	road       readahead.Road
+	ra         readahead.Step
+	raShare    float64
+	raStreams  int
+	originalRA int
 	// raHorizon is the evidence's horizon of the last window (its gate's
 	// minDwell), for the verification a change starts; raShown the road's
 	// verification last shown as lastVerify.

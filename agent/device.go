@@ -105,7 +105,6 @@ func newDevice(s selected, stateDir string) (*device, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctrl.spanSectors, ctrl.maxSectorsKiB = sd.SizeBytes/trace.SectorSize, sd.MaxSectorsKB
 	ctrl.calibrated = loaded // a saved model was calibrated when it was learned
 	ctrl.online = loaded
 	if loaded {

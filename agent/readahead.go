@@ -34,7 +34,8 @@ const (
 // scale when the window was sampled, and the service time of its
 // read-ahead requests (a direct reader's requests are no page's cost).
 func (c *deviceController) raWindow(in windowInput) readahead.Window {
-	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs}
+	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs,
+		Latencies: c.win.ahead}
 }
 
 // stepReadAhead gives the window to the road (when the policy governs
@@ -70,7 +71,7 @@ func (c *deviceController) raSettings(g Gate) readahead.Settings {
 		CurrentKiB: c.current.ReadAheadKiB, OriginalKiB: c.originalRA, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
 		MarginPct: c.policy.Decide.MarginPct, LowWastePct: c.policy.ToleratedRegressionPct,
 		Seeks:   c.model.Class() == model.HDD && streams >= 2,
-		Device:  readahead.NewModelDevice(c.model, c.spanSectors, c.maxSectorsKiB),
+		Model:   c.model,
 		Horizon: g.MinDwell, VerifyWindows: c.policy.VerifyWindows, Backoff: c.policy.Backoff,
 	}
 }
@@ -141,7 +142,7 @@ func (d *device) logReadAhead(log logr.Logger) {
 	}
 	log.V(1).Info("read-ahead", "disk", d.sys.Name, "current", d.ctrl.current.ReadAheadKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
-		"device", readahead.NewModelDevice(d.ctrl.model, d.ctrl.spanSectors, d.ctrl.maxSectorsKiB).String())
+		"device", st.Device.String())
 }
 
 // classText is the evidence's classes in a log line.

@@ -54,7 +54,6 @@ func raController(t *testing.T, raKiB int) *deviceController {
 		t.Fatal(err)
 	}
 	c.calibrated, c.online = true, true
-	c.spanSectors, c.maxSectorsKiB = 100*gib/512, 1280
 	return c
 }
 

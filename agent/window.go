@@ -23,6 +23,7 @@ package agent
 import (
 	"slices"
 
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -43,6 +44,10 @@ type window struct {
 	// window, not only those kept.
 	readSectors, aheadSectors uint64
 	aheadNs                   int64
+	// ahead are the read-ahead requests' service times by size, near or
+	// far from the read before each (lastEnd, its end sector).
+	ahead   readahead.Latencies
+	lastEnd uint64
 }
 
 // count adds chunk's reads to the window's read totals.
@@ -53,12 +58,15 @@ func (w *window) count(chunk []trace.Request) {
 			continue
 		}
 		w.readSectors += uint64(q.Sectors)
+		far := q.Sector != w.lastEnd
+		w.lastEnd = q.Sector + uint64(q.Sectors)
 		if q.Flags&trace.ReadAhead == 0 {
 			continue
 		}
 		w.aheadSectors += uint64(q.Sectors)
 		if q.HasService() {
 			w.aheadNs += q.ServiceTime()
+			w.ahead.Add(q.Sectors, far, q.ServiceTime())
 		}
 	}
 }
@@ -101,5 +109,5 @@ func (w *window) simulated() []trace.Request {
 
 // reset empties the window for the next one; the buffer is kept.
 func (w *window) reset() {
-	*w = window{keep: w.keep[:0]}
+	*w = window{keep: w.keep[:0], lastEnd: w.lastEnd}
 }

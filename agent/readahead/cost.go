@@ -8,30 +8,50 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// Device predicts the service time of reads on a device.
+// Device predicts the service time of a reader's window on a device.
 type Device interface {
-	// ReadNs is the predicted service time, ns, of one read request of
-	// sectors 512-byte sectors, at a random place (random) or right after
-	// the previous request (a sequential reader's next request).
+	// ReadNs is the predicted service time, ns, of reading sectors
+	// 512-byte sectors at a random place (random) or right after the
+	// previous request (a sequential reader's next window): what a
+	// reader waits for a window. A window longer than max_sectors_kb is
+	// split into requests issued together (bio_split_rw,
+	// block/blk-merge.c), which pay the fixed part of a request's time
+	// side by side and share the transfer.
 	ReadNs(sectors uint32, random bool) float64
-	// MaxRequestSectors is the largest request the block layer issues
-	// (queue/max_sectors_kb × 2): a longer window is split into requests
-	// of at most this many sectors (bio_split_rw, block/blk-merge.c).
-	MaxRequestSectors() uint32
 }
 
-// ModelDevice is a Device whose times come from a learned disk model.
-// Build it with NewModelDevice.
-type ModelDevice struct {
-	m *model.Model
-	// near and far are the service time's fixed part (ns) and its time
-	// per sector (ns) right after the previous request (a sequential
-	// reader's next window) and anywhere else (a random one's); the same
-	// on flash.
-	near, far   line
-	maxSectors  uint32
-	throttle    model.Throttle
-	spanSectors uint64
+// Latencies are the service times (dispatch to completion) of a device's
+// read-ahead requests (REQ_RAHEAD), summed by request size (the disk
+// model's rows, model.RowOf) and by whether each followed the previous
+// request (near) or not (far): what readers waited for their windows.
+// Every field is a sum, so that they decay with the evidence (Road).
+type Latencies struct {
+	n, ns [2][model.NumRows]float64
+}
+
+// Add counts one request of sectors served in ns, far or near.
+func (l *Latencies) Add(sectors uint32, far bool, ns int64) {
+	i, r := farIndex(far), model.RowOf(sectors)
+	l.n[i][r]++
+	l.ns[i][r] += float64(ns)
+}
+
+func farIndex(far bool) int {
+	if far {
+		return 1
+	}
+	return 0
+}
+
+// plus is l + f·o.
+func (l Latencies) plus(o Latencies, f float64) Latencies {
+	for i := range l.n {
+		for r := range l.n[i] {
+			l.n[i][r] += f * o.n[i][r]
+			l.ns[i][r] += f * o.ns[i][r]
+		}
+	}
+	return l
 }
 
 // line is t(s) = fixed + perSector·s, ns for s sectors.
@@ -39,85 +59,81 @@ type line struct{ fixed, perSector float64 }
 
 func (l line) at(sectors float64) float64 { return l.fixed + l.perSector*sectors }
 
-// String is the device's lines, e.g. "sequential 62 µs + 0.41 µs/KiB,
-// random 80 µs + 0.66 µs/KiB".
-func (d ModelDevice) String() string {
-	f := func(l line) string { return fmt.Sprintf("%.0f µs + %.2f µs/KiB", l.fixed/1e3, 2*l.perSector/1e3) }
-	return "sequential " + f(d.near) + ", random " + f(d.far)
+func (l line) String() string {
+	return fmt.Sprintf("%.0f µs + %.2f µs/KiB", l.fixed/1e3, 2*l.perSector/1e3)
 }
 
-// NewModelDevice builds the costs of a device from its model m:
-// spanSectors is its size, maxSectorsKiB its queue/max_sectors_kb (0:
-// 1280, blk-mq's BLK_DEF_MAX_SECTORS_CAP, include/linux/blkdev.h). The
-// service time of a read is a line, fitted by least squares to the
-// model's learned read-miss cells, each weighted by its samples, at its
-// sizes' midpoint: a window's depth is its size, and its cost must grow
-// with it, where the table's cold cells (which return their column's
-// mean, KDSim §3.3) would cost every unlearned size alike. The cells of
-// requests up to 128 KiB (the papers' rows) are fitted when two sizes or
-// more were learned there: a larger request is split and served with
-// others in flight (two 1280 KiB halves of one 2560 KiB read-around
-// measured 2.3 ms each on a loop device, one 1024 KiB request 0.57 ms), and
-// its time measures that sharing rather than the request. A rotational
-// device's line is fitted apart at distance 0 (a sequential reader's next
-// window) and elsewhere (a random one's: a seek); a flash device's
-// positioning costs nothing, and one line serves both. With fewer than
-// two sizes learned, the line is the class's prior (model.Prior).
-func NewModelDevice(m *model.Model, spanSectors uint64, maxSectorsKiB int) ModelDevice {
-	if maxSectorsKiB <= 0 {
-		maxSectorsKiB = 1280
-	}
-	d := ModelDevice{m: m, maxSectors: uint32(maxSectorsKiB * 2), throttle: m.Throttle(), spanSectors: spanSectors}
+// MinRequests is the fewest read-ahead requests of a size (a row of the
+// disk model) that the line is fitted to: the model's ring (S = 64
+// service times, KDSim §3.1.1), the samples that make a cell learned.
+// Fewer are incidental (a file system's metadata read ahead).
+const MinRequests = model.RingSize
+
+// LineDevice is a Device whose service time is a line in the request's
+// size, fitted to measured Latencies. Build it with NewLineDevice.
+type LineDevice struct {
+	// near and far are the lines right after the previous request and
+	// elsewhere (the same on flash).
+	near, far line
+	throttle  model.Throttle
+}
+
+// NewLineDevice fits a device's lines to its read-ahead requests'
+// latencies lat by least squares, each size at its rows' midpoint and
+// mean, weighted by its requests, among the sizes with MinRequests
+// requests or more: up to 128 KiB (the papers' rows) where two sizes or
+// more qualify there, else all sizes (a larger request is split and
+// served beside others in flight, and its time measures that sharing as
+// much as its size). On a rotational device (m's class HDD) the near and
+// far lines are fitted apart (a seek); elsewhere both together. A line
+// with fewer than two sizes to fit is the class's prior (model.Prior).
+// m gives the class, the capacity and a throttled device's caps.
+func NewLineDevice(lat Latencies, m *model.Model) LineDevice {
+	d := LineDevice{throttle: m.Throttle()}
 	if m.Class() == model.HDD {
-		d.near = d.fit(func(col int) bool { return col == 0 }, false)
-		d.far = d.fit(func(col int) bool { return col > 0 }, true)
+		d.near = fitLine(lat, []int{0}, m, false)
+		d.far = fitLine(lat, []int{1}, m, true)
 		return d
 	}
-	d.near = d.fit(func(int) bool { return true }, false)
+	d.near = fitLine(lat, []int{0, 1}, m, false)
 	d.far = d.near
 	return d
 }
 
-// fit is the line through the learned read-miss cells of the columns
-// cols selects (the papers' rows, else all rows), or the prior's (far:
-// at a random place).
-func (d ModelDevice) fit(cols func(int) bool, far bool) line {
+// fitLine fits the line to the latencies of sides (0 near, 1 far), or
+// returns the prior's.
+func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
 	for _, rows := range []int{model.LinearRows, model.NumRows} {
-		if l, ok := d.fitRows(rows, cols); ok {
+		if l, ok := fitRows(lat, sides, rows); ok {
 			return l
 		}
 	}
-	return d.priorLine(far)
+	return priorLine(m, far)
 }
 
-// fitRows fits the line to the cells of the first rows rows in the
-// columns cols selects; false when fewer than two rows were learned or
-// the line does not rise with the size.
-func (d ModelDevice) fitRows(rows int, cols func(int) bool) (line, bool) {
+// fitRows fits the line to the sizes of the first rows rows; false when
+// fewer than two sizes qualify or the line does not rise with the size.
+func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
 	var sw, sx, sy, sxx, sxy float64
-	learned := 0
+	fitted := 0
 	for row := range rows {
-		seen := false
-		lo, hi := float64(model.RowSectors(row-1)), float64(model.RowSectors(row))
-		x := (lo + hi) / 2
-		if row < model.LinearRows {
-			x = hi
+		var n, ns float64
+		for _, i := range sides {
+			n, ns = n+lat.n[i][row], ns+lat.ns[i][row]
 		}
-		for col := range d.m.Columns() {
-			n := float64(d.m.Samples(model.ReadMiss, row, col))
-			if n == 0 || !cols(col) {
-				continue
-			}
-			y := float64(d.m.Lookup(model.ReadMiss, row, col))
-			sw, sx, sy, sxx, sxy = sw+n, sx+n*x, sy+n*y, sxx+n*x*x, sxy+n*x*y
-			seen = true
+		if n < MinRequests {
+			continue
 		}
-		if seen {
-			learned++
+		fitted++
+		x := float64(model.RowSectors(row))
+		if row >= model.LinearRows {
+			x = (float64(model.RowSectors(row-1)) + x) / 2
 		}
+		y := ns / n
+		sw, sx, sy, sxx, sxy = sw+n, sx+n*x, sy+n*y, sxx+n*x*x, sxy+n*x*y
 	}
 	den := sw*sxx - sx*sx
-	if learned < 2 || den <= 0 {
+	if fitted < 2 || den <= 0 {
 		return line{}, false
 	}
 	b := (sw*sxy - sx*sy) / den
@@ -132,16 +148,16 @@ func (d ModelDevice) fitRows(rows int, cols func(int) bool) (line, bool) {
 }
 
 // priorLine is the class's prior (model.Prior) as a line: its times of
-// a 4 KiB and a 1 MiB read.
-func (d ModelDevice) priorLine(far bool) line {
-	cfg := d.m.Config()
+// a 4 KiB and a 1 MiB read, at a random place when far.
+func priorLine(m *model.Model, far bool) line {
+	cfg := m.Config()
 	class := cfg.Class
 	if class == model.Throttled {
 		class = model.SSD // the device behind the bucket
 	}
 	var dist uint64
 	if far {
-		dist = d.spanSectors / 3
+		dist = cfg.CapacitySectors / 3 // the mean distance of two uniform places (EuroSys 2007 eq. 5, n = 2)
 	}
 	t1 := float64(model.Prior(class, model.ReadMiss, 8, dist, cfg.CapacitySectors))
 	t2 := float64(model.Prior(class, model.ReadMiss, 2048, dist, cfg.CapacitySectors))
@@ -149,10 +165,10 @@ func (d ModelDevice) priorLine(far bool) line {
 	return line{fixed: max(t1-8*b, 0), perSector: b}
 }
 
-// ReadNs implements Device: the fitted line, and for a throttled device
-// at least the time its caps allow a request of that size (a token
-// bucket passes IOPS requests and BytesPerSec bytes a second).
-func (d ModelDevice) ReadNs(sectors uint32, random bool) float64 {
+// ReadNs implements Device: the line, and for a throttled device at
+// least the time its caps allow a read of that size (a token bucket
+// passes IOPS requests and BytesPerSec bytes a second).
+func (d LineDevice) ReadNs(sectors uint32, random bool) float64 {
 	l := d.near
 	if random {
 		l = d.far
@@ -169,29 +185,16 @@ func (d ModelDevice) ReadNs(sectors uint32, random bool) float64 {
 	return ns
 }
 
-// MaxRequestSectors implements Device.
-func (d ModelDevice) MaxRequestSectors() uint32 { return d.maxSectors }
+// String is the device's lines, e.g. "sequential 62 µs + 0.41 µs/KiB,
+// random 80 µs + 0.66 µs/KiB".
+func (d LineDevice) String() string {
+	return "sequential " + d.near.String() + ", random " + d.far.String()
+}
 
 // windowNs is the predicted service time, ns, of reading a window of
-// pages pages: its requests of at most the device's largest size, the
-// first at a random place for a random reader, the rest in order.
+// pages pages, at a random place for a random reader.
 func windowNs(dev Device, pages float64, random bool) float64 {
-	sectors := uint64(math.Ceil(pages)) * 8
-	maxReq := uint64(max(dev.MaxRequestSectors(), 8))
-	full, rest := sectors/maxReq, sectors%maxReq
-	var ns float64
-	first := random
-	if full > 0 {
-		ns += dev.ReadNs(uint32(maxReq), first)
-		if full > 1 {
-			ns += float64(full-1) * dev.ReadNs(uint32(maxReq), false)
-		}
-		first = false
-	}
-	if rest > 0 {
-		ns += dev.ReadNs(uint32(rest), first)
-	}
-	return ns
+	return dev.ReadNs(uint32(math.Ceil(pages))*8, random)
 }
 
 // classNs is the predicted service time, ns, of class c's reading at a

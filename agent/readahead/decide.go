@@ -100,7 +100,7 @@ func Decide(in Input) Decision {
 		return Decision{KiB: cur, Reason: ReasonNoEvidence}
 	}
 	d := Decision{KiB: cur, Reason: ReasonKeep}
-	var curNs, best float64 = math.NaN(), math.Inf(1)
+	curNs, best := math.NaN(), math.Inf(1)
 	for _, kib := range candidates(in) {
 		ns := Cost(in.Device, in.Evidence, kib, cur, in.Seeks, in.LowWastePct)
 		d.Costs = append(d.Costs, DepthCost{KiB: kib, Ns: ns})

@@ -3,6 +3,8 @@ package readahead
 import (
 	"math"
 	"testing"
+
+	"github.com/shadowtune/shadowtune/internal/model"
 )
 
 // flash is a Device with a fixed cost per request and a transfer rate: a
@@ -11,7 +13,6 @@ import (
 // 16–2560, 2026-12-06); random places cost seekNs more.
 type flash struct {
 	overheadNs, bytesPerSec, seekNs float64
-	maxSectors                      uint32
 }
 
 func (f flash) ReadNs(sectors uint32, random bool) float64 {
@@ -22,9 +23,7 @@ func (f flash) ReadNs(sectors uint32, random bool) float64 {
 	return ns
 }
 
-func (f flash) MaxRequestSectors() uint32 { return f.maxSectors }
-
-var loopDev = flash{overheadNs: 60e3, bytesPerSec: 3e9, maxSectors: 2560}
+var loopDev = flash{overheadNs: 60e3, bytesPerSec: 3e9}
 
 // Evidence measured by the page-cache probe (TestPageCacheOrigin,
 // 2026-12-06): 2,000 random 4 KiB mmap reads of a 1 GiB file in a 256 MiB
@@ -76,7 +75,7 @@ func TestDecide(t *testing.T) {
 		}, 128, ReasonKeep},
 		{"a rotational device's streams seek: above the original", func(in *Input) {
 			in.CurrentKiB, in.OriginalKiB, in.Seeks, in.Evidence.Sequential = 128, 128, true, seqAt128
-			in.Device = flash{overheadNs: 200e3, bytesPerSec: 150e6, seekNs: 8e6, maxSectors: 2560}
+			in.Device = flash{overheadNs: 200e3, bytesPerSec: 150e6, seekNs: 8e6}
 		}, 4096, ReasonSequential},
 	}
 	for _, tc := range tests {
@@ -131,25 +130,6 @@ func TestLowWaste(t *testing.T) {
 	}
 }
 
-func TestWindowNs(t *testing.T) {
-	d := flash{overheadNs: 100, bytesPerSec: 512e9, seekNs: 1000, maxSectors: 16} // 1 ns a sector
-	tests := []struct {
-		pages  float64
-		random bool
-		want   float64
-	}{
-		{1, false, 108},                       // one request of 8 sectors
-		{2, false, 116},                       // 16 sectors: one full request
-		{5, false, 3*(100+16) - 16 + 8},       // 40 sectors: 16 + 16 + 8
-		{5, true, 3*(100+16) - 16 + 8 + 1000}, // the first at a random place
-	}
-	for _, tc := range tests {
-		if got := windowNs(d, tc.pages, tc.random); math.Abs(got-tc.want) > 1e-9 {
-			t.Errorf("windowNs(%v pages, random %v) = %v, want %v", tc.pages, tc.random, got, tc.want)
-		}
-	}
-}
-
 func TestFromPageCache(t *testing.T) {
 	// TestPageCacheWaste's random mmap reads (2026-12-06): fault-around
 	// mapped 30,011 of the 31,561 pages counted used.
@@ -171,5 +151,43 @@ func TestFromPageCache(t *testing.T) {
 	}
 	if ev := FromPageCache(PageCache{Used: 10}); ev.Resolved() != 0 {
 		t.Errorf("an unmeasured window gave %+v", ev)
+	}
+}
+
+// TestLineDeviceFit: the line through the sizes read 64 times or more
+// up to 128 KiB costs every size, read or not; requests of 1280 KiB
+// served two at a time do not bend it; a size read a few times is not
+// fitted; with one size to fit, the class's prior is used.
+func TestLineDeviceFit(t *testing.T) {
+	var lat Latencies
+	for range 64 {
+		lat.Add(32, false, 70_000)      // 16 KiB: 70 µs
+		lat.Add(128, true, 110_000)     // 64 KiB: 110 µs
+		lat.Add(2560, false, 2_300_000) // 1280 KiB, two at once: 2.3 ms each
+	}
+	lat.Add(8, false, 1_000) // a few incidental requests
+	m := model.Default(model.SSD, 1<<30)
+	d := NewLineDevice(lat, m)
+	// The line through (32 sectors, 70 µs) and (128, 110 µs): 56.7 µs +
+	// 0.417 µs a sector.
+	if got := d.ReadNs(256, false); math.Abs(got-163_333) > 100 {
+		t.Errorf("128 KiB: %.0f ns, want 163.3 µs on the line through 16 and 64 KiB (%s)", got, d)
+	}
+	if got := d.ReadNs(2560, false); math.Abs(got-1_123_333) > 100 {
+		t.Errorf("1280 KiB: %.0f ns, want the line's 1.12 ms, not the 2.3 ms measured two at a time (%s)", got, d)
+	}
+	if d.ReadNs(32, true) != d.ReadNs(32, false) {
+		t.Error("flash: a random place costs more")
+	}
+	var one Latencies
+	for range 64 {
+		one.Add(8, false, 50_000)
+	}
+	if got, prior := NewLineDevice(one, m).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
+		t.Errorf("one size: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
+	}
+	hdd := NewLineDevice(one, model.Default(model.HDD, 1<<30))
+	if hdd.ReadNs(8, true) <= hdd.ReadNs(8, false) {
+		t.Errorf("a rotational device's random read costs no more than its sequential one: %s", hdd)
 	}
 }

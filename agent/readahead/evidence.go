@@ -163,11 +163,13 @@ func (e Evidence) WastePct() float64 {
 type Kind uint8
 
 const (
-	// Mixed: both kinds read a share of the pages.
+	// Mixed is evidence of which both kinds read a share of the pages.
 	Mixed Kind = iota
-	// RandomKind: random readers' read-around was nearly all the pages.
+	// RandomKind is evidence whose pages were nearly all random
+	// readers' read-around.
 	RandomKind
-	// SequentialKind: sequential readers' windows were nearly all.
+	// SequentialKind is evidence whose pages were nearly all sequential
+	// readers' windows.
 	SequentialKind
 )
 

@@ -4,17 +4,21 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/model"
 )
 
 // Settings are what a device's road needs from its policy and its
 // device, besides the window.
 type Settings struct {
-	// CurrentKiB, OriginalKiB, MinKiB, MaxKiB, MarginPct, LowWastePct,
-	// Seeks and Device are Decide's (Input).
+	// CurrentKiB, OriginalKiB, MinKiB, MaxKiB, MarginPct, LowWastePct
+	// and Seeks are Decide's (Input).
 	CurrentKiB, OriginalKiB, MinKiB, MaxKiB int
 	MarginPct, LowWastePct                  float64
 	Seeks                                   bool
-	Device                                  Device
+	// Model is the device's disk model: its class, capacity and caps,
+	// for its costs (NewLineDevice).
+	Model *model.Model
 	// Horizon is the time constant of the evidence's decay
 	// (spec.rollout.minDwell): a window's evidence weighs e^(−age/Horizon)
 	// in later decisions; 0 keeps only the window's own.
@@ -40,14 +44,18 @@ type Window struct {
 	// (REQ_RAHEAD: the page cache's windows), their summed service time,
 	// ns; only a window traced whole verifies a change.
 	BusyNs int64
+	// Latencies are the service times of the window's read-ahead
+	// requests by size, for the device's costs.
+	Latencies Latencies
 }
 
 // Step is the road's answer to a window.
 type Step struct {
 	// Evidence is the window's own; Decision the decision over it and
-	// the recent windows' evidence.
+	// the recent windows' evidence; Device the costs it used.
 	Evidence Evidence
 	Decision Decision
+	Device   LineDevice
 	// Revert: the last change regressed; Decision.KiB is the depth it
 	// replaced, which the agent must write back (a revert passes every
 	// gate but Observe and a pause), and Message says why.
@@ -79,6 +87,7 @@ func (v Verification) What() string { return fmt.Sprintf("read_ahead_kb %d -> %d
 // ready. It does no I/O.
 type Road struct {
 	mix   Evidence
+	lat   Latencies
 	mixAt time.Time
 	// perPage holds, by kind of reader, the device time per used page
 	// (ns) of the last windows of that kind alone at the current depth,
@@ -106,7 +115,7 @@ type pending struct {
 }
 
 // Evidence is the decayed evidence of the recent windows, as of the last
-// window.
+// window (their read-ahead requests' latencies decay alike).
 func (r *Road) Evidence() Evidence { return r.mix }
 
 // Window takes a window's measurements and returns the step: the
@@ -123,7 +132,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 		ev.Sequential.Wasted += (scale - 1) * float64(w.PageCache.ReadWasted)
 	}
 	r.decay(w.Now, s.Horizon)
-	r.mix = r.mix.Plus(ev, 1)
+	r.mix, r.lat = r.mix.Plus(ev, 1), r.lat.plus(w.Latencies, 1)
 	st := Step{Evidence: ev}
 	whole := scale == 1
 	if whole {
@@ -139,8 +148,12 @@ func (r *Road) Window(w Window, s Settings) Step {
 	if r.verify != nil {
 		st.Verifying = r.verify.left
 	}
+	if s.Model == nil {
+		return st
+	}
+	st.Device = NewLineDevice(r.lat, s.Model)
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
-		Evidence: r.mix, Device: s.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
+		Evidence: r.mix, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
 		BackedOff: r.backedOff(w.Now)})
 	return st
 }
@@ -152,15 +165,15 @@ func (r *Road) decay(now time.Time, horizon time.Duration) {
 	if horizon > 0 && !r.mixAt.IsZero() {
 		f = math.Exp(-float64(now.Sub(r.mixAt)) / float64(horizon))
 	}
-	r.mix, r.mixAt = r.mix.Scaled(f), now
+	r.mix, r.lat, r.mixAt = r.mix.Scaled(f), Latencies{}.plus(r.lat, f), now
 }
 
 // measure keeps the window's device time per used page for its kind of
 // reader, when it is of one kind and used pages: the last n such.
 func (r *Road) measure(ev Evidence, busyNs int64, tolPct float64, n int) {
 	if k := ev.kind(tolPct); k != Mixed && ev.Used() > 0 && busyNs > 0 {
-		m := append(r.perPage[k], float64(busyNs)/ev.Used())
-		r.perPage[k] = m[max(0, len(m)-max(n, 1)):]
+		r.perPage[k] = append(r.perPage[k], float64(busyNs)/ev.Used())
+		r.perPage[k] = r.perPage[k][max(0, len(r.perPage[k])-max(n, 1)):]
 	}
 }
 

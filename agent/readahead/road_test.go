@@ -4,13 +4,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/model"
 )
 
 var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
 
 func settings(cur int) Settings {
 	return Settings{CurrentKiB: cur, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, MarginPct: 5, LowWastePct: 5,
-		Device: loopDev, Horizon: 10 * time.Minute, VerifyWindows: 2, Backoff: 30 * time.Minute}
+		Model: model.Default(model.SSD, 1<<30), Horizon: 10 * time.Minute, VerifyWindows: 2, Backoff: 30 * time.Minute}
 }
 
 // randomWindow is a window of random mmap reads whose faults read depth

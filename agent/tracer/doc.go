@@ -290,18 +290,22 @@
 // counted apart in MappedPages, as the agent counts them as wasted in a
 // window of random mmap reads.
 //
-// Epochs (since 2026-12-02): each chunk keeps the epoch of its last add,
-// a number user space sets after each change of a device's read-ahead
-// ([PageCacheProbe.NewEpoch]), tagged when the pages came in with a page
-// fault's read-around (the task's last pc_ra_order window that pc_fault
-// marked, held in its task state). UsedNowPages and WastedNowPages count
-// the pages of untagged chunks of the current epoch: what read() brought
-// in at the current depth. The agent restores a cut read-ahead on their
-// waste, which the read-around evicted after the cut would otherwise
-// dominate (TestPageCacheEpoch: 47.8 % waste in all, 0.00 % of read()
-// pages since the epoch).
+// Origins: each chunk keeps a tag of its last add, set when the pages
+// came in with a page fault's read-around (the task's last pc_ra_order
+// window that pc_fault marked, held in its task state). ReadUsedPages and
+// ReadWastedPages count the pages of untagged chunks: what read() (or a
+// read-ahead no fault started) brought in (TestPageCacheOrigin: a scan
+// that evicted 60,060 pages of another reader's read-around, 0 of its
+// own wasted).
 //
-// Read-aheads started by faults (since 2026-12-02): an asynchronous
+// Windows: pc_ra_order counts each read-ahead window (Windows), those a
+// fault read (AroundWindows), and the read-ahead of the file each was
+// read for (ra->ra_pages: the device's depth when the file was opened;
+// DepthPages, AroundDepthPages). The forced reads of
+// page_cache_ra_unbounded are not windows: their size is the caller's,
+// not the depth's.
+//
+// Read-aheads started by faults: an asynchronous
 // read-ahead whose page is the one the task last faulted on, and which no
 // folio added since covered (a fault that found its page cached and
 // marked PG_readahead, do_async_mmap_readahead in mm/filemap.c), counts in

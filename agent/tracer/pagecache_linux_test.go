@@ -618,9 +618,9 @@ func TestPageCacheLight(t *testing.T) {
 	if rd.AsyncReadAhead < 16 || rd.FaultAsyncReadAhead > 1 {
 		t.Errorf("sequential read() counted lightly: %d asynchronous read-aheads, %d of them said to be started by faults; want ≥ 16, and none", rd.AsyncReadAhead, rd.FaultAsyncReadAhead)
 	}
-	// A mapping scanned at the depth the agent holds mapped files at
-	// (agent/openfiles, hold.go): the faults start an asynchronous
-	// read-ahead about every window, the agent's evidence to release it.
+	// A mapping scanned at a small depth: the faults start an
+	// asynchronous read-ahead about every window, the evidence that
+	// makes page faults' windows sequential (agent/readahead).
 	setDeviceRA(t, fx.loop.Name, 16)
 	low := ph("mmapseq:" + fx.data)
 	if low.FaultAsyncReadAhead < 1000 || 2*low.FaultAsyncReadAhead < low.MmapFaults {
