@@ -1,0 +1,211 @@
+"""The agent as the chart ships it, started on this host.
+
+The DaemonSet runs `shadowtune agent` in a pod: its own PID namespace
+(hostPID: false), a 256 MiB memory limit, the state directory, the metrics
+port, --tracer=auto; nothing else. `shadowtune run` is the same agent
+without Kubernetes. Here it runs under `unshare --pid --fork --mount-proc`
+(a PID namespace of its own, as in the pod) in a memory cgroup with the
+chart's limit, with a policy that sets only spec.mode: Apply and
+spec.devices.include: [the loop device], and with no flags but the state
+directory, a metrics address on 127.0.0.1 and -o json. The benchmark
+depends only on its CLI, its JSON report and its log lines; what it did is
+also read from the device itself (DevicePoller).
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+from .host import BenchError, free_port, in_pod, log
+
+# The chart's agent.terminationGracePeriodSeconds: the time it has after
+# SIGTERM to restore the devices it changed.
+GRACE_S = 60
+
+
+def policy_yaml(device, extra):
+    """The StorageTuning policy: spec.mode Apply and the one device; the
+    CRD's defaults for everything else. extra (a non-default run only) is
+    merged into spec, as JSON (which YAML reads)."""
+    spec = {"mode": "Apply", "devices": {"include": [device]}}
+    spec.update(extra or {})
+    return ("apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\n"
+            "metadata:\n  name: bench-decisions\nspec: " + json.dumps(spec, sort_keys=True) + "\n")
+
+
+class DevicePoller(threading.Thread):
+    """Polls the device's scheduler and read_ahead_kb every 100 ms and
+    records every change with its time: what the agent did, seen from the
+    device, whatever its logs say."""
+
+    def __init__(self, dev, period=0.1):
+        super().__init__(daemon=True)
+        self.dev, self.period = dev, period
+        self.stopped = threading.Event()
+        self.changes = []  # (epoch seconds, "sched/ra")
+        self.lock = threading.Lock()
+
+    def run(self):
+        last = None
+        while not self.stopped.is_set():
+            try:
+                s, ra = self.dev.state()
+                cur = f"{s}/{ra}"
+            except (OSError, ValueError):
+                cur = None
+            if cur != last and cur is not None:
+                with self.lock:
+                    self.changes.append((time.time(), cur))
+                last = cur
+            self.stopped.wait(self.period)
+
+    def since(self, t0, t1=None):
+        with self.lock:
+            return [(t, s) for t, s in self.changes if t >= t0 and (t1 is None or t <= t1)]
+
+    def stop(self):
+        self.stopped.set()
+        self.join()
+
+
+KV_RE = re.compile(r'"([A-Za-z]+)"=("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[^ ]+)')
+
+
+def parse_log_line(line):
+    """The key/values of one of the agent's log lines (logr funcr's
+    "key"="value" form); {} for a line in another form."""
+    out = {}
+    for k, v in KV_RE.findall(line):
+        if v.startswith('"'):
+            try:
+                v = json.loads(v)
+            except json.JSONDecodeError:
+                v = v[1:-1]
+        out[k] = v
+    return out
+
+
+class Agent:
+    def __init__(self, binary, dev, pods, tmp, plan):
+        self.bin, self.dev, self.pods, self.tmp, self.plan = binary, dev, pods, tmp, plan
+        self.files = pods.pod("agent", plan["agent_memory"], agent=True)
+        self.proc = None
+        self.policy = os.path.join(tmp, "policy.yaml")
+        with open(self.policy, "w") as f:
+            f.write(policy_yaml(dev.name, plan["agent"].get("policy_extra")))
+        self.kept_state = os.path.join(tmp, "agent-state")
+
+    def argv(self, state):
+        return [self.bin, "run", "--config", self.policy, "--state-dir", state, "-o", "json",
+                "--metrics-bind-address", f"127.0.0.1:{free_port()}", *self.plan["agent"].get("args", [])]
+
+    def start(self, seqdir):
+        """Starts the agent for one sequence; returns when it traces."""
+        if self.plan["agent"].get("state_dir") == "kept":
+            self.state = self.kept_state
+        else:
+            self.state = os.path.join(seqdir, "agent-state")
+        os.makedirs(self.state, exist_ok=True)
+        self.log_path = os.path.join(seqdir, "agent.log")
+        self.json_path = os.path.join(seqdir, "agent.json")
+        self.out = open(self.json_path, "w")
+        self.err = open(self.log_path, "w")
+        cmd = in_pod(self.files, ["unshare", "--pid", "--fork", "--mount-proc", *self.argv(self.state)])
+        self.t_start = time.time()
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, start_new_session=True)
+        t = time.monotonic()
+        while time.monotonic() - t < 60:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.close_files()
+                tail = open(self.log_path, errors="replace").read().strip().splitlines()[-2:]
+                self.proc = None
+                raise BenchError(f"the agent exited at start (exit {rc}): {' | '.join(tail)}")
+            with open(self.log_path, errors="replace") as f:
+                if '"msg"="tracing"' in f.read():
+                    self.t_tracing = time.time()
+                    return
+            time.sleep(0.1)
+        raise BenchError("the agent did not start tracing within 60 s")
+
+    def pid(self):
+        """The agent's own host PID: the child of unshare."""
+        try:
+            with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
+                kids = f.read().split()
+            return int(kids[0]) if kids else None
+        except (OSError, ValueError):
+            return None
+
+    def cpu_s(self):
+        """CPU seconds of the agent's pod so far (its processes' threads)."""
+        total = 0
+        for p in self.pods.procs("agent"):
+            try:
+                for t in os.listdir(f"/proc/{p}/task"):
+                    with open(f"/proc/{p}/task/{t}/schedstat") as f:
+                        total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e9
+
+    def close_files(self):
+        for f in (self.out, self.err):
+            if not f.closed:
+                f.close()
+
+    def stop(self):
+        """SIGTERM to the agent (it restores the device), as a pod's
+        termination does; SIGKILL and `run --revert` after the grace
+        period. Returns a summary: exit status, its JSON report, its log's
+        changes."""
+        if self.proc is None:
+            return None
+        pid = self.pid()
+        rc = None
+        if pid:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        try:
+            rc = self.proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            log(f"the agent did not exit within {GRACE_S} s of SIGTERM: SIGKILL and run --revert")
+            self.pods.kill("agent", grace=0)
+            self.proc.wait()
+            rc = "killed"
+            subprocess.run([self.bin, "run", "--revert", "--state-dir", self.state],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = None
+        self.close_files()
+        return self.summary(rc)
+
+    def summary(self, rc):
+        events = []
+        for line in open(self.log_path, errors="replace"):
+            kv = parse_log_line(line)
+            if "change" in kv or kv.get("msg", "").startswith(("applied", "restored", "revert")):
+                events.append({k: kv[k] for k in ("msg", "device", "change") if k in kv})
+        report = None
+        try:
+            with open(self.json_path) as f:
+                report = json.load(f)
+        except (OSError, json.JSONDecodeError):
+            pass
+        dev = {}
+        if report:
+            for d in report.get("devices", []):
+                if d.get("name") == self.dev.name:
+                    dev = {k: d.get(k) for k in ("changes", "reverts", "lastChange", "lastVerification",
+                                                 "recommendation", "readAhead", "class")}
+        return {"exit": rc, "windows": (report or {}).get("windows"), "notes": (report or {}).get("notes", []),
+                "log_events": events, "device_report": dev}
+
+    def kill(self):
+        """At cleanup: an agent still running is stopped (it restores)."""
+        if self.proc is not None:
+            self.stop()
