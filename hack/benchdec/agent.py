@@ -98,9 +98,12 @@ class Agent:
             f.write(policy_yaml(dev.name, plan["agent"].get("policy_extra")))
         self.kept_state = os.path.join(tmp, "agent-state")
 
-    def argv(self, state):
-        return [self.bin, "run", "--config", self.policy, "--state-dir", state, "-o", "json",
-                "--metrics-bind-address", f"127.0.0.1:{free_port()}", *self.plan["agent"].get("args", [])]
+    def argv(self, state, record=False):
+        """The agent's command line (for the record: the policy's and the
+        port's place holders)."""
+        return [self.bin, "run", "--config", "policy.yaml" if record else self.policy, "--state-dir", state,
+                "-o", "json", "--metrics-bind-address", "127.0.0.1:PORT" if record else f"127.0.0.1:{free_port()}",
+                *self.plan["agent"].get("args", [])]
 
     def start(self, seqdir):
         """Starts the agent for one sequence; returns when it traces."""

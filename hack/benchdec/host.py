@@ -272,7 +272,8 @@ class Pods:
     def procs(self, name):
         out = []
         for d in self.dirs.get(name, []):
-            out += [int(p) for p in read(f"{d}/cgroup.procs").split()]
+            if os.path.exists(f"{d}/cgroup.procs"):
+                out += [int(p) for p in read(f"{d}/cgroup.procs").split()]
         return out
 
     def memory_stat(self, name):

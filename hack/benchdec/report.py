@@ -233,8 +233,17 @@ def render_run(rec, json_name):
     L.append(f"| started, declared, ended (UTC) | {rec.get('started')}, {rec.get('declared', '-')}, {rec.get('ended', '-')} |")
     L.append(f"| status | {rec.get('status')}" + (f": {rec['stopped_because']}" if rec.get("stopped_because") else "") + " |")
     L.append("")
+    rest = [m for m in rec["measurements"] if m["rep"] not in S.complete]
+    if rest:
+        L.append("## Measured in incomplete repetitions (not summarised)")
+        L.append("")
+        L.append("| repetition | setting | workload | wall s |")
+        L.append("|---:|---|---|---:|")
+        for m in rest:
+            L.append(f"| {m['rep']} | {m['setting']} | {m['workload']} | {f2(m['wall_s'])} |")
+        L.append("")
     if not S.complete:
-        L.append("No repetition is complete: nothing is summarised. The raw measurements are in the JSON.")
+        L.append("No repetition is complete: nothing is summarised.")
         L.append("")
         return "\n".join(L)
     n = len(S.complete)
@@ -349,10 +358,16 @@ def render_run(rec, json_name):
         for w in S.workloads:
             ms = per_w.get(w, [])
             cpu = [m.get("agent_cpu_s", 0) for m in ms]
-            L.append(f"| {w} | " + "; ".join(f"{m['state0']} → {m['state1']}" for m in ms) +
+            L.append(f"| {w} | " + "; ".join(f"{m['state0']} → {m['state1']}" + changes(m) for m in ms) +
                      f" | {st.median(cpu):.2f} |" if ms else f"| {w} | - | - |")
         L.append("")
     return "\n".join(L)
+
+
+def changes(m):
+    """The device's states polled during one measurement, after its first."""
+    ch = [c for c in m.get("device_changes", []) if c[0] > 0]
+    return (" (" + ", ".join(f"at {t:g} s {s}" for t, s in ch) + ")") if ch else ""
 
 
 def write_run(json_path):

@@ -98,8 +98,9 @@ def main(binary, env, repo, helper):
     runs_dir = env.get("BENCH_RUNS_DIR") or os.path.join(repo, "docs", "runs")
     os.makedirs(runs_dir, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
-    rec = Record(run_path(runs_dir, plan["name"], now), {
-        "format": FORMAT, "name": os.path.basename(run_path(runs_dir, plan["name"], now))[:-5],
+    path = run_path(runs_dir, plan["name"], now)
+    rec = Record(path, {
+        "format": FORMAT, "name": os.path.basename(path)[:-5],
         "status": "setup", "started": now.isoformat(timespec="seconds"), "plan": plan,
         "git": git_facts(repo), "host": host_facts(),
         "agent_binary": {"path": os.path.relpath(binary, repo) if binary.startswith(repo) else binary,
@@ -116,8 +117,10 @@ def main(binary, env, repo, helper):
 
     def on_signal(sig, _frame):
         raise KeyboardInterrupt(signal.Signals(sig).name)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    # Also SIGINT: a shell that starts the run in the background ignores
+    # it for its children, and Python then leaves it ignored.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
     status, why = "failed", ""
     tmp = None
     try:
@@ -151,7 +154,7 @@ def main(binary, env, repo, helper):
             agent = Agent(binary, dev, pods, tmp, plan)
             cleanup.push("stop the agent", agent.kill)
             rec.data["agent_command"] = {
-                "argv": ["shadowtune", *agent.argv("STATE")[1:]],
+                "argv": ["shadowtune", *agent.argv("STATE", record=True)[1:]],
                 "wrapped_in": "unshare --pid --fork --mount-proc (the pod's own PID namespace: hostPID false), "
                               f"memory cgroup {plan['agent_memory']} (the chart's limit)",
                 "policy": open(agent.policy).read(),
@@ -165,8 +168,8 @@ def main(binary, env, repo, helper):
         run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp)
         status = "complete"
     except KeyboardInterrupt as e:
-        status, why = "interrupted", f"interrupted ({e or 'SIGINT'})"
-        log(why)
+        status, why = "interrupted", f"{e or 'SIGINT'}"
+        log(f"interrupted ({why})")
     except (BenchError, planmod.PlanError, OSError, subprocess.SubprocessError) as e:
         status, why = "failed", str(e).splitlines()[0] if str(e) else type(e).__name__
         log(f"error: {why}")

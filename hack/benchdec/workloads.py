@@ -76,12 +76,18 @@ class Proc:
             self.p.wait()
 
 
+# A workload still running after this long has hung: the run stops.
+TIMEOUT_S = 1800
+
+
 def run_together(procs):
     """Waits for every process (all already started); returns their outputs
     and each one's seconds; the first failure is raised after the others
     were stopped."""
     try:
         while not all(p.poll() for p in procs):
+            if time.monotonic() - procs[0].t0 > TIMEOUT_S:
+                raise BenchError(f"{procs[0].what}: still running after {TIMEOUT_S} s")
             time.sleep(0.02)
         return [(p.wait(), p.t1 - p.t0) for p in procs]
     finally:
@@ -369,7 +375,10 @@ class Apps:
         cmd = ["rg", "--no-messages", "--no-ignore", "--hidden", "-c", "-e", SEARCH_PATTERN, *self.trees]
         p = Proc("rg", in_pod(self.search_files, cmd), out + ".rg.txt")
         try:
-            p.p.wait()
+            p.p.wait(timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise BenchError(f"rg: still running after {TIMEOUT_S} s")
         finally:
             p.poll()
             p.f.close()
