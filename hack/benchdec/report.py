@@ -317,6 +317,7 @@ def render_run(rec, json_name):
             r3 = f"{st.median(va) / st.median(vb):.3f} ({METRIC_NAMES.get(prim, prim)})" if va and vb and st.median(vb) else "-"
             L.append(f"| {w} | {bs} | {r1} | {r2} | {r3} |")
         L.append("")
+    L += time_section(rec, S)
     bars = S.bars()
     L.append("## Issue 43's bars")
     L.append("")
@@ -362,6 +363,29 @@ def render_run(rec, json_name):
                      f" | {st.median(cpu):.2f} |" if ms else f"| {w} | - | - |")
         L.append("")
     return "\n".join(L)
+
+
+def time_section(rec, S):
+    """The run's time: each setting's sequence, and what the plan would
+    take at 3 repetitions (the default), from the medians of its sequences."""
+    seqs = rec.get("sequences", [])
+    if not seqs:
+        return []
+    per = {}
+    for q in seqs:
+        if "seconds" in q:
+            per.setdefault(q["setting"], []).append(q["seconds"])
+    setup = (rec.get("setup") or {}).get("setup_s", 0)
+    L = ["## Time", "",
+         "Seconds per sequence of workloads (median over the repetitions; workloads, cache drops, "
+         "restores, PostgreSQL's restart, the agent's start and stop): " +
+         ", ".join(f"{s} {st.median(per[s]):.0f}" for s in S.settings if s in per) + f"; set-up {setup:.0f} s."]
+    if all(s in per for s in S.settings):
+        one = sum(st.median(per[s]) for s in S.settings)
+        L.append(f"At 3 repetitions these settings take about {(setup + 3 * one) / 60:.1f} min "
+                 f"({setup:.0f} s set-up + 3 × {one:.0f} s).")
+    L.append("")
+    return L
 
 
 def changes(m):

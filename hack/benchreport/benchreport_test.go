@@ -39,9 +39,9 @@ func TestGeneratorUnitTests(t *testing.T) {
 	cmd := exec.Command(py, "-m", "unittest", "discover", "-s", "benchdec", "-t", ".", "-p", "test_*.py")
 	cmd.Dir = ".."
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
-	if out, err := cmd.CombinedOutput(); err != nil {
+	out, err := cmd.CombinedOutput()
+	if err != nil {
 		t.Fatalf("python3 -m unittest (hack/benchdec): %v\n%s", err, out)
-	} else {
-		t.Logf("%s", out)
 	}
+	t.Logf("%s", out)
 }
