@@ -18,6 +18,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.request
 
 from .host import BenchError, free_port, in_pod, log
 
@@ -101,12 +102,25 @@ class Agent:
     def argv(self, state, record=False):
         """The agent's command line (for the record: the policy's and the
         port's place holders)."""
+        if not record:
+            self.port = free_port()
         return [self.bin, "run", "--config", "policy.yaml" if record else self.policy, "--state-dir", state,
-                "-o", "json", "--metrics-bind-address", "127.0.0.1:PORT" if record else f"127.0.0.1:{free_port()}",
+                "-o", "json", "--metrics-bind-address", "127.0.0.1:PORT" if record else f"127.0.0.1:{self.port}",
                 *self.plan["agent"].get("args", [])]
 
+    def ready(self):
+        """The pod's readiness probe: GET /readyz answers 200 once the
+        agent traces."""
+        try:
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
+            with direct.open(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+                return r.status == 200
+        except (OSError, ValueError):
+            return False
+
     def start(self, seqdir):
-        """Starts the agent for one sequence; returns when it traces."""
+        """Starts the agent for one sequence; returns when it is ready (its
+        /readyz, as the pod's readiness probe sees it)."""
         if self.plan["agent"].get("state_dir") == "kept":
             self.state = self.kept_state
         else:
@@ -127,12 +141,11 @@ class Agent:
                 tail = open(self.log_path, errors="replace").read().strip().splitlines()[-2:]
                 self.proc = None
                 raise BenchError(f"the agent exited at start (exit {rc}): {' | '.join(tail)}")
-            with open(self.log_path, errors="replace") as f:
-                if '"msg"="tracing"' in f.read():
-                    self.t_tracing = time.time()
-                    return
+            if self.ready():
+                self.t_ready = time.time()
+                return
             time.sleep(0.1)
-        raise BenchError("the agent did not start tracing within 60 s")
+        raise BenchError("the agent was not ready (/readyz) within 60 s")
 
     def pid(self):
         """The agent's own host PID: the child of unshare."""

@@ -270,5 +270,5 @@ def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
 
 
 def fmt_metrics(met):
-    keys = [k for k in ("ops_s", "tps", "lat_p99_ms", "scan_s", "backup_mib_s", "files_s", "mmap_s") if k in met]
+    keys = [k for k in ("ops_s", "tps", "lat_p99_ms", "scan_s", "backup_mib_s", "files_s", "mmap_s", "iops") if k in met]
     return "  ".join(f"{k} {met[k]:g}" for k in keys)
