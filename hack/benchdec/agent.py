@@ -29,12 +29,14 @@ GRACE_S = 60
 
 def policy_yaml(device, extra):
     """The StorageTuning policy: spec.mode Apply and the one device; the
-    CRD's defaults for everything else. extra (a non-default run only) is
-    merged into spec, as JSON (which YAML reads)."""
-    spec = {"mode": "Apply", "devices": {"include": [device]}}
-    spec.update(extra or {})
-    return ("apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\n"
-            "metadata:\n  name: bench-decisions\nspec: " + json.dumps(spec, sort_keys=True) + "\n")
+    CRD's defaults for everything else. extra (a non-default run only) adds
+    keys to spec, each written as JSON (which YAML reads)."""
+    lines = ["apiVersion: storage.shadowtune.io/v1alpha1", "kind: StorageTuning", "metadata:",
+             "  name: bench-decisions", "spec:", "  mode: Apply", "  devices:",
+             f"    include: [{json.dumps(device)}]"]
+    for k, v in sorted((extra or {}).items()):
+        lines.append(f"  {k}: {json.dumps(v, sort_keys=True)}")
+    return "\n".join(lines) + "\n"
 
 
 class DevicePoller(threading.Thread):
@@ -90,9 +92,16 @@ def parse_log_line(line):
 
 
 class Agent:
-    def __init__(self, binary, dev, pods, tmp, plan):
+    """The agent (setting "agent"), or a variant of it (setting agent.V: the
+    binary BINARY.V beside it, e.g. a wrapper from hack/bench-variants; a
+    non-default agent, so its run is never a headline)."""
+
+    def __init__(self, binary, dev, pods, tmp, plan, setting="agent"):
         self.bin, self.dev, self.pods, self.tmp, self.plan = binary, dev, pods, tmp, plan
-        self.files = pods.pod("agent", plan["agent_memory"], agent=True)
+        self.setting = setting
+        if setting != "agent":
+            self.bin = binary + setting[len("agent"):]
+        self.files = pods.pod(setting, plan["agent_memory"], agent=True)
         self.proc = None
         self.policy = os.path.join(tmp, "policy.yaml")
         with open(self.policy, "w") as f:
@@ -122,7 +131,7 @@ class Agent:
         """Starts the agent for one sequence; returns when it is ready (its
         /readyz, as the pod's readiness probe sees it)."""
         if self.plan["agent"].get("state_dir") == "kept":
-            self.state = self.kept_state
+            self.state = self.kept_state + self.setting[len("agent"):]
         else:
             self.state = os.path.join(seqdir, "agent-state")
         os.makedirs(self.state, exist_ok=True)
@@ -141,7 +150,7 @@ class Agent:
                 tail = open(self.log_path, errors="replace").read().strip().splitlines()[-2:]
                 self.proc = None
                 raise BenchError(f"the agent exited at start (exit {rc}): {' | '.join(tail)}")
-            if self.ready():
+            if self.ready() or self.traces():
                 self.t_ready = time.time()
                 return
             time.sleep(0.1)
@@ -156,10 +165,16 @@ class Agent:
         except (OSError, ValueError):
             return None
 
+    def traces(self):
+        """A variant without the metrics server (hack/null-agent.sh) says
+        so in its log instead."""
+        with open(self.log_path, errors="replace") as f:
+            return '"msg"="tracing"' in f.read()
+
     def cpu_s(self):
         """CPU seconds of the agent's pod so far (its processes' threads)."""
         total = 0
-        for p in self.pods.procs("agent"):
+        for p in self.pods.procs(self.setting):
             try:
                 for t in os.listdir(f"/proc/{p}/task"):
                     with open(f"/proc/{p}/task/{t}/schedstat") as f:
@@ -191,7 +206,7 @@ class Agent:
             rc = self.proc.wait(timeout=GRACE_S)
         except subprocess.TimeoutExpired:
             log(f"the agent did not exit within {GRACE_S} s of SIGTERM: SIGKILL and run --revert")
-            self.pods.kill("agent", grace=0)
+            self.pods.kill(self.setting, grace=0)
             self.proc.wait()
             rc = "killed"
             subprocess.run([self.bin, "run", "--revert", "--state-dir", self.state],

@@ -43,7 +43,7 @@ SIZE_KEYS = {
 DIAG_DEFAULTS = {"diag_big_mib": 128, "diag_tree_files": 2000, "diag_mm_mib": 2048,
                  "diag_mem_reads": 2000, "diag_mem_phases": 3, "diag_rr_mib": 128}
 SEARCH_TREES = {"goroot", "goroot/src", "repo"}
-SETTING_RE = re.compile(r"^(default|agent|(default-scheduler|[a-z][a-z0-9-]*)/(default|[1-9][0-9]{0,5}))$")
+SETTING_RE = re.compile(r"^(default|agent|agent\.[a-z0-9][a-z0-9-]{0,20}|(default-scheduler|[a-z][a-z0-9-]*)/(default|[1-9][0-9]{0,5}))$")
 MEM_RE = re.compile(r"^[1-9][0-9]*[KMG]$")
 
 
@@ -160,7 +160,7 @@ def validate(plan):
         for s in st:
             if not isinstance(s, str) or not SETTING_RE.match(s):
                 raise PlanError(f"plan: unknown setting {s!r} (want SCHEDULER/READ_AHEAD_KB, "
-                                "SCHEDULER/default, default-scheduler/KB, default or agent)")
+                                "SCHEDULER/default, default-scheduler/KB, default, agent or agent.VARIANT)")
     reps = plan.get("repetitions")
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         raise PlanError(f"plan: repetitions: want a whole number from 1, got {reps!r}")
@@ -230,8 +230,8 @@ def resolve_settings(plan, offered, default_sched, ra0):
         return out + ["agent"]
     out = []
     for s in st:
-        if s == "agent":
-            r = "agent"
+        if s == "agent" or s.startswith("agent."):
+            r = s
         elif s == "default":
             r = f"{default_sched}/{ra0}"
         else:
@@ -257,6 +257,10 @@ def agent_deviations(plan):
         dev.append("agent flags: " + " ".join(a["args"]))
     if a.get("policy_extra"):
         dev.append("policy spec: " + json.dumps(a["policy_extra"], sort_keys=True))
+    st = plan.get("settings")
+    variants = [s for s in st if s.startswith("agent.")] if isinstance(st, list) else []
+    if variants:
+        dev.append("agent variants (other binaries): " + " ".join(variants))
     return dev
 
 

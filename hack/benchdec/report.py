@@ -99,7 +99,7 @@ class Stats:
         reps = sorted({m["rep"] for m in rec["measurements"]})
         self.complete = [r for r in reps if all(r in self.t.get((s, w), {})
                                                 for s in self.settings for w in self.workloads)]
-        self.statics = [s for s in self.settings if s != "agent"]
+        self.statics = [s for s in self.settings if not s.startswith("agent")]
         self.has_agent = "agent" in self.settings
 
     def med(self, s, w, reps=None):
@@ -161,6 +161,12 @@ class Stats:
         return out
 
 
+def policy_spec(policy):
+    """The spec of the policy given to the agent, on one line."""
+    spec = policy.split("spec:", 1)[-1]
+    return "; ".join(line.strip() for line in spec.strip().splitlines() if line.strip())
+
+
 def f2(x):
     return f"{x:.2f}"
 
@@ -217,7 +223,7 @@ def render_run(rec, json_name):
     ac = rec.get("agent_command")
     if ac:
         L.append(f"| agent | `{' '.join(ac['argv'])}`, {ac['wrapped_in']}; state directory "
-                 f"{ac['state_dir']}; policy spec: `{ac['policy'].split('spec: ', 1)[-1].strip()}` |")
+                 f"{ac['state_dir']}; policy spec: `{policy_spec(ac['policy'])}` |")
     L.append(f"| agent settings changed from the shipped defaults | "
              f"{'; '.join(rec.get('agent_deviations') or []) or 'none'} |")
     L.append(f"| PostgreSQL | restarted {p['postgres_restart'].replace('-', ' ')} |")
@@ -343,7 +349,7 @@ def render_run(rec, json_name):
         for q in seqs:
             a = q["agent"]
             ch = ", ".join(f"{t:g} s {s}" for t, s in a.get("device_changes", [])) or "none"
-            L.append(f"- rep {q['rep']} (position {q['position']}, {q.get('seconds', '?')} s): "
+            L.append(f"- rep {q['rep']} {q['setting']} (position {q['position']}, {q.get('seconds', '?')} s): "
                      f"{a.get('windows')} windows; exit {a.get('exit')}; device restored at exit: "
                      f"{'yes' if a.get('restored') else 'NO'}; device states: {ch}")
             for e in a.get("log_events", []):

@@ -95,6 +95,12 @@ def main(binary, env, repo, helper):
     if not os.access(binary, os.X_OK):
         print(f"bench-decisions: {binary}: not an executable", file=sys.stderr)
         return 2
+    if isinstance(plan["settings"], list):
+        for s in plan["settings"]:
+            if s.startswith("agent.") and not os.access(binary + s[len("agent"):], os.X_OK):
+                print(f"bench-decisions: setting {s} runs {binary + s[len('agent'):]}, which is not an executable",
+                      file=sys.stderr)
+                return 2
     runs_dir = env.get("BENCH_RUNS_DIR") or os.path.join(repo, "docs", "runs")
     os.makedirs(runs_dir, exist_ok=True)
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -149,10 +155,13 @@ def main(binary, env, repo, helper):
         t = time.monotonic()
         rec.data["setup"] = apps.setup(cleanup)
         log(f"set-up took {time.monotonic() - t:.0f} s: {json.dumps(rec.data['setup'])}")
-        agent = None
-        if "agent" in settings:
-            agent = Agent(binary, dev, pods, tmp, plan)
-            cleanup.push("stop the agent", agent.kill)
+        agents = {}
+        for s in settings:
+            if s == "agent" or s.startswith("agent."):
+                agents[s] = Agent(binary, dev, pods, tmp, plan, s)
+                cleanup.push(f"stop {s}", agents[s].kill)
+        if agents:
+            agent = agents.get("agent") or next(iter(agents.values()))
             rec.data["agent_command"] = {
                 "argv": ["shadowtune", *agent.argv("STATE", record=True)[1:]],
                 "wrapped_in": "unshare --pid --fork --mount-proc (the pod's own PID namespace: hostPID false), "
@@ -165,7 +174,7 @@ def main(binary, env, repo, helper):
         rec.data["status"] = "running"
         rec.data["declared"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         rec.save()
-        run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp)
+        run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp)
         status = "complete"
     except KeyboardInterrupt as e:
         status, why = "interrupted", f"{e or 'SIGINT'}"
@@ -205,7 +214,7 @@ def keep_and_remove(tmp, keep):
     shutil.rmtree(tmp)
 
 
-def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
+def run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp):
     n, reps = len(settings), plan["repetitions"]
     t_start, done = time.monotonic(), 0
     dsched, dra = default.split("/")
@@ -217,7 +226,8 @@ def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
             os.makedirs(seqdir)
             ts = time.monotonic()
             seq = {"rep": rep, "position": pos, "setting": setting, "t0": time.time()}
-            if setting == "agent":
+            agent = agents.get(setting)
+            if agent:
                 dev.set(dsched, dra)
                 agent.start(seqdir)
                 seq["agent_state_dir"] = plan["agent"].get("state_dir", "fresh-per-sequence")
@@ -230,7 +240,7 @@ def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
                     apps.prepare(w)
                     drop_caches()
                     s0, st0 = dev.state(), dev.stat()
-                    c0 = agent.cpu_s() if setting == "agent" else 0
+                    c0 = agent.cpu_s() if agent else 0
                     t0 = time.time()
                     wall, met = apps.run(w, os.path.join(seqdir, w))
                     t1 = time.time()
@@ -240,7 +250,7 @@ def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
                          "state0": f"{s0[0]}/{s0[1]}", "state1": f"{s1[0]}/{s1[1]}",
                          "dev_read_mib": round((st1[1] - st0[1]) / 2048, 1), "dev_reads": st1[0] - st0[0],
                          "dev_write_mib": round((st1[3] - st0[3]) / 2048, 1)}
-                    if setting == "agent":
+                    if agent:
                         m["agent_cpu_s"] = round(agent.cpu_s() - c0, 3)
                         m["device_changes"] = [[round(t - t0, 2), st] for t, st in poller.since(t0, t1)]
                     elif s1 != s0 or f"{s1[0]}/{s1[1]}" != setting:
@@ -251,7 +261,7 @@ def run_sequences(plan, settings, default, dev, apps, agent, poller, rec, tmp):
                     print(f"   rep {rep} {setting:<18} {w:<14} {wall:8.2f} s  {fmt_metrics(met)}", flush=True)
             finally:
                 apps.end_sequence(last=(rep == reps and pos == n - 1))
-                if setting == "agent" and agent.proc is not None:
+                if agent and agent.proc is not None:
                     summ = agent.stop()
                     summ["device_changes"] = [[round(t - seq["t0"], 2), st] for t, st in poller.since(seq["t0"])]
                     after = dev.state()

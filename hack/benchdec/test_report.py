@@ -221,6 +221,9 @@ class TestPlan(unittest.TestCase):
         self.assertEqual(full, ["none/2560", "none/128", "mq-deadline/2560", "mq-deadline/128", "kyber/2560",
                                 "kyber/128", "agent"])
         self.assertIn("agent flags: --follow-open-files", planmod.headline_blockers(p, full, offered, "none", 2560))
+        v = planmod.from_env(self.env(BENCH_SETTINGS="none/2560 agent.null agent"))
+        self.assertEqual(planmod.agent_deviations(v), ["agent variants (other binaries): agent.null"])
+        self.assertEqual(planmod.resolve_settings(v, offered, "none", 2560), ["none/2560", "agent.null", "agent"])
         d = planmod.from_env({})
         self.assertEqual(planmod.headline_blockers(d, full, offered, "none", 2560), [])
         self.assertIn("not every static setting against the agent",
@@ -239,8 +242,10 @@ class TestPlan(unittest.TestCase):
 class TestAgentGlue(unittest.TestCase):
     def test_policy_sets_only_mode_and_device(self):
         y = policy_yaml("loop7", {})
-        spec = json.loads(y.split("spec: ", 1)[1])
-        self.assertEqual(spec, {"devices": {"include": ["loop7"]}, "mode": "Apply"})
+        self.assertEqual(y.split("spec:\n", 1)[1], '  mode: Apply\n  devices:\n    include: ["loop7"]\n')
+        self.assertEqual(report.policy_spec(y), 'mode: Apply; devices:; include: ["loop7"]')
+        y = policy_yaml("loop7", {"rollout": {"minDwell": "0s"}})
+        self.assertTrue(y.endswith('  rollout: {"minDwell": "0s"}\n'))
 
     def test_parse_log_line(self):
         kv = parse_log_line(' "level"=0 "msg"="applied" "device"="loop1" "change"="read_ahead_kb 2560 -> 32"')
