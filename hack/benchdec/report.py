@@ -350,7 +350,8 @@ def render_run(rec, json_name):
             a = q["agent"]
             ch = ", ".join(f"{t:g} s {s}" for t, s in a.get("device_changes", [])) or "none"
             L.append(f"- rep {q['rep']} {q['setting']} (position {q['position']}, {q.get('seconds', '?')} s): "
-                     f"{a.get('windows')} windows; exit {a.get('exit')}; device restored at exit: "
+                     f"{a.get('windows') if a.get('windows') is not None else '-'} windows; exit {a.get('exit')}; "
+                     "device restored at exit: "
                      f"{'yes' if a.get('restored') else 'NO'}; device states: {ch}")
             for e in a.get("log_events", []):
                 if e.get("change"):

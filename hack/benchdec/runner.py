@@ -263,6 +263,7 @@ def run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp):
                 apps.end_sequence(last=(rep == reps and pos == n - 1))
                 if agent and agent.proc is not None:
                     summ = agent.stop()
+                    time.sleep(3 * poller.period)  # the poller sees the restore
                     summ["device_changes"] = [[round(t - seq["t0"], 2), st] for t, st in poller.since(seq["t0"])]
                     after = dev.state()
                     summ["restored"] = f"{after[0]}/{after[1]}" == default
