@@ -229,6 +229,8 @@ def render_run(rec, json_name):
     L.append(f"| PostgreSQL | restarted {p['postgres_restart'].replace('-', ' ')} |")
     L.append("| sizes | " + ", ".join(f"{k} {v}" for k, v in sorted(p["sizes"].items())
                                       if not k.startswith("diag_")) + " |")
+    if rec.get("installed"):
+        L.append(f"| packages installed by the run | {' '.join(rec['installed'])} |")
     if rec.get("setup"):
         L.append("| set-up (measured) | " + ", ".join(f"{k} {v}" for k, v in sorted(rec["setup"].items())) + " |")
     g, h = rec.get("git", {}), rec.get("host", {})
