@@ -309,7 +309,7 @@ class Apps:
         os.mkdir(logdir)
         shutil.chown(logdir, "postgres", "postgres")
         cmd = [f"{PGBIN}/pgbench", *self.pg_conn(), "-n", *script_args, "-c", str(clients), "-j", str(clients),
-               "-t", str(tx), "--log", "--log-prefix", f"{logdir}/tx", "postgres"]
+               "-t", str(tx), "--random-seed=43", "--log", "--log-prefix", f"{logdir}/tx", "postgres"]
         return Proc(f"pgbench {label}", in_pod(self.pg_files, cmd, user="postgres"), f"{out}.{label}.txt", cwd=logdir)
 
     def pgbench_metrics(self, txt, label, prefix=""):
@@ -351,7 +351,9 @@ class Apps:
 
     def backup_oltp(self, out):
         s = self.sz
-        cmd = ["sh", "-c", 'tar -cf - -C "$1" base | cat >/dev/null', "sh", self.pgdata]
+        # tar's exit 1 is "a file changed as we read it": the server is up.
+        cmd = ["bash", "-c", 'set -o pipefail; tar -cf - -C "$1" base | cat >/dev/null; rc=$?; ((rc <= 1))',
+               "bash", self.pgdata]
         backup = Proc("backup (tar of the PostgreSQL data directory's base)", in_pod(self.backup_files, cmd),
                       out + ".backup.txt")
         oltp = self.pgbench(out, "oltp", ["-S"], 1, s["pg_backup_oltp_tx"])
