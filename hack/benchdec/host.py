@@ -207,6 +207,7 @@ class Pods:
             line = " ".join(f"{caps[k]}={v or 'max'}" for k, v in sorted(throttle.items()))
             write(f"{self.app_parent}/io.max", f"{majmin} {line}")
             self.agent_parent = self._mkdir(f"{root}/{tag}-agent")
+            write(f"{self.agent_parent}/cgroup.subtree_control", "+memory")
             self.throttle_where = f"{self.app_parent}/io.max"
         elif os.path.isdir("/sys/fs/cgroup/memory") and os.path.isdir("/sys/fs/cgroup/blkio"):
             self.version = 1
