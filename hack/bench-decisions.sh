@@ -20,7 +20,8 @@
 #   BENCH_QUICK=1        the smoke plan hack/bench-plans/quick.json
 #   BENCH_REPS, BENCH_WORKLOADS, BENCH_SETTINGS, BENCH_MEM, BENCH_THROTTLE,
 #   BENCH_NAME, BENCH_AGENT_STATE   overrides of the plan, recorded in it
-#   BENCH_AGENT_ARGS, BENCH_POLICY_EXTRA   non-default agent settings: named
+#   BENCH_AGENT_ARGS, BENCH_POLICY_EXTRA, BENCH_AGENT_HOSTPID=1
+#                        non-default agent settings: named
 #                        in the report; such a run is never a headline
 #   BENCH_DIR=/var/tmp   where the sparse image goes (a real disk)
 #   BENCH_RUNS_DIR=docs/runs   where the record and report go

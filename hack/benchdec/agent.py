@@ -139,7 +139,8 @@ class Agent:
         self.json_path = os.path.join(seqdir, "agent.json")
         self.out = open(self.json_path, "w")
         self.err = open(self.log_path, "w")
-        cmd = in_pod(self.files, ["unshare", "--pid", "--fork", "--mount-proc", *self.argv(self.state)])
+        ns = [] if self.plan["agent"].get("host_pid") else ["unshare", "--pid", "--fork", "--mount-proc"]
+        cmd = in_pod(self.files, [*ns, *self.argv(self.state)])
         self.t_start = time.time()
         self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.err, start_new_session=True)
         t = time.monotonic()
@@ -157,7 +158,10 @@ class Agent:
         raise BenchError("the agent was not ready (/readyz) within 60 s")
 
     def pid(self):
-        """The agent's own host PID: the child of unshare."""
+        """The agent's own host PID: the child of unshare (or the process
+        itself, in the host's PID namespace)."""
+        if self.plan["agent"].get("host_pid"):
+            return self.proc.pid
         try:
             with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as f:
                 kids = f.read().split()

@@ -29,7 +29,7 @@ WORKLOADS = APP_WORKLOADS + DIAGNOSTIC_WORKLOADS
 KEYS = {"name", "comment", "quick", "workloads", "settings", "repetitions", "order", "pod_memory",
         "agent_memory", "throttle", "agent", "postgres_restart", "sizes", "overrides"}
 THROTTLE_KEYS = {"read_iops", "write_iops", "read_bps", "write_bps"}
-AGENT_KEYS = {"args", "policy_extra", "state_dir"}
+AGENT_KEYS = {"args", "policy_extra", "state_dir", "host_pid"}
 SIZE_KEYS = {
     "image_gib": int, "rocksdb_keys": int, "rocksdb_value_size": int, "rocksdb_cache_mib": int,
     "rocksdb_pread_reads": int, "rocksdb_mmap_reads": int, "rocksdb_scan_seeks": int,
@@ -120,6 +120,12 @@ def apply_overrides(plan, env):
                                     f"{', '.join(sorted(THROTTLE_KEYS))}, got {part!r}")
                 t[k] = int(n)
             plan["throttle"] = t
+    if env.get("BENCH_AGENT_HOSTPID"):
+        v = env["BENCH_AGENT_HOSTPID"]
+        if v not in ("0", "1"):
+            raise PlanError(f"BENCH_AGENT_HOSTPID: want 0 or 1, got {v!r}")
+        plan.setdefault("agent", {})["host_pid"] = v == "1"
+        note("BENCH_AGENT_HOSTPID", v)
     if env.get("BENCH_AGENT_ARGS"):
         try:
             args = shlex.split(env["BENCH_AGENT_ARGS"])
@@ -186,6 +192,8 @@ def validate(plan):
         raise PlanError("plan: agent.policy_extra: want an object (merged into the policy's spec)")
     if "mode" in a.get("policy_extra", {}) or "devices" in a.get("policy_extra", {}):
         raise PlanError("plan: agent.policy_extra: spec.mode and spec.devices are the benchmark's own")
+    if not isinstance(a.get("host_pid", False), bool):
+        raise PlanError("plan: agent.host_pid: want true or false")
     if a.get("state_dir", "fresh-per-sequence") not in ("fresh-per-sequence", "kept"):
         raise PlanError(f"plan: agent.state_dir: want fresh-per-sequence or kept, got {a.get('state_dir')!r}")
     if plan.get("postgres_restart") not in ("per-sequence", "per-run"):
@@ -257,6 +265,8 @@ def agent_deviations(plan):
         dev.append("agent flags: " + " ".join(a["args"]))
     if a.get("policy_extra"):
         dev.append("policy spec: " + json.dumps(a["policy_extra"], sort_keys=True))
+    if a.get("host_pid"):
+        dev.append("hostPID: the agent in the host's PID namespace")
     st = plan.get("settings")
     variants = [s for s in st if s.startswith("agent.")] if isinstance(st, list) else []
     if variants:

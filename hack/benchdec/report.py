@@ -60,6 +60,13 @@ def kind(rec):
 
 
 def kind_note(rec):
+    note = kind_banner(rec)
+    if rec.get("agent_deviations") and kind(rec) != "non-default agent":
+        note += " **Non-default agent settings: " + "; ".join(rec["agent_deviations"]) + ".**"
+    return note
+
+
+def kind_banner(rec):
     k = kind(rec)
     why = "; ".join(rec.get("headline_blockers") or [])
     if k == "cut short":

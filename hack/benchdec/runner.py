@@ -164,8 +164,10 @@ def main(binary, env, repo, helper):
             agent = agents.get("agent") or next(iter(agents.values()))
             rec.data["agent_command"] = {
                 "argv": ["shadowtune", *agent.argv("STATE", record=True)[1:]],
-                "wrapped_in": "unshare --pid --fork --mount-proc (the pod's own PID namespace: hostPID false), "
-                              f"memory cgroup {plan['agent_memory']} (the chart's limit)",
+                "wrapped_in": ("the host's PID namespace (hostPID true: NOT the chart's default)"
+                               if plan["agent"].get("host_pid") else
+                               "unshare --pid --fork --mount-proc (the pod's own PID namespace: hostPID false)")
+                              + f", memory cgroup {plan['agent_memory']} (the chart's limit)",
                 "policy": open(agent.policy).read(),
                 "state_dir": plan["agent"].get("state_dir", "fresh-per-sequence")}
         poller = DevicePoller(dev)

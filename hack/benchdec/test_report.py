@@ -120,6 +120,9 @@ class TestKinds(unittest.TestCase):
         self.assertIn("Non-default agent settings: agent flags: --follow-open-files", md)
         md = report.render_run(record(BASE, quick=True), "x.json")
         self.assertIn("SMOKE run", md)
+        md = report.render_run(record(BASE, quick=True, deviations=["hostPID: x"]), "x.json")
+        self.assertIn("SMOKE run", md)
+        self.assertIn("Non-default agent settings: hostPID: x", md)
 
 
 class TestReadme(unittest.TestCase):
@@ -171,7 +174,8 @@ class TestPlan(unittest.TestCase):
         p = planmod.from_env({})
         self.assertEqual(p["workloads"], planmod.APP_WORKLOADS)
         self.assertEqual(p["repetitions"], 3)
-        self.assertEqual(p["agent"], {"args": [], "policy_extra": {}, "state_dir": "fresh-per-sequence"})
+        self.assertEqual(p["agent"], {"args": [], "policy_extra": {}, "state_dir": "fresh-per-sequence",
+                                      "host_pid": False})
         q = planmod.from_env(self.env(BENCH_QUICK=1))
         self.assertTrue(q["quick"])
 
@@ -186,6 +190,7 @@ class TestPlan(unittest.TestCase):
             (dict(BENCH_POLICY_EXTRA='{"mode": "Observe"}'), "spec.mode"),
             (dict(BENCH_QUICK="2"), "BENCH_QUICK"),
             (dict(BENCH_AGENT_STATE="sometimes"), "state_dir"),
+            (dict(BENCH_AGENT_HOSTPID="yes"), "BENCH_AGENT_HOSTPID"),
         ]
         for env, want in cases:
             with self.subTest(env=env):
@@ -221,6 +226,8 @@ class TestPlan(unittest.TestCase):
         self.assertEqual(full, ["none/2560", "none/128", "mq-deadline/2560", "mq-deadline/128", "kyber/2560",
                                 "kyber/128", "agent"])
         self.assertIn("agent flags: --follow-open-files", planmod.headline_blockers(p, full, offered, "none", 2560))
+        h = planmod.from_env(self.env(BENCH_AGENT_HOSTPID=1))
+        self.assertEqual(planmod.agent_deviations(h), ["hostPID: the agent in the host's PID namespace"])
         v = planmod.from_env(self.env(BENCH_SETTINGS="none/2560 agent.null agent"))
         self.assertEqual(planmod.agent_deviations(v), ["agent variants (other binaries): agent.null"])
         self.assertEqual(planmod.resolve_settings(v, offered, "none", 2560), ["none/2560", "agent.null", "agent"])
