@@ -493,7 +493,7 @@ def readme_block(runs_dir, link_prefix="docs/runs/"):
         L += ["", "**No full run yet.** The table of `make bench-decisions` (the agent as shipped against every "
                   "static setting, on RocksDB, PostgreSQL, a source-tree search and a backup beside OLTP) is "
                   "generated here from the latest full run in [`docs/runs/`](docs/runs/README.md); the runs "
-                  "there so far are smoke tests or partial runs, which are not results.", ""]
+                  "there so far (smoke tests, custom or cut-short runs) are not results.", ""]
     else:
         S = Stats(rec)
         name = os.path.basename(p)[:-5]
