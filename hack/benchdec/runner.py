@@ -151,7 +151,7 @@ def main(binary, env, repo, helper):
         log(f"{dev.path} over {dev.img} ({plan['sizes']['image_gib']} GiB sparse, dio), ext4 on {dev.mnt}; "
             f"defaults {default}; cgroup v{pods.version}; settings: {' '.join(settings)}")
         apps = Apps(plan, dev, pods, tmp, repo, helper)
-        cleanup.push("stop the applications' pods", lambda: [pods.kill(p) for p in list(pods.dirs) if p != "agent"])
+        cleanup.push("stop the applications' pods", lambda: [pods.kill(p) for p in list(pods.dirs) if not p.startswith("agent")])
         t = time.monotonic()
         rec.data["setup"] = apps.setup(cleanup)
         log(f"set-up took {time.monotonic() - t:.0f} s: {json.dumps(rec.data['setup'])}")
@@ -183,6 +183,11 @@ def main(binary, env, repo, helper):
         log(f"interrupted ({why})")
     except (BenchError, planmod.PlanError, OSError, subprocess.SubprocessError) as e:
         status, why = "failed", str(e).splitlines()[0] if str(e) else type(e).__name__
+        log(f"error: {why}")
+    except Exception as e:  # noqa: BLE001 (a bug: recorded, cleaned up, then shown)
+        import traceback
+        traceback.print_exc()
+        status, why = "failed", f"{type(e).__name__}: {e}".splitlines()[0]
         log(f"error: {why}")
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
