@@ -22,13 +22,12 @@ CHART                 := charts/shadowtune
 
 # Benchmark knobs: `make bench BENCH_COUNT=10`, `make bench-agent BENCH_PAIRS=9`,
 # `make bench-agent-parts BENCH_ROUNDS=16`, `make bench-memory BENCH_LINES=4000000`,
-# `make bench-decisions BENCH_REPS=5` (BENCH_QUICK=1 for a short check).
+# `make bench-decisions` (the plan's repetitions; BENCH_REPS=5 overrides, BENCH_QUICK=1 a smoke run).
 BENCH_COUNT ?= 5
 BENCH_RUNS  ?= 5
 BENCH_PAIRS ?= 5
 BENCH_ROUNDS ?= 10
 BENCH_LINES ?= 40000000
-BENCH_REPS  ?= 3
 
 .PHONY: all
 all: build
@@ -113,9 +112,9 @@ bench-agent-parts: build ## Where the agent's IOPS cost comes from (root): fio a
 	hack/bench-agent-parts.sh $(BIN)/shadowtune $(BENCH_ROUNDS) | tee $(BIN)/bench-agent-parts.txt
 
 .PHONY: bench-decisions
-bench-decisions: build ## Decision quality (root): app wall time of KDSim/DADS-style workloads on a loop device, 12 static settings vs the agent, BENCH_REPS reps (BENCH_QUICK=1: a few minutes).
+bench-decisions: build ## Decision quality (root): the agent as shipped vs every static setting on RocksDB, PostgreSQL, rg and a backup in memory-limited pods on a throttled loop device (BENCH_PLAN, BENCH_REPS; BENCH_QUICK=1: a smoke run); record and report in docs/runs/.
 	@mkdir -p $(BIN)
-	BENCH_OUT=$(BIN) hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-decisions.txt
+	hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-decisions.txt
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code from api/ (controller-gen).

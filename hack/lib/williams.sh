@@ -6,8 +6,9 @@
 # (mod N); for an odd N, rows N..2N-1 are rows 0..N-1 reversed, and rows
 # repeat with a period of N (2N for an odd N). Over one period each
 # treatment runs equally often in every position and follows every other
-# treatment equally often. hack/bench-decisions.sh orders its settings by
-# it; hack/benchorder tests it.
+# treatment equally often. The decision benchmark orders its settings by
+# it (hack/benchdec/runner.py, a Python port checked against this one by
+# hack/benchdec/test_report.py); hack/benchorder tests it.
 williams_order() {
 	local n=$1 r=$2 j lo=1 hi=$(($1 - 1)) period=$1
 	local -a b=(0) row=()

@@ -30,8 +30,15 @@ func TestDocsCoverCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(readme), "\n")
-	if n := len(lines); n > 251 { // a final newline makes one empty element
-		t.Errorf("README.md has %d lines, want at most 250", n-1)
+	// The results block between the bench-decisions markers is generated
+	// from the latest full run (hack/bench_decisions.py readme, issue 43):
+	// its lines are not counted.
+	body := string(readme)
+	if i, j := strings.Index(body, "<!-- bench-decisions:begin -->"), strings.Index(body, "<!-- bench-decisions:end -->"); i >= 0 && j > i {
+		body = body[:i] + body[j:]
+	}
+	if n := len(strings.Split(body, "\n")); n > 251 { // a final newline makes one empty element
+		t.Errorf("README.md has %d lines outside its generated bench-decisions block, want at most 250", n-1)
 	}
 	top := strings.Join(lines[:min(60, len(lines))], "\n")
 	for _, cmd := range []string{"make quickstart", "make test"} {
