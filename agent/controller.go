@@ -347,6 +347,10 @@ type deviceController struct {
 	raShare    float64
 	raStreams  int
 	originalRA int
+	// alike follows the candidates that simulate alike (alike.go);
+	// narrow: the window simulates the current setting alone.
+	alike  alike
+	narrow bool
 	// raHorizon is the evidence's horizon of the last window (its gate's
 	// minDwell), for the verification a change starts; raShown the road's
 	// verification last shown as lastVerify.
@@ -478,9 +482,13 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	// One snapshot for both passes, whose busy cells predict the mean of
 	// the whole window rather than of its last moments (model.WindowModel).
 	m := c.model.WindowModel()
+	c.narrow = c.verify == nil && c.alike.narrowed(in.Now)
 	er, simReqs, screened, err := c.simulate(reqs, m)
 	if err != nil {
 		return rep, err
+	}
+	if !c.narrow {
+		c.alike.observe(er, c.policy.Engine.Rank, in.Now, in.Gate.MinDwell)
 	}
 	c.keepForExplain(in.Now, simReqs, m, er)
 	sliceReal := c.measured(simReqs)
@@ -710,6 +718,10 @@ func (c *deviceController) resync(s Setting) {
 // verified, with model m (a snapshot it only reads); it returns the
 // evaluation, the requests it covers and whether it was the screening pass.
 func (c *deviceController) simulate(reqs []trace.Request, m *model.Model) (engine.Report, []trace.Request, bool, error) {
+	if c.narrow {
+		er, err := c.evaluateOver(reqs, m)
+		return er, reqs, false, err
+	}
 	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
 		tail := reqs[len(reqs)-n:]
 		er, err := c.evaluateOver(tail, m)
@@ -745,6 +757,9 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 	opt.Decide = c.policy.Decide
 	opt.Guard = c.guard
 	cands := c.policy.Candidates
+	if c.narrow {
+		cands = c.currentOnly()
+	}
 	if c.cacheActive {
 		// The origin behind an active dm-cache sees misses and
 		// promotions: no stream to judge a cache on (cacheAfter judges it

@@ -9,6 +9,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/sim"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -415,5 +416,42 @@ func TestCorrectionAfterRefutedSwitch(t *testing.T) {
 	}
 	if rep.Action.Kind == ActionApply && rep.Action.Setting.Candidate.Name() == target {
 		t.Fatalf("switched to %s again despite its correction %.2f: %s", target, f, rep.Action.Reason)
+	}
+}
+
+// TestCandidatesAlikeSimulatedLess: after a full evaluation in which every
+// candidate simulated alike, the next windows simulate the current
+// setting alone, for a span that doubles with each such evaluation, up to
+// minDwell; a full evaluation that tells them apart ends it.
+func TestCandidatesAlikeSimulatedLess(t *testing.T) {
+	var a alike
+	now := time.Unix(1000, 0)
+	same := engine.Report{Current: "none", Outcomes: []engine.Outcome{
+		{Candidate: engine.Candidate{Scheduler: "none"}}, {Candidate: engine.Candidate{Scheduler: "kyber"}}}}
+	a.observe(same, engine.RankWait, now, 10*time.Minute) // no window length yet
+	if a.narrowed(now.Add(5 * time.Second)) {
+		t.Fatal("narrowed before a window's length is known")
+	}
+	var spans []time.Duration
+	for i := 1; i <= 9; i++ {
+		now = now.Add(5 * time.Second)
+		a.observe(same, engine.RankWait, now, time.Minute)
+		spans = append(spans, a.until.Sub(now))
+		if !a.narrowed(now.Add(5*time.Second)) || a.narrowed(now.Add(spans[i-1]+time.Second)) {
+			t.Fatalf("evaluation %d: not narrowed for the next window, or beyond its span %v", i, spans[i-1])
+		}
+	}
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second, 40 * time.Second, time.Minute}
+	for i, w := range want {
+		if spans[i] != w {
+			t.Errorf("span %d = %v, want %v (all %v)", i, spans[i], w, spans)
+		}
+	}
+	apart := same
+	apart.Outcomes = []engine.Outcome{same.Outcomes[0], {Candidate: engine.Candidate{Scheduler: "kyber"}, Result: sim.Result{WaitNs: 5}}}
+	now = now.Add(5 * time.Second)
+	a.observe(apart, engine.RankWait, now, time.Minute)
+	if a.narrowed(now.Add(time.Second)) || a.run != 0 {
+		t.Errorf("candidates told apart: still narrowed (run %d)", a.run)
 	}
 }

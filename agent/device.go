@@ -225,6 +225,10 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	if th := d.ctrl.model.Throttle(); th.Enabled() {
 		st.Throttle = &v1alpha1.DeviceThrottle{IOPS: int64(math.Round(th.IOPS)), BytesPerSecond: int64(math.Round(th.BytesPerSec))}
 	}
+	if d.ctrl.narrow {
+		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + "every candidate simulated alike: the current setting alone is simulated until " +
+			d.ctrl.alike.until.UTC().Format(time.RFC3339)
+	}
 	if rep.Unlearned > 0 {
 		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + fmt.Sprintf("%d requests arrived while the agent was evaluating and were not learned (memory bound)", rep.Unlearned)
 	}

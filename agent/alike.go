@@ -1,0 +1,76 @@
+package agent
+
+// Candidates the model cannot tell apart (issue 43 item 6): on a device
+// whose simulation gives every candidate the same measure (a flash device
+// modelled with as many servers as requests in flight, where no elevator
+// reorders anything), simulating each of them every window costs the
+// node CPU and decides nothing the dispatch charge alone would not. After
+// an evaluation where every candidate's simulated measure equalled the
+// current setting's, the next windows simulate the current setting
+// alone, for a span that doubles with each such evaluation in a row, up
+// to minDwell: a switch the full evaluation would find then waits at
+// most as long as the policy's own pacing holds a switch after a change.
+
+import (
+	"time"
+
+	"github.com/shadowtune/shadowtune/internal/engine"
+)
+
+// alike is a device's state of candidates that simulate alike.
+type alike struct {
+	// run counts the full evaluations in a row whose candidates all
+	// simulated alike; until is when the next full one is due.
+	run   int
+	until time.Time
+	last  time.Time // the end of the last window evaluated
+}
+
+// narrowed reports whether the window ending at now simulates the current
+// setting alone.
+func (a *alike) narrowed(now time.Time) bool {
+	return a.run > 0 && !now.After(a.until)
+}
+
+// observe takes a full evaluation's report at now: when every candidate's
+// simulated measure (before the dispatch charge and the corrections)
+// equals the current setting's, the span doubles, up to maxSpan;
+// otherwise the run ends. A window's length is the time since the last
+// evaluation.
+func (a *alike) observe(er engine.Report, rank engine.Rank, now time.Time, maxSpan time.Duration) {
+	window := now.Sub(a.last)
+	known := !a.last.IsZero()
+	a.last = now
+	if !allAlike(er, rank) || !known || window <= 0 {
+		a.run, a.until = 0, time.Time{}
+		return
+	}
+	a.run++
+	span := window << min(a.run-1, 20)
+	a.until = now.Add(min(span, max(maxSpan, window)))
+}
+
+// allAlike reports whether every outcome of er has the current setting's
+// simulated measure, with two candidates or more.
+func allAlike(er engine.Report, rank engine.Rank) bool {
+	if len(er.Outcomes) < 2 {
+		return false
+	}
+	cur := int64(-1)
+	for _, o := range er.Outcomes {
+		if o.Candidate.Name() == er.Current {
+			cur = rank.Measure(o.Result)
+		}
+	}
+	for _, o := range er.Outcomes {
+		if rank.Measure(o.Result) != cur {
+			return false
+		}
+	}
+	return true
+}
+
+// currentOnly is the candidate list narrowed to the current setting.
+func (c *deviceController) currentOnly() []engine.Candidate {
+	return []engine.Candidate{c.current.Candidate}
+}
