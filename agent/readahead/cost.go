@@ -63,11 +63,6 @@ func (l line) String() string {
 	return fmt.Sprintf("%.0f µs + %.2f µs/KiB", l.fixed/1e3, 2*l.perSector/1e3)
 }
 
-// MinRequests is the fewest read-ahead requests of a size (a row of the
-// disk model) that the line is fitted to: the model's ring (S = 64
-// service times, KDSim §3.1.1), the samples that make a cell learned.
-// Fewer are incidental (a file system's metadata read ahead).
-const MinRequests = model.RingSize
 
 // LineDevice is a Device whose service time is a line in the request's
 // size, fitted to measured Latencies. Build it with NewLineDevice.
@@ -103,7 +98,7 @@ func NewLineDevice(lat Latencies, m *model.Model) LineDevice {
 // fitLine fits the line to the latencies of sides (0 near, 1 far), or
 // returns the prior's.
 func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
-	for _, rows := range []int{model.LinearRows, model.NumRows} {
+	for _, rows := range []int{th.fitRows, model.NumRows} {
 		if l, ok := fitRows(lat, sides, rows); ok {
 			return l
 		}
@@ -121,7 +116,7 @@ func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
 		for _, i := range sides {
 			n, ns = n+lat.n[i][row], ns+lat.ns[i][row]
 		}
-		if n < MinRequests {
+		if n < th.requests {
 			continue
 		}
 		fitted++

@@ -26,13 +26,6 @@ const (
 	ReasonKeep Reason = "Keep"
 )
 
-// MinResolvedPages is the fewest pages (4 KiB) the evidence must have
-// resolved, used or wasted, to be judged: the waste of 256 pages is
-// measured within ±3.1 points (one binomial standard error at its worst,
-// 50 %), a fraction of the distance between the wastes that call for a
-// change (a random reader wastes nearly all of a deep read-around, a
-// sequential one nearly none).
-const MinResolvedPages = 256
 
 // Input is what Decide needs: the device's depths, the policy's bounds
 // and thresholds, the evidence, and the device's costs.
@@ -96,7 +89,7 @@ func Decide(in Input) Decision {
 		return Decision{KiB: in.MinKiB, Reason: ReasonBounds}
 	case in.MaxKiB > 0 && cur > in.MaxKiB:
 		return Decision{KiB: in.MaxKiB, Reason: ReasonBounds}
-	case in.Evidence.Resolved() < MinResolvedPages || in.Device == nil || cur <= 0:
+	case in.Evidence.Resolved() < th.resolved || in.Device == nil || cur <= 0:
 		return Decision{KiB: cur, Reason: ReasonNoEvidence}
 	}
 	d := Decision{KiB: cur, Reason: ReasonKeep}

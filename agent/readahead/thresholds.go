@@ -1,0 +1,34 @@
+package readahead
+
+import "github.com/shadowtune/shadowtune/internal/model"
+
+// The road's thresholds, each with its mechanism. The policy's own
+// settings (margin, tolerated regression, minDwell, verification windows,
+// back-off) are the others (Settings). docs/agent.md tabulates them all.
+const (
+	// MinResolvedPages is the fewest pages (4 KiB) the evidence must have
+	// resolved, used or wasted, to be judged: the waste of 256 pages is
+	// measured within ±3.1 points (one binomial standard error at its
+	// worst, 50 %), a fraction of the distance between the wastes that
+	// call for a change (a random reader wastes nearly all of a deep
+	// read-around, a sequential one nearly none).
+	MinResolvedPages = 256
+	// MinRequests is the fewest read-ahead requests of a size (a row of
+	// the disk model) that the cost line is fitted to: the model's ring
+	// (S = 64 service times, KDSim §3.1.1), the samples that make a cell
+	// learned. Fewer are incidental (a file system's metadata read
+	// ahead).
+	MinRequests = model.RingSize
+	// FitRows is the model's rows whose sizes the cost line is fitted to
+	// first: the papers' rows, up to 128 KiB (KDSim §3.1). A larger
+	// request is split and served beside others in flight, and its time
+	// measures that sharing as much as its size.
+	FitRows = model.LinearRows
+)
+
+// th is the thresholds in force: the constants, unless a sensitivity
+// build scales them (sensitivity.go, build tag sensitivity).
+var th = struct {
+	resolved, requests float64
+	fitRows            int
+}{MinResolvedPages, MinRequests, FitRows}
