@@ -1009,6 +1009,18 @@ func (a *Actuator) setIfDiffers(dev, attr, v string) (wrote bool, err error) {
 	return true, nil
 }
 
+// followBack brings the files open at the depth shadowtune applied back
+// to want's, when read_ahead_kb already held want before the restore (cur:
+// an earlier revert wrote it and was killed before the files followed),
+// so that restore wrote nothing and followed nothing (a.mu held).
+func (a *Actuator) followBack(dev string, rec *Original, cur, want State) {
+	if a.follower == nil || rec.Applied == nil || want.ReadAheadKiB == leaveReadAhead ||
+		cur.ReadAheadKiB != want.ReadAheadKiB || rec.Applied.ReadAheadKiB == want.ReadAheadKiB {
+		return
+	}
+	a.follower.FollowReadAhead(dev, rec.Applied.ReadAheadKiB, want.ReadAheadKiB)
+}
+
 // followReadAhead calls the follower after read_ahead_kb of dev went from
 // the value from to to (a.mu held).
 func (a *Actuator) followReadAhead(dev, attr, from, to string) {
@@ -1086,6 +1098,7 @@ func (a *Actuator) restoreRecord(dev string, rec *Original, what string) error {
 	if err := a.restore(dev, want); err != nil {
 		return fmt.Errorf("actuate: %s %s: %w", what, dev, err)
 	}
+	a.followBack(dev, rec, cur, want)
 	var lerr error
 	if len(left) > 0 {
 		lerr = &LeftError{Device: dev, Left: left}

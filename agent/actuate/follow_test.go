@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 
@@ -40,6 +41,31 @@ func TestReadAheadFollowed(t *testing.T) {
 	}
 	want := []string{"sda " + orig + "->16", "sda 16->512", "sda 512->" + orig}
 	if !slices.Equal(f.calls, want) {
+		t.Errorf("followed %q, want %q", f.calls, want)
+	}
+	e.assertPristine(t, "sda")
+}
+
+// TestRevertFollowsWhatSysfsAlreadyHolds (issue 44, F1): a revert that
+// finds read_ahead_kb already back at the original (an earlier revert
+// wrote it and was killed before its open files followed) still brings
+// the files at shadowtune's depth back, from the depth the record says
+// shadowtune applied.
+func TestRevertFollowsWhatSysfsAlreadyHolds(t *testing.T) {
+	e := newEnv(t)
+	orig := e.read(t, "sda", AttrReadAhead)
+	if _, err := e.a.Apply("sda", Setting{ReadAheadKiB: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.fake.Path("sda", AttrReadAhead), []byte(orig+"\n"), 0o644); err != nil { // the killed revert's write
+		t.Fatal(err)
+	}
+	f := &recordFollower{}
+	e.a.SetReadAheadFollower(f)
+	if err := e.a.Revert("sda"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"sda 16->" + orig}; !slices.Equal(f.calls, want) {
 		t.Errorf("followed %q, want %q", f.calls, want)
 	}
 	e.assertPristine(t, "sda")

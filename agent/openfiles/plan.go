@@ -27,7 +27,11 @@
 // back to the value they had, so the change is put back exactly.
 package openfiles
 
-import "github.com/shadowtune/shadowtune/agent/tracer"
+import (
+	"errors"
+
+	"github.com/shadowtune/shadowtune/agent/tracer"
+)
 
 // Advice is the fadvise advice a step gives a file.
 type Advice int
@@ -47,11 +51,19 @@ func (a Advice) String() string {
 	return "POSIX_FADV_NORMAL"
 }
 
-// Step is one file to advise: the process and descriptor that hold it.
+// Step is one file to advise: the process and descriptor that hold it,
+// and the file they held when it was listed (its file system's device,
+// tracer.OpenFile.Dev, and inode).
 type Step struct {
 	PID, FD uint32
+	Dev     uint32
+	Ino     uint64
 	Advice  Advice
 }
+
+// ErrReplaced is wrapped by a step's error when the descriptor no longer
+// holds the file it was listed with: the file it holds is left.
+var ErrReplaced = errors.New("the descriptor holds another file than the one listed")
 
 // Plan is what Follow does for one change of a device's read-ahead.
 type Plan struct {
@@ -77,9 +89,9 @@ func PlanFollow(files []tracer.OpenFile, fromPages, toPages, marks uint32) Plan 
 		case f.Mode&marks != 0:
 			p.Marked++
 		case f.RAPages == fromPages:
-			p.Steps = append(p.Steps, Step{PID: f.PID, FD: f.FD, Advice: Normal})
+			p.Steps = append(p.Steps, Step{PID: f.PID, FD: f.FD, Dev: f.Dev, Ino: f.Ino, Advice: Normal})
 		case fromPages > 0 && f.RAPages == 2*fromPages:
-			p.Steps = append(p.Steps, Step{PID: f.PID, FD: f.FD, Advice: Sequential})
+			p.Steps = append(p.Steps, Step{PID: f.PID, FD: f.FD, Dev: f.Dev, Ino: f.Ino, Advice: Sequential})
 		default:
 			p.Own++
 		}
