@@ -31,7 +31,7 @@ func advise(s Step) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("fstat pid %d fd %d: %w", s.PID, s.FD, err)
 	}
-	if dev := uint32(unix.Major(st.Dev))<<20 | uint32(unix.Minor(st.Dev)); dev != s.Dev || st.Ino != s.Ino {
+	if dev := unix.Major(st.Dev)<<20 | unix.Minor(st.Dev); dev != s.Dev || st.Ino != s.Ino {
 		return fmt.Errorf("pid %d fd %d holds %d:%d inode %d, listed as %d:%d inode %d: %w", s.PID, s.FD,
 			dev>>20, dev&0xfffff, st.Ino, s.Dev>>20, s.Dev&0xfffff, s.Ino, ErrReplaced)
 	}

@@ -34,7 +34,7 @@ func TestAdviseReplacedDescriptor(t *testing.T) {
 	}
 	a, sa := open("a")
 	b, _ := open("b")
-	step := Step{PID: uint32(os.Getpid()), FD: uint32(a.Fd()), Dev: uint32(unix.Major(sa.Dev))<<20 | uint32(unix.Minor(sa.Dev)),
+	step := Step{PID: uint32(os.Getpid()), FD: uint32(a.Fd()), Dev: unix.Major(sa.Dev)<<20 | unix.Minor(sa.Dev),
 		Ino: sa.Ino, Advice: Normal}
 	if err := advise(step); err != nil {
 		t.Fatalf("the listed file: %v", err)

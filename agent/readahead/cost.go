@@ -63,7 +63,6 @@ func (l line) String() string {
 	return fmt.Sprintf("%.0f µs + %.2f µs/KiB", l.fixed/1e3, 2*l.perSector/1e3)
 }
 
-
 // LineDevice is a Device whose service time is a line in the request's
 // size, fitted to measured Latencies. Build it with NewLineDevice.
 type LineDevice struct {

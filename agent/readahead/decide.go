@@ -26,7 +26,6 @@ const (
 	ReasonKeep Reason = "Keep"
 )
 
-
 // Input is what Decide needs: the device's depths, the policy's bounds
 // and thresholds, the evidence, and the device's costs.
 type Input struct {
