@@ -24,6 +24,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // Integration of the whole agent on real loop devices: fio drives a
@@ -630,7 +631,7 @@ func TestDeviceGoneLive(t *testing.T) {
 	}
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
 	if err != nil {
-		t.Skipf("losetup: %v: %s", err, out)
+		need.Missing(t, "loop devices", "losetup: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	node := strings.TrimSpace(string(out))
 	name := filepath.Base(node)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // TestMeasure measures the schedulers on this machine's kernel: bfq, the
@@ -155,7 +156,7 @@ func TestMeasureRecoversLeftover(t *testing.T) {
 		}
 	}
 	if other == "" {
-		t.Skipf("%s offers only %s", name, orig)
+		need.Missing(t, "a second scheduler", "%s offers only %s", name, orig)
 	}
 	// As a Measure killed during its phases leaves it.
 	dir := t.TempDir()
