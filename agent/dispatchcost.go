@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -177,7 +176,7 @@ func measureAgain(ctx context.Context, hostRoot, stateDir string) (schedcost.Cos
 }
 
 func measureLocked(ctx context.Context, hostRoot, stateDir string) (schedcost.Costs, error) {
-	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{RecordDir: filepath.Join(stateDir, "node")})
+	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{StateDir: stateDir})
 	if ctx.Err() == nil {
 		if measured.byRoot == nil {
 			measured.byRoot = map[string]measurement{}

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
-	"github.com/shadowtune/shadowtune/internal/fsutil"
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // memBytes is the size of the memory file behind the calibration's loop
@@ -40,7 +40,7 @@ const memBytes = 16 << 20
 // ErrContended, or ctx was cancelled.
 func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 	opt.defaults()
-	if err := recoverLeftover(hostRoot, opt.RecordDir); err != nil {
+	if err := recoverLeftover(hostRoot, opt.StateDir); err != nil {
 		return Costs{}, err
 	}
 	lo, err := attachMemLoop()
@@ -56,12 +56,12 @@ func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 	// The loop device outlives its detachment: leave it with the
 	// scheduler it had (runs before the detach, deferred above), recorded
 	// first, so that a crash meanwhile is mended by the next Measure.
-	if err := writeRecord(opt.RecordDir, loopRecord{Device: lo.name, Scheduler: orig}); err != nil {
+	if err := writeRecord(opt.StateDir, loopRecord{Device: lo.name, Scheduler: orig}); err != nil {
 		return Costs{}, err
 	}
 	defer func() {
 		if os.WriteFile(schedFile, []byte(orig), 0) == nil {
-			removeRecord(opt.RecordDir)
+			removeRecord(opt.StateDir)
 		}
 	}()
 	var scheds []string
@@ -146,24 +146,24 @@ func countPhases(m map[string][]phaseResult) int {
 }
 
 // loopRecord is the calibration loop device's scheduler before Measure
-// changed it, kept in Options.RecordDir while it measures.
+// changed it, kept in Options.StateDir's node/ while it measures.
 type loopRecord struct {
 	Device    string `json:"device"`
 	Scheduler string `json:"scheduler"`
 }
 
-// recordName is the record's file in Options.RecordDir.
-const recordName = "schedcost-loop.json"
+// recordName is the record's file in Options.StateDir.
+const recordName = "node/schedcost-loop.json"
 
-func writeRecord(dir string, r loopRecord) error {
-	if dir == "" {
+func writeRecord(stateDir string, r loopRecord) error {
+	if stateDir == "" {
 		return nil
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := fsutil.WriteAtomic(filepath.Join(dir, recordName), 0o644, func(w io.Writer) error {
+	if err := statefs.WriteFile(stateDir, recordName, 0o644, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
@@ -172,9 +172,9 @@ func writeRecord(dir string, r loopRecord) error {
 	return nil
 }
 
-func removeRecord(dir string) {
-	if dir != "" {
-		_ = os.Remove(filepath.Join(dir, recordName))
+func removeRecord(stateDir string) {
+	if stateDir != "" {
+		_ = statefs.Remove(stateDir, recordName)
 	}
 }
 
@@ -183,24 +183,24 @@ func removeRecord(dir string) {
 // detached (no loop/ directory in sysfs); a device attached since belongs
 // to whoever attached it, and is left alone. The record is then dropped.
 // A record that cannot be read or parsed is an error naming it.
-func recoverLeftover(hostRoot, dir string) error {
-	if dir == "" {
+func recoverLeftover(hostRoot, stateDir string) error {
+	if stateDir == "" {
 		return nil
 	}
-	path := filepath.Join(dir, recordName)
-	b, err := os.ReadFile(path)
+	b, err := statefs.ReadFile(stateDir, recordName, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	var r loopRecord
-	if err == nil {
-		err = json.Unmarshal(b, &r)
+	if err != nil {
+		return fmt.Errorf("schedcost: %w", err) // it names the file
 	}
+	var r loopRecord
+	err = json.Unmarshal(b, &r)
 	if err == nil && !strings.HasPrefix(r.Device, "loop") {
 		err = fmt.Errorf("device %q is not a loop device", r.Device)
 	}
 	if err != nil {
-		return fmt.Errorf("schedcost: %s: %w", path, err)
+		return fmt.Errorf("schedcost: %s: %w", filepath.Join(stateDir, recordName), err)
 	}
 	dev := filepath.Join(hostRoot, "/sys/block", r.Device)
 	if _, err := os.Stat(filepath.Join(dev, "loop")); errors.Is(err, fs.ErrNotExist) {
@@ -209,7 +209,7 @@ func recoverLeftover(hostRoot, dir string) error {
 			return fmt.Errorf("schedcost: put back %s's scheduler %s: %w", r.Device, r.Scheduler, err)
 		}
 	}
-	return os.Remove(path)
+	return statefs.Remove(stateDir, recordName)
 }
 
 // Kernel is the running kernel's release (uname -r), "" when uname fails.

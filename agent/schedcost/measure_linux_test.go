@@ -39,7 +39,7 @@ func TestMeasure(t *testing.T) {
 	// Three rounds: the last phase is not none's (rounds alternate in
 	// direction), so a scheduler left behind would show.
 	rec := t.TempDir()
-	c, err := Measure(context.Background(), "", Options{Rounds: 3, RecordDir: rec})
+	c, err := Measure(context.Background(), "", Options{Rounds: 3, StateDir: rec})
 	if errors.Is(err, ErrContended) {
 		// A busy machine: the measurement declines, and leaves nothing.
 		t.Logf("contended: %v", err)

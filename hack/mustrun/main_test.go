@@ -63,8 +63,8 @@ func TestCheck(t *testing.T) {
 // TestBadList: a malformed list is a one-line error naming file:line.
 func TestBadList(t *testing.T) {
 	for content, want := range map[string]string{
-		"agent\n":              "must-run.txt:1: want `PACKAGE TEST-REGEXP`, got 1 fields",
-		"\nagent Test(\n":      "must-run.txt:2: error parsing regexp",
+		"agent\n":             "must-run.txt:1: want `PACKAGE TEST-REGEXP`, got 1 fields",
+		"\nagent Test(\n":     "must-run.txt:2: error parsing regexp",
 		"agent TestA extra\n": "must-run.txt:1: want `PACKAGE TEST-REGEXP`, got 3 fields",
 	} {
 		_, err := run(write(t, "must-run.txt", content), write(t, "e.json", ""), "")
