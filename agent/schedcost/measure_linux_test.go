@@ -27,7 +27,7 @@ func TestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := memLoops(t); n != before+1 {
-		lo.close()
+		_ = lo.close()
 		t.Fatalf("%d loop devices over a memfd while one is attached, want %d", n, before+1)
 	}
 	schedFile := filepath.Join("/sys/block", lo.name, "queue/scheduler")
@@ -35,7 +35,7 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo.close()
+	_ = lo.close()
 	// Three rounds: the last phase is not none's (rounds alternate in
 	// direction), so a scheduler left behind would show.
 	rec := t.TempDir()
@@ -93,7 +93,7 @@ func memLoops(t *testing.T) int {
 	}
 	n := 0
 	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), memName()+" ") {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "/memfd:"+memPrefix()) {
 			n++
 		}
 	}
@@ -142,7 +142,7 @@ func TestMeasureRecoversLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := lo.name
-	lo.close()
+	_ = lo.close()
 	schedFile := filepath.Join("/sys/block", name, "queue/scheduler")
 	offered, orig, err := offeredSchedulers(schedFile)
 	if err != nil {
