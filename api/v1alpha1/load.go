@@ -116,6 +116,9 @@ var (
 	// ErrYAMLExpansion: the document's YAML aliases expand it past
 	// MaxExpandedYAMLBytes.
 	ErrYAMLExpansion = errors.New("YAML aliases expand the document past the limit")
+	// ErrEmptySpec: spec is missing, null or empty, which would select
+	// every disk of every node.
+	ErrEmptySpec = errors.New("empty spec")
 )
 
 // readConfigFile reads path, a regular file of at most MaxConfigBytes. It
@@ -196,11 +199,35 @@ func decodeStorageTuning(data []byte) (*StorageTuning, *FileError) {
 		}
 		return nil, &FileError{Err: errors.New(strings.Join(msgs, "; "))}
 	}
+	if emptySpec(js) {
+		return nil, &FileError{Err: ErrEmptySpec, Errs: field.ErrorList{field.Required(field.NewPath("spec"),
+			"an empty spec would select every disk of every node, the root disk included: say which devices (spec.devices) and nodes (spec.nodeSelector) it governs")}}
+	}
 	st.Default()
 	if errs := st.Validate(); len(errs) > 0 {
 		return nil, &FileError{Errs: errs}
 	}
 	return st, nil
+}
+
+// emptySpec reports whether the document (JSON) has no spec, a null one or
+// an empty mapping: each would default to a policy of every disk of every
+// node.
+func emptySpec(js []byte) bool {
+	var doc struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return false // the strict decoding reported it
+	}
+	var spec map[string]json.RawMessage
+	switch s := bytes.TrimSpace(doc.Spec); {
+	case len(s) == 0, string(s) == "null":
+		return true
+	case json.Unmarshal(s, &spec) == nil:
+		return len(spec) == 0
+	}
+	return false
 }
 
 // checkExpansion refuses a document whose YAML aliases expand it past
