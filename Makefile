@@ -216,7 +216,7 @@ e2e-cluster-up: ## Start the local single-node Kubernetes cluster for e2e tests 
 	e2e/cluster up
 
 .PHONY: e2e-cluster-down
-e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state, keeping the logs (e2e/cluster down).
+e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state and key material, keeping the logs (e2e/cluster down).
 	e2e/cluster down
 
 .PHONY: run
