@@ -76,6 +76,8 @@ why_missing() {
 		echo "$env=${!env} is not an executable program (the tests use \$$env)"
 	elif [[ $check == static_busybox ]] && tool busybox >/dev/null; then
 		echo "$(tool busybox) is dynamically linked, and installing $1 did not replace it"
+	elif dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; then
+		echo "no $name on PATH, though package $1 is installed (PATH=$PATH)"
 	else
 		echo "no $name on PATH after installing $1"
 	fi
