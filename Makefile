@@ -58,9 +58,32 @@ lint: $(GOLANGCI_LINT) chart-lint ## Run golangci-lint (installs it into bin/ fi
 # machine measured each other: in one make test the operator's worst status
 # lag was 6.1 s (p50 2.8 s) and the agent's 70/30 mix varied 22-41 % from
 # group to group.
-test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpora included).
+#
+# gotestsum (pinned in hack/tools/go.mod) runs go test -json and prints a
+# line per package and the output of failed tests; the whole event stream
+# is kept in $(TEST_LOG)/go-test.json (JUnit XML beside it) for a CI
+# reader. hack/mustrun then prints every skipped test with its reason and
+# checks the must-run list, hack/must-run.txt: the tests that need a real
+# part of the machine (root, loop devices, fio, cgroups, mkfs, a
+# scheduler, a kernel feature), which must have run and not skipped.
+# Under CI=true a failed check fails make test, as does a missing part in
+# hack/ensure-test-deps.sh and in the tests (internal/testutil/need).
+TEST_LOG  ?= $(BIN)/test-log
+GOTESTSUM ?= $(GO) tool -modfile=$(CURDIR)/hack/tools/go.mod gotestsum
+test: vet $(HELM) ## Run vet and all unit and integration tests (fuzz seed corpora included); skip summary, must-run check and logs in bin/test-log/.
 	hack/ensure-test-deps.sh
-	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir 2>/dev/null)}" $(GO) test -p 1 -count=1 ./...
+	@mkdir -p $(TEST_LOG) && rm -f $(TEST_LOG)/need.log
+	@set +e; start=$$(date +%s); \
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir 2>/dev/null)}" \
+	SHADOWTUNE_NEED_LOG=$(TEST_LOG)/need.log \
+		$(GOTESTSUM) --format pkgname-and-test-fails --hide-summary=skipped \
+		--jsonfile $(TEST_LOG)/go-test.json --junitfile $(TEST_LOG)/junit.xml -- -p 1 -count=1 ./...; \
+	rc=$$?; \
+	$(GO) run ./hack/mustrun -list hack/must-run.txt -json $(TEST_LOG)/go-test.json -need $(TEST_LOG)/need.log \
+		$$(case "$${CI:-}" in 1|t|T|true|TRUE|True) echo -strict;; esac) | tee $(TEST_LOG)/skipped.txt; \
+	mrc=$${PIPESTATUS[0]}; \
+	echo "make test: $$(( $$(date +%s) - start )) s in go test (exit $$rc; must-run check exit $$mrc); logs in $(TEST_LOG)/"; \
+	[ $$rc = 0 ] && [ $$mrc = 0 ]
 
 .PHONY: test-vm
 test-vm: build ## The VM lab (root): Debian's kernel in QEMU (hack/ensure-vm-deps.sh installs it): boot, dm-cache, trace record on 6.1; bin/vm-artifacts/summary.json.
@@ -192,7 +215,7 @@ e2e-cluster-up: ## Start the local single-node Kubernetes cluster for e2e tests 
 	e2e/cluster up
 
 .PHONY: e2e-cluster-down
-e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state, keeping the logs (e2e/cluster down).
+e2e-cluster-down: ## Stop the local e2e cluster and remove its runtime state and key material, keeping the logs (e2e/cluster down).
 	e2e/cluster down
 
 .PHONY: run

@@ -277,6 +277,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	} else {
 		defer wp.Close()
 		a.writers = probeWriters{wp}
+		a.opt.Log.Info("other writers are named by the writer probe", "mechanism", wp.Mechanism())
 	}
 	if pc, err := tracer.NewPageCacheProbe(tracer.PageCacheOptions{SampleEvery: tracer.PageCacheSampleEvery}); err != nil {
 		a.notes = append(a.notes, "read-ahead is not changed (no measured waste): "+err.Error())

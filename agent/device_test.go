@@ -175,7 +175,13 @@ type gateEnv struct {
 
 func newGateEnv(t *testing.T, dev string, p *v1alpha1.StorageTuning) *gateEnv {
 	t.Helper()
-	e := &gateEnv{root: fakeHost(t)}
+	return newGateEnvOn(t, fakeHost(t), dev, p)
+}
+
+// newGateEnvOn is newGateEnv on the fake host at root.
+func newGateEnvOn(t *testing.T, root, dev string, p *v1alpha1.StorageTuning) *gateEnv {
+	t.Helper()
+	e := &gateEnv{root: root}
 	e.fake = actuatetest.New(e.root)
 	var err error
 	// Start from none (the fake sda has mq-deadline), so that the deep

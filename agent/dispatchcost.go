@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -14,7 +13,8 @@ import (
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 )
 
-// measureDispatch sets a.dispatch at the agent's start: the schedulers'
+// measureDispatch first mends a calibration that did not finish
+// (schedcost.Recover), then sets a.dispatch at the agent's start: the schedulers'
 // CPU time per request beyond none's on this node (agent/schedcost),
 // loaded from the state directory when it was measured on this kernel
 // release with as many CPUs, else measured (a few seconds on a private
@@ -24,6 +24,12 @@ import (
 // recorded, and tried again after schedcost.Backoff at the end of a window
 // that found the CPUs idle (retryDispatch), not at every start.
 func (a *Agent) measureDispatch(ctx context.Context) {
+	// A calibration killed at the last run left its loop device bound and
+	// on another scheduler: put it back and free it now, whether or not
+	// this start measures.
+	if err := schedcost.Recover(a.opt.HostRoot, a.opt.StateDir); err != nil {
+		a.notes = append(a.notes, "the calibration device of an earlier run is not put back: "+err.Error())
+	}
 	saved, err := schedcost.Load(a.opt.StateDir)
 	if err != nil {
 		a.notes = append(a.notes, "scheduler costs measured before are ignored: "+err.Error())
@@ -177,7 +183,7 @@ func measureAgain(ctx context.Context, hostRoot, stateDir string) (schedcost.Cos
 }
 
 func measureLocked(ctx context.Context, hostRoot, stateDir string) (schedcost.Costs, error) {
-	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{RecordDir: filepath.Join(stateDir, "node")})
+	c, err := schedcost.Measure(ctx, hostRoot, schedcost.Options{StateDir: stateDir})
 	if ctx.Err() == nil {
 		if measured.byRoot == nil {
 			measured.byRoot = map[string]measurement{}

@@ -24,6 +24,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // Integration of the whole agent on real loop devices: fio drives a
@@ -557,9 +558,13 @@ func prefixed(p, s string) string {
 
 // TestOtherWriterLive: while the agent runs in Apply mode on a loaded loop
 // device, another process (sh) writes queue/scheduler. The agent reports
-// OtherWriter naming the change and the writer (the eBPF probe on the
-// sysfs store path), makes no change after it, and at exit leaves the
-// other writer's scheduler in place instead of restoring its original.
+// OtherWriter naming the change and the writer (the eBPF writer probe:
+// on the sysfs store path, or on the syscall tracepoint where the kernel
+// refuses fentry and has no kprobes, as this project's 6.18 test machines),
+// makes no change after it, and at exit leaves the other writer's
+// scheduler in place instead of restoring its original. A kernel where
+// the probe cannot load is a missing part: skipped, or failed under
+// CI=true.
 func TestOtherWriterLive(t *testing.T) {
 	fio := loopdev.NeedHeavyIO(t, "creates loop devices, loads BPF programs and changes queue settings")
 	dev := loopdev.NewForTest(t, 256<<20)
@@ -600,9 +605,11 @@ func TestOtherWriterLive(t *testing.T) {
 	if ow == nil || !strings.Contains(ow.Change, "scheduler ") || !strings.HasSuffix(ow.Change, "-> "+other) || !ow.Yielded {
 		t.Fatalf("otherWriter %+v, want scheduler … -> %s, yielded", ow, other)
 	}
-	if noProbe := slices.ContainsFunc(final.Notes, func(n string) bool { return strings.HasPrefix(n, "other writers are detected but not named") }); noProbe {
-		t.Logf("the writer is not named on this kernel: %v", final.Notes)
-	} else if !strings.HasPrefix(ow.Writer, "sh (pid ") || !strings.Contains(ow.Writer, "scheduler="+other) {
+	if i := slices.IndexFunc(final.Notes, func(n string) bool { return strings.HasPrefix(n, "other writers are detected but not named") }); i >= 0 {
+		need.Missing(t, "writer probe", "the writer is not named on this kernel: %s", final.Notes[i])
+	}
+	need.Have(t, "writer probe")
+	if !strings.HasPrefix(ow.Writer, "sh (pid ") || !strings.Contains(ow.Writer, "scheduler="+other) {
 		t.Errorf("writer %q, want sh writing scheduler=%s", ow.Writer, other)
 	}
 	if got := a.changeLog(); len(got) != after {
@@ -630,7 +637,7 @@ func TestDeviceGoneLive(t *testing.T) {
 	}
 	out, err := exec.Command("losetup", "--find", "--show", "--direct-io=on", img).CombinedOutput()
 	if err != nil {
-		t.Skipf("losetup: %v: %s", err, out)
+		need.Missing(t, "loop devices", "losetup: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	node := strings.TrimSpace(string(out))
 	name := filepath.Base(node)

@@ -11,14 +11,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 const runMarkerName = "agent.run"
+
+// runMarkerMax is the most a run marker may hold (bytes): a few dozen are
+// written.
+const runMarkerMax = 4096
 
 type runMarker struct {
 	PID       int       `json:"pid"`
@@ -27,12 +34,18 @@ type runMarker struct {
 
 // markRunning writes this process's run marker into stateDir and reports
 // whether the marker it replaced named a process that is gone (an unclean
-// end of the previous run). A state directory it cannot write is not an
-// error (the agent runs without the marker): it returns the write error
-// for a note.
+// end of the previous run). A marker that is not a regular file (a
+// symbolic link, a FIFO) is not read and counts as unclean; it is
+// replaced, never written through (package statefs). A state directory it
+// cannot write is not an error (the agent runs without the marker): it
+// returns the write error for a note.
 func markRunning(stateDir string, now time.Time) (unclean bool, werr error) {
-	path := filepath.Join(stateDir, runMarkerName)
-	if b, err := os.ReadFile(path); err == nil {
+	b, err := statefs.ReadFile(stateDir, runMarkerName, runMarkerMax)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		unclean = true
+	default:
 		var m runMarker
 		switch {
 		case json.Unmarshal(b, &m) != nil || m.PID <= 0:
@@ -44,22 +57,21 @@ func markRunning(stateDir string, now time.Time) (unclean bool, werr error) {
 			unclean = true
 		}
 	}
-	b, _ := json.Marshal(runMarker{PID: os.Getpid(), StartedAt: now.UTC()})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return unclean, fmt.Errorf("run marker: %w", err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
+	b, _ = json.Marshal(runMarker{PID: os.Getpid(), StartedAt: now.UTC()})
+	if err := statefs.WriteFile(stateDir, runMarkerName, 0o600, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	}); err != nil {
 		return unclean, fmt.Errorf("run marker: %w", err)
 	}
 	return unclean, nil
 }
 
-// markStopped removes this process's run marker (a clean shutdown).
+// markStopped removes this process's run marker (a clean shutdown). A
+// marker of another process is left; one that cannot be read as a regular
+// file is removed (it is not a run's).
 func markStopped(stateDir string) error {
-	path := filepath.Join(stateDir, runMarkerName)
-	b, err := os.ReadFile(path)
+	b, err := statefs.ReadFile(stateDir, runMarkerName, runMarkerMax)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -67,7 +79,7 @@ func markStopped(stateDir string) error {
 	if err == nil && json.Unmarshal(b, &m) == nil && m.PID != os.Getpid() {
 		return nil // another process's
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := statefs.Remove(stateDir, runMarkerName); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("run marker: %w", err)
 	}
 	return nil

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 const (
@@ -47,10 +48,12 @@ const (
 )
 
 // helmBinary returns $HELM, else the repository's bin/helm (make helm). It
-// skips the test when neither exists, unless CI is set: then it fails.
+// skips the test when neither exists, or fails it when CI=true (package
+// need).
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	if h := os.Getenv("HELM"); h != "" {
+		need.Have(t, "helm")
 		return h
 	}
 	h, err := filepath.Abs(filepath.Join("..", "bin", "helm"))
@@ -58,12 +61,10 @@ func helmBinary(t *testing.T) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(h); err == nil {
+		need.Have(t, "helm")
 		return h
 	}
-	if os.Getenv("CI") != "" {
-		t.Fatalf("helm not found at %s and $HELM is unset (CI=%s): run make helm", h, os.Getenv("CI"))
-	}
-	t.Skipf("helm not found at %s and $HELM is unset: run make helm to test the chart", h)
+	need.Missing(t, "helm", "helm not found at %s and $HELM is unset: run make helm to test the chart", h)
 	return ""
 }
 

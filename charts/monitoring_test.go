@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // exportedMetrics returns the metric names the agent (agent/metrics) and the
@@ -60,18 +62,12 @@ func checkMetricNames(t *testing.T, where, expr string, known map[string]bool) {
 	}
 }
 
-// promtool returns promtool's path (hack/ensure-test-deps.sh installs it),
-// skipping unless CI is set.
+// promtool returns promtool's path ($PROMTOOL, else from $PATH;
+// hack/ensure-test-deps.sh installs it); without it the test is skipped, or
+// fails when CI=true (package need).
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("promtool not found (hack/ensure-test-deps.sh installs it)")
-		}
-		t.Skip("promtool not found: run hack/ensure-test-deps.sh")
-	}
-	return p
+	return need.Tool(t, "promtool", "hack/ensure-test-deps.sh installs it")
 }
 
 // TestPrometheusRules renders the PrometheusRule, checks the rules with

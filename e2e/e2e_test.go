@@ -32,6 +32,7 @@ import (
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	kubeenv "github.com/shadowtune/shadowtune/internal/testutil/envtest"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 const (
@@ -217,9 +218,7 @@ func startFio(t *testing.T, fio, dev string, args ...string) {
 }
 
 func TestEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loop devices, fio, and the cluster's privileged agent")
-	}
+	need.Root(t, "loop devices, fio, and the cluster's privileged agent")
 	k := newCluster(t)
 	ctx := context.Background()
 	started := time.Now()

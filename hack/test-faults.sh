@@ -14,13 +14,16 @@
 #            runs is refused, EBUSY: it holds STATE/.lock open for writing)
 #   corrupt  garbage in STATE/loopN.json before the run (the agent must not
 #            touch a device whose record it cannot read)
-#   writer   another writer: echo bfq > queue/scheduler at a random moment
+#   writer   another writer: echo SCHED > queue/scheduler at a random moment,
+#            SCHED the first of bfq, kyber, mq-deadline and none that the
+#            kernel offers for the device, other than its current one (this
+#            project's 6.18 test machines have no bfq)
 #
 # After each kill: `run --revert` (with the fault still in place), the fault
 # removed, `run --revert` again and `state list`; then the device's queue
 # (scheduler, read_ahead_kb, iosched/*) is compared with its snapshot taken
 # when the script attached it, before the agent first touched it. Where
-# another writer set the scheduler, bfq is expected instead (iosched/* then
+# another writer set the scheduler, its SCHED is expected instead (iosched/* then
 # belongs to the writer's scheduler and is not compared). A device that is
 # gone is not compared: it is counted apart (with how many of their queues,
 # which the kernel keeps for the next loop device, were left changed). A
@@ -165,6 +168,18 @@ kill_agent() {
 	agent_pid=""
 }
 
+other_scheduler() { # other_scheduler NAME: an offered scheduler other than the current one
+	local s list cur
+	read -r list <"/sys/block/$1/queue/scheduler"
+	cur=${list#*[}
+	cur=${cur%%]*}
+	for s in bfq kyber mq-deadline none; do
+		[[ $s != "$cur" && " ${list//[\[\]]/} " == *" $s "* ]] && echo "$s" && return 0
+	done
+	echo "test-faults: $1 offers only $cur: no other scheduler to write" >&2
+	return 1
+}
+
 revert() { # revert TAG: one `run --revert`, its output kept
 	local rc=0
 	"$bin" run --revert --state-dir "$state" >"$log/$cycle-revert-$1.out" 2>&1 || rc=$?
@@ -196,7 +211,7 @@ while ((kills < kills_wanted)); do
 			losetup -d "$loop"
 			;;
 		full) dd if=/dev/zero of="$state/filler" bs=4k status=none 2>/dev/null || true ;;
-		writer) echo bfq >"/sys/block/$name/queue/scheduler" && wrote=bfq ;;
+		writer) other=$(other_scheduler "$name") && echo "$other" >"/sys/block/$name/queue/scheduler" && wrote=$other ;;
 		esac
 		msleep $((kill_ms - fault_ms))
 		;;
@@ -237,7 +252,7 @@ while ((kills < kills_wanted)); do
 	if [[ -n $wrote ]]; then # the other writer's scheduler stays; its iosched/* is the writer's
 		sed -i -e '/^iosched\//d' -e 's/^scheduler:.*/scheduler:WRITER/' "$work/want"
 		sed -i -e '/^iosched\//d' "$work/after"
-		grep -q '^scheduler:.*\[bfq\]' "$work/after" && sed -i 's/^scheduler:.*/scheduler:WRITER/' "$work/after"
+		grep -q "^scheduler:.*\\[$wrote\\]" "$work/after" && sed -i 's/^scheduler:.*/scheduler:WRITER/' "$work/after"
 	fi
 	if ! diff -q "$work/want" "$work/after" >/dev/null; then
 		if [[ -f $state/$name.json || -n $wrote ]]; then

@@ -8,9 +8,7 @@ package actuate
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -87,16 +85,19 @@ func dmName(vg, lv string) string {
 	return strings.ReplaceAll(vg, "-", "--") + "-" + strings.ReplaceAll(lv, "-", "--")
 }
 
+// attachedName is the record of VG/LV, relative to the state directory.
+func attachedName(vg, lv string) string { return attachedDir + "/" + dmName(vg, lv) + stateSuffix }
+
 func (a *Actuator) attachedPath(vg, lv string) string {
-	return filepath.Join(a.stateDir, attachedDir, dmName(vg, lv)+stateSuffix)
+	return filepath.Join(a.stateDir, attachedName(vg, lv))
 }
 
 // loadAttached reads DIR/dm-cache-attached; a record that cannot be read
 // is reported in bad under "dm-cache-attached/FILE".
 func loadAttached(dir string) (map[string]*AttachedCache, map[string]error) {
 	recs := map[string]*AttachedCache{}
-	bad := loadRecordDir(dir, attachedDir, func(path, name string) error {
-		rec, err := readAttachedFile(path, name)
+	bad := loadRecordDir(dir, attachedDir, func(rel, name string) error {
+		rec, err := readAttachedFile(dir, rel, name)
 		if err == nil {
 			recs[rec.Key()] = rec
 		}
@@ -105,9 +106,10 @@ func loadAttached(dir string) (map[string]*AttachedCache, map[string]error) {
 	return recs, bad
 }
 
-func readAttachedFile(path, name string) (*AttachedCache, error) {
+func readAttachedFile(dir, rel, name string) (*AttachedCache, error) {
+	path := filepath.Join(dir, rel)
 	var f attachedFile
-	if err := decodeRecord(path, "attached cache record", &f); err != nil {
+	if err := decodeRecord(dir, rel, "attached cache record", &f); err != nil {
 		return nil, err
 	}
 	c := f.Cache
@@ -123,16 +125,16 @@ func readAttachedFile(path, name string) (*AttachedCache, error) {
 }
 
 func (a *Actuator) writeAttached(c *AttachedCache) error {
-	return writeRecord(a.stateDir, attachedDir, a.attachedPath(c.VG, c.LV), "attached cache record "+c.Key(),
+	return writeRecord(a.stateDir, attachedName(c.VG, c.LV), "attached cache record "+c.Key(),
 		attachedFile{Version: StateVersion, Cache: *c}, false)
 }
 
 func (a *Actuator) removeAttached(c *AttachedCache) error {
-	if err := os.Remove(a.attachedPath(c.VG, c.LV)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeStateFile(a.stateDir, attachedName(c.VG, c.LV)); err != nil {
 		return &RecordError{Device: attachedDir + "/" + c.Key(), Op: "remove", Path: a.attachedPath(c.VG, c.LV), Err: err, Restored: true}
 	}
 	delete(a.attached, c.Key())
-	return syncDir(filepath.Join(a.stateDir, attachedDir))
+	return nil
 }
 
 // AttachedCaches returns a copy of the records of attached caches, by
@@ -309,11 +311,11 @@ func (a *Actuator) recoverAfterReboot() {
 func (a *Actuator) forgetAttached(key string, force bool) error {
 	name := attachedDir + "/" + key
 	if _, isBad := a.bad[name]; isBad {
-		if err := os.Remove(filepath.Join(a.stateDir, attachedDir, key+stateSuffix)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := removeStateFile(a.stateDir, attachedDir+"/"+key+stateSuffix); err != nil {
 			return fmt.Errorf("actuate: remove attached cache record: %w", err)
 		}
 		delete(a.bad, name)
-		return syncDir(filepath.Join(a.stateDir, attachedDir))
+		return nil
 	}
 	rec, ok := a.attached[key]
 	if !ok {

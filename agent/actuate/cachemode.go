@@ -7,9 +7,7 @@ package actuate
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -60,16 +58,17 @@ type cacheFile struct {
 
 const cacheDir = "dm-cache"
 
-func (a *Actuator) cachePath(name string) string {
-	return filepath.Join(a.stateDir, cacheDir, name+stateSuffix)
-}
+// cacheName is dm-cache name's record, relative to the state directory.
+func cacheName(name string) string { return cacheDir + "/" + name + stateSuffix }
+
+func (a *Actuator) cachePath(name string) string { return filepath.Join(a.stateDir, cacheName(name)) }
 
 // loadCaches reads the cache records of DIR/dm-cache; a record that
 // cannot be read is reported in bad under "dm-cache/NAME".
 func loadCaches(dir string) (map[string]*CacheOriginal, map[string]error) {
 	recs := map[string]*CacheOriginal{}
-	bad := loadRecordDir(dir, cacheDir, func(path, name string) error {
-		rec, err := readCacheFile(path, name)
+	bad := loadRecordDir(dir, cacheDir, func(rel, name string) error {
+		rec, err := readCacheFile(dir, rel, name)
 		if err == nil {
 			recs[name] = rec
 		}
@@ -78,9 +77,10 @@ func loadCaches(dir string) (map[string]*CacheOriginal, map[string]error) {
 	return recs, bad
 }
 
-func readCacheFile(path, name string) (*CacheOriginal, error) {
+func readCacheFile(dir, rel, name string) (*CacheOriginal, error) {
+	path := filepath.Join(dir, rel)
 	var f cacheFile
-	if err := decodeRecord(path, "cache record", &f); err != nil {
+	if err := decodeRecord(dir, rel, "cache record", &f); err != nil {
 		return nil, err
 	}
 	c := f.Cache
@@ -96,7 +96,7 @@ func readCacheFile(path, name string) (*CacheOriginal, error) {
 }
 
 func (a *Actuator) writeCache(c *CacheOriginal, create bool) error {
-	return writeRecord(a.stateDir, cacheDir, a.cachePath(c.Name), "cache record "+c.Name, cacheFile{Version: StateVersion, Cache: *c}, create)
+	return writeRecord(a.stateDir, cacheName(c.Name), "cache record "+c.Name, cacheFile{Version: StateVersion, Cache: *c}, create)
 }
 
 // healCaches reads every recorded cache's mode once, which resumes one
@@ -253,7 +253,7 @@ func (a *Actuator) revertCache(rec *CacheOriginal) error {
 			return fmt.Errorf("actuate: cache %s: restore mode %s: %w", rec.Name, rec.Mode, err)
 		}
 	}
-	if err := os.Remove(a.cachePath(rec.Name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeStateFile(a.stateDir, cacheName(rec.Name)); err != nil {
 		return &RecordError{Device: rec.Name, Op: "remove", Path: a.cachePath(rec.Name), Err: err, Restored: true}
 	}
 	delete(a.caches, rec.Name)
@@ -277,11 +277,8 @@ func (a *Actuator) forgetCache(name string, force bool) error {
 				key, ErrNotGone, a.cachePath(name))
 		}
 	}
-	if err := os.Remove(a.cachePath(name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := removeStateFile(a.stateDir, cacheName(name)); err != nil {
 		return fmt.Errorf("actuate: remove cache record: %w", err)
-	}
-	if err := syncDir(filepath.Join(a.stateDir, cacheDir)); err != nil {
-		return err
 	}
 	delete(a.caches, name)
 	delete(a.bad, key)

@@ -263,7 +263,7 @@ func (a *Actuator) acquire(dev string, id identity) (*claim, error) {
 // deadOwnerChanged reports whether the state directory of a dead owner
 // still records the original of this very device.
 func (a *Actuator) deadOwnerChanged(prev claimFile, dev string, id identity) bool {
-	o, err := readStateFile(statePath(prev.StateDir, dev), dev)
+	o, err := readStateFile(prev.StateDir, dev)
 	if err != nil {
 		return false
 	}

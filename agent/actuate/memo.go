@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // DeviceMemo is what the agent remembers of a device between runs, so
@@ -53,9 +54,10 @@ type memoFile struct {
 
 const memoDir = "memo"
 
-func (a *Actuator) memoPath(dev string) string {
-	return filepath.Join(a.stateDir, memoDir, dev+stateSuffix)
-}
+// memoName is dev's memo, relative to the state directory.
+func memoName(dev string) string { return memoDir + "/" + dev + stateSuffix }
+
+func (a *Actuator) memoPath(dev string) string { return filepath.Join(a.stateDir, memoName(dev)) }
 
 // SaveDeviceState writes m as dev's memo, atomically and durably,
 // replacing the previous one. Errors: ErrInvalidSetting for a bad name,
@@ -80,11 +82,7 @@ func (a *Actuator) SaveDeviceState(dev string, m DeviceMemo) error {
 	if err != nil {
 		return fmt.Errorf("actuate: encode memo of %s: %w", dev, err)
 	}
-	dir := filepath.Join(a.stateDir, memoDir)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("actuate: memo directory: %w", err)
-	}
-	return writeFileAtomic(dir, a.memoPath(dev), append(b, '\n'), false)
+	return writeFileAtomic(a.stateDir, memoName(dev), append(b, '\n'), false)
 }
 
 // LoadDeviceState returns dev's memo and true; false (and no error) when
@@ -98,7 +96,7 @@ func (a *Actuator) LoadDeviceState(dev string) (DeviceMemo, bool, error) {
 		return DeviceMemo{}, false, fmt.Errorf("actuate: device name %q: %w", dev, ErrInvalidSetting)
 	}
 	path := a.memoPath(dev)
-	b, err := readFileNoFollow(path)
+	b, err := statefs.ReadFile(a.stateDir, memoName(dev), maxRecordBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return DeviceMemo{}, false, nil
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // Issue 16, finding 1: two agents (two state directories) on one device.
@@ -133,7 +134,8 @@ func TestDeadOwnerWithRecordRefused(t *testing.T) {
 func TestLoopTwoActuators(t *testing.T) {
 	d := loopdev.NewForTest(t, 64<<20)
 	name := d.Name
-	needSchedulers(t, name, "mq-deadline", "bfq")
+	needSchedulers(t, name, "mq-deadline")
+	other := offeredAmong(t, name, 1, "bfq", "kyber", "none")[0]
 	sysWrite(t, name, AttrScheduler, "mq-deadline")
 	sysWrite(t, name, AttrReadAhead, "1024")
 	before := loopdev.SnapshotQueue(t, name)
@@ -151,7 +153,7 @@ func TestLoopTwoActuators(t *testing.T) {
 	if _, err := a.Apply(name, Setting{ReadAheadKiB: 24}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Apply(name, Setting{Scheduler: "bfq"}); !errors.Is(err, ErrOwned) || !strings.Contains(err.Error(), a.StateDir()) {
+	if _, err := b.Apply(name, Setting{Scheduler: other}); !errors.Is(err, ErrOwned) || !strings.Contains(err.Error(), a.StateDir()) {
 		t.Fatalf("B.Apply: %v, want ErrOwned naming %s", err, a.StateDir())
 	} else {
 		t.Logf("as expected: %v", err)
@@ -426,13 +428,12 @@ func TestInvalidRecordValues(t *testing.T) {
 // only) and unmounts it when t ends.
 func mountFS(t *testing.T, fstype, opts string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small file system")
-	}
+	need.Root(t, "mounts a small file system")
 	dir := t.TempDir()
 	if err := syscall.Mount("shadowtune-test", dir, fstype, 0, opts); err != nil {
-		t.Skipf("cannot mount %s: %v", fstype, err)
+		need.Missing(t, fstype, "cannot mount %s: %v", fstype, err)
 	}
+	need.Have(t, fstype)
 	t.Cleanup(func() {
 		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)

@@ -10,18 +10,20 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // loadRecordDir calls read for each DIR/SUB/NAME.json (dot files, the
-// temporary files of writeFileAtomic, skipped) and returns the errors, by
-// "SUB/NAME" (or "SUB" when the directory cannot be read; a missing one is
-// no error).
-func loadRecordDir(dir, sub string, read func(path, name string) error) map[string]error {
+// temporary files of writeFileAtomic, skipped) with its path relative to
+// the state directory dir, and returns the errors, by "SUB/NAME" (or "SUB"
+// when the directory cannot be read, a symbolic link among others; a
+// missing one is no error).
+func loadRecordDir(dir, sub string, read func(rel, name string) error) map[string]error {
 	bad := map[string]error{}
-	ents, err := os.ReadDir(filepath.Join(dir, sub))
+	ents, err := statefs.ReadDir(dir, sub)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			bad[sub] = fmt.Errorf("actuate: %s: %w: %w", filepath.Join(dir, sub), ErrCorruptState, err)
@@ -33,17 +35,20 @@ func loadRecordDir(dir, sub string, read func(path, name string) error) map[stri
 		if !ok || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		if err := read(filepath.Join(dir, sub, e.Name()), name); err != nil {
+		if err := read(sub+"/"+e.Name(), name); err != nil {
 			bad[sub+"/"+name] = err
 		}
 	}
 	return bad
 }
 
-// decodeRecord reads path, not following a symlink, into v, refusing
-// unknown fields. what names the record in errors (ErrCorruptState).
-func decodeRecord(path, what string, v any) error {
-	b, err := readFileNoFollow(path)
+// decodeRecord reads rel of the state directory dir (package statefs:
+// never through a symbolic link, a regular file of at most
+// maxRecordBytes) into v, refusing unknown fields. what names the record
+// in errors (ErrCorruptState).
+func decodeRecord(dir, rel, what string, v any) error {
+	path := filepath.Join(dir, rel)
+	b, err := statefs.ReadFile(dir, rel, maxRecordBytes)
 	if err != nil {
 		return fmt.Errorf("actuate: %s %s: %w: %w", what, path, ErrCorruptState, err)
 	}
@@ -55,17 +60,13 @@ func decodeRecord(path, what string, v any) error {
 	return nil
 }
 
-// writeRecord writes v as indented JSON to path in DIR/SUB, durably
-// (writeFileAtomic: create fails if the file exists), creating DIR/SUB.
-// what names the record in errors.
-func writeRecord(dir, sub, path, what string, v any, create bool) error {
+// writeRecord writes v as indented JSON to rel of the state directory
+// dir, durably (writeFileAtomic: create fails if the file exists),
+// creating its directory. what names the record in errors.
+func writeRecord(dir, rel, what string, v any, create bool) error {
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return fmt.Errorf("actuate: encode %s: %w", what, err)
 	}
-	d := filepath.Join(dir, sub)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		return fmt.Errorf("actuate: %s directory: %w", what, err)
-	}
-	return writeFileAtomic(d, path, append(b, '\n'), create)
+	return writeFileAtomic(dir, rel, append(b, '\n'), create)
 }

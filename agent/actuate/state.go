@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/internal/fsutil"
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // StateVersion is the version of the state file format written by this
@@ -59,9 +60,12 @@ const StateVersion = 1
 // value or the in-progress target; another value is another writer's and
 // stays (see LeftError).
 //
+// Every state file is read and written through package statefs: under the
+// state directory's descriptor, never through a symbolic link, regular
+// files only, at most maxRecordBytes read, never blocking on a FIFO.
 // Writes are atomic and durable: a temporary file in STATEDIR is written,
-// fsynced, then linked (first record: os.Link fails if a record exists, so
-// an original is never overwritten) or renamed (journal updates) onto
+// fsynced, then linked (first record: an existing record fails the link,
+// so an original is never overwritten) or renamed (journal updates) onto
 // DEV.json, and STATEDIR is fsynced. A crash leaves either the old or the
 // new file, plus possibly a stale ".DEV.json.tmp*" that New removes.
 //
@@ -96,6 +100,10 @@ const stateSuffix = ".json"
 
 func statePath(dir, dev string) string { return filepath.Join(dir, dev+stateSuffix) }
 
+// maxRecordBytes is the most a record or memo file may hold: a record is
+// a few KiB.
+const maxRecordBytes = 1 << 20
+
 // loadState reads every DEV.json of dir. A file that cannot be loaded
 // (unparsable, another version, invalid values, a symlink or another
 // non-regular file) is returned in bad, by device name, with an error
@@ -107,7 +115,7 @@ func loadState(dir string) (recs map[string]*Original, bad map[string]error, err
 
 // loadRecords is loadState; clean removes stale temporary files.
 func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[string]error, err error) {
-	ents, err := os.ReadDir(dir)
+	ents, err := statefs.ReadDir(dir, ".")
 	if err != nil {
 		return nil, nil, fmt.Errorf("actuate: state directory: %w", err)
 	}
@@ -118,7 +126,7 @@ func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[str
 			if clean && strings.Contains(name, stateSuffix+".tmp") {
 				// An interrupted write; the real file is intact. A
 				// read-only state directory keeps it: harmless.
-				_ = os.Remove(filepath.Join(dir, name))
+				_ = statefs.Remove(dir, name)
 			}
 			continue
 		}
@@ -132,7 +140,7 @@ func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[str
 				path, ErrCorruptState, fsutil.Kind(e.Type()))
 			continue
 		}
-		o, err := readStateFile(path, dev)
+		o, err := readStateFile(dir, dev)
 		if err != nil {
 			bad[dev] = err
 			continue
@@ -142,33 +150,15 @@ func loadRecords(dir string, clean bool) (recs map[string]*Original, bad map[str
 	return recs, bad, nil
 }
 
-// readFileNoFollow reads a regular file, refusing a symlink (O_NOFOLLOW)
-// or anything else that is not a regular file.
-func readFileNoFollow(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, fmt.Errorf("%s is a symbolic link: refused", path)
-		}
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s, not a regular file: refused", path, fsutil.Kind(fi.Mode()))
-	}
-	return io.ReadAll(io.LimitReader(f, 1<<20))
-}
-
-func readStateFile(path, dev string) (*Original, error) {
+// readStateFile reads and checks STATEDIR/DEV.json of the state
+// directory dir.
+func readStateFile(dir, dev string) (*Original, error) {
+	path := statePath(dir, dev)
 	corrupt := func(format string, a ...any) error {
 		return fmt.Errorf("actuate: state file %s: %w: %s (left in place; inspect it, then revert by hand or delete it)",
 			path, ErrCorruptState, fmt.Sprintf(format, a...))
 	}
-	b, err := readFileNoFollow(path)
+	b, err := statefs.ReadFile(dir, dev+stateSuffix, maxRecordBytes)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
 			return nil, fmt.Errorf("actuate: state file: %w", err)
@@ -281,62 +271,41 @@ func writeState(dir string, o *Original, create bool) error {
 	if err != nil {
 		return fmt.Errorf("actuate: encode state of %s: %w", o.Device, err)
 	}
-	return writeFileAtomic(dir, statePath(dir, o.Device), append(b, '\n'), create)
+	return writeFileAtomic(dir, o.Device+stateSuffix, append(b, '\n'), create)
 }
 
-// writeFileAtomic writes b to final (in dir) durably: a temporary file
-// in dir, fsynced, then linked (create: fails if final exists) or renamed
-// onto final, then dir fsynced.
-func writeFileAtomic(dir, final string, b []byte, create bool) error {
-	base := filepath.Base(final)
-	tmp, err := os.CreateTemp(dir, "."+base+".tmp")
-	if err != nil {
-		return fmt.Errorf("actuate: state file: %w", err)
-	}
-	tmpName := tmp.Name()
-	defer os.Remove(tmpName) // after a rename or link: ENOENT or the extra name, both fine
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("actuate: write state file: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("actuate: fsync state file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("actuate: close state file: %w", err)
-	}
+// writeFileAtomic writes b to rel of the state directory dir durably
+// (package statefs): a temporary file beside it, fsynced, then linked
+// (create: fails if rel exists) or renamed onto rel, then its directory
+// fsynced; the directories on rel's way are made (0700).
+func writeFileAtomic(dir, rel string, b []byte, create bool) error {
+	write := func(w io.Writer) error { _, err := w.Write(b); return err }
 	if create {
-		if err := os.Link(tmpName, final); err != nil {
-			if errors.Is(err, fs.ErrExist) {
-				return fmt.Errorf("actuate: state file %s already exists; refusing to overwrite an original record", final)
-			}
+		err := statefs.CreateFile(dir, rel, 0o600, write)
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("actuate: state file %s already exists; refusing to overwrite an original record", filepath.Join(dir, rel))
+		}
+		if err != nil {
 			return fmt.Errorf("actuate: create state file: %w", err)
 		}
-	} else if err := os.Rename(tmpName, final); err != nil {
+		return nil
+	}
+	if err := statefs.WriteFile(dir, rel, 0o600, write); err != nil {
 		return fmt.Errorf("actuate: replace state file: %w", err)
 	}
-	return syncDir(dir)
+	return nil
 }
 
 // removeState removes DIR/DEV.json durably.
 func removeState(dir, dev string) error {
-	if err := os.Remove(statePath(dir, dev)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("actuate: remove state file: %w", err)
-	}
-	return syncDir(dir)
+	return removeStateFile(dir, dev+stateSuffix)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("actuate: fsync state directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		// EINVAL: the file system cannot fsync directories (some
-		// FUSE/overlay setups); the rename is as durable as it gets.
-		return fmt.Errorf("actuate: fsync state directory %s: %w", dir, err)
+// removeStateFile removes rel of the state directory dir durably (its
+// directory fsynced); a missing file is no error.
+func removeStateFile(dir, rel string) error {
+	if err := statefs.Remove(dir, rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("actuate: remove state file: %w", err)
 	}
 	return nil
 }

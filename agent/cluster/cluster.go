@@ -43,14 +43,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/api/scheme"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/metricsauth"
 )
 
 // RBAC the agent needs, generated into the Helm chart's ClusterRole
@@ -91,8 +92,10 @@ type ManagerOptions struct {
 	// HealthProbeBindAddress serves /healthz and /readyz ("0" or ""
 	// disables them).
 	MetricsBindAddress, HealthProbeBindAddress string
-	// MetricsSecure serves /metrics over HTTPS behind controller-runtime's
-	// authentication and authorization filter.
+	// MetricsSecure serves /metrics over HTTPS behind the authentication
+	// and authorization filter of internal/metricsauth (controller-
+	// runtime's, but 401 and one log line for a token the API server
+	// refuses).
 	MetricsSecure bool
 	// GracefulShutdownTimeout, 0 for DefaultGracefulShutdown.
 	GracefulShutdownTimeout time.Duration
@@ -122,7 +125,11 @@ func NewManager(cfg *rest.Config, o ManagerOptions) (manager.Manager, error) {
 	}
 	metricsOpts := metricsserver.Options{BindAddress: o.MetricsBindAddress}
 	if o.MetricsSecure {
-		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, filters.WithAuthenticationAndAuthorization
+		log := o.Logger
+		if log.GetSink() == nil {
+			log = logf.Log
+		}
+		metricsOpts.SecureServing, metricsOpts.FilterProvider = true, metricsauth.Provider(log)
 	}
 	return manager.New(cfg, manager.Options{
 		Scheme:                  s,

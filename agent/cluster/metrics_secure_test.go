@@ -6,8 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +70,9 @@ func TestMetricsSecureOnAPIServer(t *testing.T) {
 	scraper, stranger := token("scraper"), token("stranger")
 
 	addr := freeLoopbackAddr(t)
-	mgr, err := NewManager(env.Config, ManagerOptions{NodeName: "node-a", MetricsBindAddress: addr, MetricsSecure: true})
+	logs := &lineLog{}
+	mgr, err := NewManager(env.Config, ManagerOptions{NodeName: "node-a", MetricsBindAddress: addr, MetricsSecure: true,
+		Logger: funcr.New(logs.add, funcr.Options{Verbosity: 1})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +85,6 @@ func TestMetricsSecureOnAPIServer(t *testing.T) {
 		}
 	}()
 
-	// A token the API server cannot review is refused too (controller-
-	// runtime answers 500, not 401: the TokenReview errs).
 	// The serving certificate is self-signed: only the filter is tested.
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // a self-signed test server
@@ -110,8 +114,21 @@ func TestMetricsSecureOnAPIServer(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if code, err := get("not-a-token"); err != nil || code == http.StatusOK {
-		t.Errorf("GET /metrics with a garbage token: status %d, %v; want a refusal", code, err)
+	// A malformed token (issue 44): 401 and one log line, not an error
+	// with a stack trace and a 500 (controller-runtime's filter answers a
+	// TokenReview that refuses the token with a reason so).
+	for _, tok := range []string{"not-a-token", "a.b.c", "Bearer x"} {
+		before := logs.len()
+		code, err := get(tok)
+		lines := logs.since(before)
+		if err != nil || code != http.StatusUnauthorized {
+			t.Errorf("GET /metrics with the malformed token %q: status %d, %v; want 401", tok, code, err)
+		}
+		if len(lines) != 1 || strings.Contains(lines[0], `"error"=`) {
+			t.Errorf("GET /metrics with the malformed token %q logged %d lines, want one that is not an error:\n%s",
+				tok, len(lines), strings.Join(lines, "\n"))
+		}
+		t.Logf("%q: %d, %s", tok, code, strings.Join(lines, "\n"))
 	}
 	for _, c := range []struct {
 		who, tok string
@@ -139,4 +156,36 @@ func freeLoopbackAddr(t *testing.T) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// lineLog keeps the lines a funcr logger writes.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lineLog) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+func (l *lineLog) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.lines)
+}
+
+// since returns the lines from the n-th on, of the filter's logger only
+// ("metrics" in the name).
+func (l *lineLog) since(n int) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines[n:] {
+		if strings.Contains(line, "metrics") {
+			out = append(out, line)
+		}
+	}
+	return out
 }

@@ -6,11 +6,12 @@ import (
 	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // mkRoot makes the files (path inside root → content; mode 0755) and
@@ -91,23 +92,23 @@ func TestLookPathIn(t *testing.T) {
 }
 
 // staticBusybox returns a statically linked busybox of the test host, to
-// be the shell and utilities of a test root, or skips the test.
+// be the shell and utilities of a test root ($BUSYBOX, else from $PATH);
+// without one the test is skipped, or fails under CI=true (package need).
 func staticBusybox(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("busybox")
-	if err != nil {
-		t.Skip("no busybox: a test root needs a static one for its shell (Debian: busybox-static)")
-	}
+	const part, hint = "static busybox", "a test root needs a static one for its shell (Debian: busybox-static)"
+	p := need.Tool(t, "busybox", hint)
 	f, err := elf.Open(p)
 	if err != nil {
-		t.Skipf("busybox %s: %v", p, err)
+		need.Missing(t, part, "busybox %s: %v", p, err)
 	}
 	defer f.Close()
 	for _, ph := range f.Progs {
 		if ph.Type == elf.PT_INTERP {
-			t.Skipf("busybox %s is dynamically linked: a test root needs a static one (Debian: busybox-static)", p)
+			need.Missing(t, part, "busybox %s is dynamically linked: %s", p, hint)
 		}
 	}
+	need.Have(t, part)
 	return p
 }
 
@@ -119,9 +120,7 @@ func staticBusybox(t *testing.T) string {
 // root and a reader of the commands the fakes logged.
 func fakeRoot(t *testing.T, files map[string]string) (string, func() []string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("running a tool in Tool.Root is a chroot, which needs root (CAP_SYS_CHROOT): run this test as root")
-	}
+	need.Root(t, "running a tool in Tool.Root is a chroot (CAP_SYS_CHROOT)")
 	busybox := staticBusybox(t)
 	if _, err := os.Stat("/st-fake"); err == nil {
 		t.Fatal("/st-fake exists outside the test root: the test could not tell the root from the host")

@@ -2,12 +2,13 @@ package schedcost
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,7 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
-	"github.com/shadowtune/shadowtune/internal/fsutil"
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // memBytes is the size of the memory file behind the calibration's loop
@@ -33,35 +34,50 @@ const memBytes = 16 << 20
 // threads under each scheduler in Options.Schedulers in rotated phases,
 // and returns each scheduler's CPU time per request beyond none's. Before
 // Measure returns, whatever happens, the device gets back the scheduler it
-// had and is detached. hostRoot prefixes /sys, as everywhere in the agent.
+// had and is then detached. hostRoot prefixes /sys, as everywhere in the
+// agent.
+//
+// A process killed while it measures (SIGKILL, out of memory) cannot put
+// the scheduler back; the kernel keeps a loop device's queue settings
+// across a detach, so a device detached then would come to its next user
+// on the calibration's last scheduler. The device is therefore attached
+// without autoclear: a killed calibration leaves it bound to its memfd,
+// where no one else can take it, and recorded in Options.StateDir; the
+// next Measure, or Recover at the agent's next start or `run --revert`,
+// puts its scheduler back and only then detaches it.
 //
 // Errors: the loop device could not be created or attached (no
 // /dev/loop-control, not root), a scheduler could not be selected,
 // ErrContended, or ctx was cancelled.
 func Measure(ctx context.Context, hostRoot string, opt Options) (Costs, error) {
 	opt.defaults()
-	if err := recoverLeftover(hostRoot, opt.RecordDir); err != nil {
+	if err := recoverLeftover(hostRoot, opt.StateDir); err != nil {
 		return Costs{}, err
 	}
 	lo, err := attachMemLoop()
 	if err != nil {
 		return Costs{}, err
 	}
-	defer lo.close()
 	schedFile := filepath.Join(hostRoot, "/sys/block", lo.name, "queue/scheduler")
 	offered, orig, err := offeredSchedulers(schedFile)
 	if err != nil {
+		lo.close()
 		return Costs{}, err
 	}
 	// The loop device outlives its detachment: leave it with the
-	// scheduler it had (runs before the detach, deferred above), recorded
-	// first, so that a crash meanwhile is mended by the next Measure.
-	if err := writeRecord(opt.RecordDir, loopRecord{Device: lo.name, Scheduler: orig}); err != nil {
+	// scheduler it had, recorded first, so that a crash meanwhile is
+	// mended by Recover; then detach it; then drop the record.
+	if err := writeRecord(opt.StateDir, loopRecord{Device: lo.name, Scheduler: orig, Backing: lo.backing}); err != nil {
+		lo.close()
 		return Costs{}, err
 	}
 	defer func() {
-		if os.WriteFile(schedFile, []byte(orig), 0) == nil {
-			removeRecord(opt.RecordDir)
+		if os.WriteFile(schedFile, []byte(orig), 0) != nil {
+			lo.release() // still bound, never detached on the wrong scheduler: Recover's
+			return
+		}
+		if lo.close() == nil {
+			removeRecord(opt.StateDir)
 		}
 	}()
 	var scheds []string
@@ -146,24 +162,28 @@ func countPhases(m map[string][]phaseResult) int {
 }
 
 // loopRecord is the calibration loop device's scheduler before Measure
-// changed it, kept in Options.RecordDir while it measures.
+// changed it, kept in Options.StateDir's node/ while it measures.
 type loopRecord struct {
 	Device    string `json:"device"`
 	Scheduler string `json:"scheduler"`
+	// Backing is the memfd's name (memName): the device is still the
+	// calibration's while /sys/block/DEV/loop/backing_file names it.
+	// Absent in records of agents that attached with autoclear.
+	Backing string `json:"backing,omitempty"`
 }
 
-// recordName is the record's file in Options.RecordDir.
-const recordName = "schedcost-loop.json"
+// recordName is the record's file in Options.StateDir.
+const recordName = "node/schedcost-loop.json"
 
-func writeRecord(dir string, r loopRecord) error {
-	if dir == "" {
+func writeRecord(stateDir string, r loopRecord) error {
+	if stateDir == "" {
 		return nil
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	if err := fsutil.WriteAtomic(filepath.Join(dir, recordName), 0o644, func(w io.Writer) error {
+	if err := statefs.WriteFile(stateDir, recordName, 0o644, func(w io.Writer) error {
 		_, err := w.Write(b)
 		return err
 	}); err != nil {
@@ -172,44 +192,89 @@ func writeRecord(dir string, r loopRecord) error {
 	return nil
 }
 
-func removeRecord(dir string) {
-	if dir != "" {
-		_ = os.Remove(filepath.Join(dir, recordName))
+func removeRecord(stateDir string) {
+	if stateDir != "" {
+		_ = statefs.Remove(stateDir, recordName)
 	}
 }
 
-// recoverLeftover puts back the scheduler a Measure that did not finish
-// (a crash, SIGKILL) left on its loop device, when that device is still
-// detached (no loop/ directory in sysfs); a device attached since belongs
-// to whoever attached it, and is left alone. The record is then dropped.
-// A record that cannot be read or parsed is an error naming it.
-func recoverLeftover(hostRoot, dir string) error {
-	if dir == "" {
+// Recover mends what a Measure killed while it measured left behind, from
+// its record in stateDir (node/schedcost-loop.json; none: nothing to do):
+//
+//   - its loop device still bound to the calibration's memfd (a killed
+//     Measure leaves it so: no one else could take it): the scheduler it
+//     had is put back, then the device is detached;
+//   - the device detached (a record of an agent that attached with
+//     autoclear, or detached by hand) and still free: the scheduler is put
+//     back;
+//   - the device bound to another file: it is someone else's now, and is
+//     left alone.
+//
+// The record is then dropped. hostRoot prefixes /sys. Errors: a record
+// that cannot be read or parsed (naming it), a device still held open
+// exclusively (a calibration that is alive: the record is kept), or the
+// scheduler or the detach failing.
+func Recover(hostRoot, stateDir string) error { return recoverLeftover(hostRoot, stateDir) }
+
+// recoverLeftover is Recover.
+func recoverLeftover(hostRoot, stateDir string) error {
+	if stateDir == "" {
 		return nil
 	}
-	path := filepath.Join(dir, recordName)
-	b, err := os.ReadFile(path)
+	b, err := statefs.ReadFile(stateDir, recordName, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	var r loopRecord
-	if err == nil {
-		err = json.Unmarshal(b, &r)
-	}
-	if err == nil && !strings.HasPrefix(r.Device, "loop") {
-		err = fmt.Errorf("device %q is not a loop device", r.Device)
-	}
 	if err != nil {
-		return fmt.Errorf("schedcost: %s: %w", path, err)
+		return fmt.Errorf("schedcost: %w", err) // it names the file
 	}
-	dev := filepath.Join(hostRoot, "/sys/block", r.Device)
-	if _, err := os.Stat(filepath.Join(dev, "loop")); errors.Is(err, fs.ErrNotExist) {
-		if err := os.WriteFile(filepath.Join(dev, "queue/scheduler"), []byte(r.Scheduler), 0); err != nil &&
-			!errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("schedcost: put back %s's scheduler %s: %w", r.Device, r.Scheduler, err)
+	var r loopRecord
+	err = json.Unmarshal(b, &r)
+	n := -1
+	if err == nil {
+		if _, serr := fmt.Sscanf(r.Device, "loop%d", &n); serr != nil || n < 0 || fmt.Sprintf("loop%d", n) != r.Device {
+			err = fmt.Errorf("device %q is not a loop device", r.Device)
 		}
 	}
-	return os.Remove(path)
+	if err != nil {
+		return fmt.Errorf("schedcost: %s: %w", filepath.Join(stateDir, recordName), err)
+	}
+	dev := filepath.Join(hostRoot, "/sys/block", r.Device)
+	schedFile := filepath.Join(dev, "queue/scheduler")
+	backing, berr := os.ReadFile(filepath.Join(dev, "loop/backing_file"))
+	switch {
+	case berr == nil && r.Backing != "" && strings.HasPrefix(strings.TrimSpace(string(backing)), "/memfd:"+r.Backing):
+		if err := restoreAndDetach(r, n, schedFile); err != nil {
+			return err
+		}
+	case berr == nil:
+		// Bound to another file: someone else's device now.
+	case errors.Is(berr, fs.ErrNotExist):
+		if err := os.WriteFile(schedFile, []byte(r.Scheduler), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("schedcost: put back %s's scheduler %s: %w", r.Device, r.Scheduler, err)
+		}
+	default:
+		return fmt.Errorf("schedcost: %s: %w", r.Device, berr)
+	}
+	return statefs.Remove(stateDir, recordName)
+}
+
+// restoreAndDetach puts back the scheduler of the calibration's loop
+// device n, still bound to its memfd, then detaches it. The device is
+// opened exclusively first: a live calibration holds it so (EBUSY).
+func restoreAndDetach(r loopRecord, n int, schedFile string) error {
+	f, err := openLoop(r.Device, n, unix.O_EXCL)
+	if err != nil {
+		return fmt.Errorf("schedcost: %s, the calibration device of a run that did not finish: %w", r.Device, err)
+	}
+	defer f.Close()
+	if err := os.WriteFile(schedFile, []byte(r.Scheduler), 0); err != nil {
+		return fmt.Errorf("schedcost: put back %s's scheduler %s: %w", r.Device, r.Scheduler, err)
+	}
+	if err := unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0); err != nil {
+		return fmt.Errorf("schedcost: detach %s: %w", r.Device, err)
+	}
+	return nil
 }
 
 // Kernel is the running kernel's release (uname -r), "" when uname fails.
@@ -224,19 +289,31 @@ func Kernel() string {
 // memLoop is the calibration's loop device.
 type memLoop struct {
 	name     string
+	backing  string // memName
 	dev, mem *os.File
 }
 
 // memName names the memfd and the loop device's backing file: the
 // process's pid in it tells whose calibration a loop device serves
-// (losetup -l, /sys/block/loopN/loop/backing_file).
-func memName() string { return fmt.Sprintf("shadowtune-schedcost-%d", os.Getpid()) }
+// (losetup -l, /sys/block/loopN/loop/backing_file), and a random part
+// tells one calibration from another (a container's agent is often pid
+// 1).
+func memName() string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s%x", memPrefix(), r)
+}
+
+// memPrefix is what the names of this process's memfds begin with.
+func memPrefix() string { return fmt.Sprintf("shadowtune-schedcost-%d-", os.Getpid()) }
 
 // attachMemLoop creates an empty memfd and attaches it read-only to a
-// free loop device (LOOP_CTL_GET_FREE, LOOP_CONFIGURE with autoclear),
-// retrying when another process takes the same device first.
+// free loop device (LOOP_CTL_GET_FREE, then LOOP_CONFIGURE on it, opened
+// exclusively, without autoclear: see Measure), retrying when another
+// process takes the same device first.
 func attachMemLoop() (*memLoop, error) {
-	mfd, err := unix.MemfdCreate(memName(), unix.MFD_CLOEXEC)
+	name := memName()
+	mfd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("schedcost: memfd_create: %w", err)
 	}
@@ -257,7 +334,7 @@ func attachMemLoop() (*memLoop, error) {
 			mem.Close()
 			return nil, fmt.Errorf("schedcost: LOOP_CTL_GET_FREE: %w", err)
 		}
-		lo, err := configure(n, mem)
+		lo, err := configure(n, mem, name)
 		if errors.Is(err, unix.EBUSY) {
 			continue // another process attached it first
 		}
@@ -271,28 +348,29 @@ func attachMemLoop() (*memLoop, error) {
 	return nil, errors.New("schedcost: every free loop device was taken before it could be attached")
 }
 
-// configure attaches mem to loop device n.
-func configure(n int, mem *os.File) (*memLoop, error) {
+// configure attaches mem (named backing) to loop device n.
+func configure(n int, mem *os.File, backing string) (*memLoop, error) {
 	name := fmt.Sprintf("loop%d", n)
-	dev, err := openLoop(name, n)
+	dev, err := openLoop(name, n, unix.O_EXCL)
 	if err != nil {
 		return nil, err
 	}
 	cfg := unix.LoopConfig{Fd: uint32(mem.Fd()), Size: 4096}
-	cfg.Info.Flags = unix.LO_FLAGS_READ_ONLY | unix.LO_FLAGS_AUTOCLEAR
-	copy(cfg.Info.File_name[:], memName())
+	cfg.Info.Flags = unix.LO_FLAGS_READ_ONLY // no autoclear: see Measure
+	copy(cfg.Info.File_name[:], backing)
 	if err := unix.IoctlLoopConfigure(int(dev.Fd()), &cfg); err != nil {
 		dev.Close()
 		return nil, fmt.Errorf("schedcost: attach %s: %w", name, err)
 	}
-	return &memLoop{name: name, dev: dev, mem: mem}, nil
+	return &memLoop{name: name, backing: backing, dev: dev, mem: mem}, nil
 }
 
-// openLoop opens /dev/loopN for direct reads. A container's /dev is a
+// openLoop opens /dev/loopN for direct reads, with extra flags (O_EXCL:
+// no one else holds it exclusively, or EBUSY). A container's /dev is a
 // copy made when it started, without the loop devices the kernel created
 // since: then a private device node is made for it, opened and unlinked.
-func openLoop(name string, n int) (*os.File, error) {
-	const flags = os.O_RDONLY | unix.O_DIRECT | unix.O_CLOEXEC
+func openLoop(name string, n, extra int) (*os.File, error) {
+	flags := os.O_RDONLY | unix.O_DIRECT | unix.O_CLOEXEC | extra
 	dev, err := os.OpenFile("/dev/"+name, flags, 0)
 	if !errors.Is(err, fs.ErrNotExist) {
 		if err != nil {
@@ -319,12 +397,24 @@ func openLoop(name string, n int) (*os.File, error) {
 // loopMajor is the loop driver's block major (Documentation/admin-guide/devices.txt).
 const loopMajor = 7
 
-// close detaches the loop device (autoclear: at the last close) and frees
-// the memfd.
-func (l *memLoop) close() {
-	_ = unix.IoctlSetInt(int(l.dev.Fd()), unix.LOOP_CLR_FD, 0)
+// release closes the descriptors without detaching: the device stays
+// bound to the memfd (the loop driver holds it), for Recover.
+func (l *memLoop) release() {
 	l.dev.Close()
 	l.mem.Close()
+}
+
+// close detaches the loop device (at once, or at the last close when
+// another process, udev say, has it open) and frees the memfd. A detach
+// that fails leaves the device bound, its record in place for Recover.
+func (l *memLoop) close() error {
+	err := unix.IoctlSetInt(int(l.dev.Fd()), unix.LOOP_CLR_FD, 0)
+	l.dev.Close()
+	l.mem.Close()
+	if err != nil {
+		return fmt.Errorf("schedcost: detach %s: %w", l.name, err)
+	}
+	return nil
 }
 
 // phase runs opt.Workers readers for opt.Warmup + opt.Phase and counts
@@ -363,7 +453,7 @@ func (l *memLoop) read(seed uint64, start, end time.Time) (phaseResult, error) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	buf := alignedBuf(4096)
-	rng := rand.New(rand.NewPCG(seed, 0x5c4ed))
+	rng := mrand.New(mrand.NewPCG(seed, 0x5c4ed))
 	var r phaseResult
 	var at0 schedStat
 	counting := false

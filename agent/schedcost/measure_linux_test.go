@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // TestMeasure measures the schedulers on this machine's kernel: bfq, the
@@ -26,7 +27,7 @@ func TestMeasure(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := memLoops(t); n != before+1 {
-		lo.close()
+		_ = lo.close()
 		t.Fatalf("%d loop devices over a memfd while one is attached, want %d", n, before+1)
 	}
 	schedFile := filepath.Join("/sys/block", lo.name, "queue/scheduler")
@@ -34,11 +35,11 @@ func TestMeasure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lo.close()
+	_ = lo.close()
 	// Three rounds: the last phase is not none's (rounds alternate in
 	// direction), so a scheduler left behind would show.
 	rec := t.TempDir()
-	c, err := Measure(context.Background(), "", Options{Rounds: 3, RecordDir: rec})
+	c, err := Measure(context.Background(), "", Options{Rounds: 3, StateDir: rec})
 	if errors.Is(err, ErrContended) {
 		// A busy machine: the measurement declines, and leaves nothing.
 		t.Logf("contended: %v", err)
@@ -92,7 +93,7 @@ func memLoops(t *testing.T) int {
 	}
 	n := 0
 	for _, f := range files {
-		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), memName()+" ") {
+		if b, err := os.ReadFile(f); err == nil && strings.Contains(string(b), "/memfd:"+memPrefix()) {
 			n++
 		}
 	}
@@ -141,7 +142,7 @@ func TestMeasureRecoversLeftover(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := lo.name
-	lo.close()
+	_ = lo.close()
 	schedFile := filepath.Join("/sys/block", name, "queue/scheduler")
 	offered, orig, err := offeredSchedulers(schedFile)
 	if err != nil {
@@ -155,7 +156,7 @@ func TestMeasureRecoversLeftover(t *testing.T) {
 		}
 	}
 	if other == "" {
-		t.Skipf("%s offers only %s", name, orig)
+		need.Missing(t, "a second scheduler", "%s offers only %s", name, orig)
 	}
 	// As a Measure killed during its phases leaves it.
 	dir := t.TempDir()

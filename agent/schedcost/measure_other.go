@@ -12,5 +12,8 @@ func Measure(context.Context, string, Options) (Costs, error) {
 	return Costs{}, errors.New("schedcost: only on Linux")
 }
 
+// Recover has nothing to mend off Linux.
+func Recover(string, string) error { return nil }
+
 // Kernel is "" off Linux.
 func Kernel() string { return "" }

@@ -29,13 +29,12 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"time"
 
-	"github.com/shadowtune/shadowtune/internal/fsutil"
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 // Options configures Measure; the zero value takes every default.
@@ -54,10 +53,11 @@ type Options struct {
 	// Warmup is each phase's unmeasured start (default 20 ms) and Phase
 	// its measured part (default 150 ms).
 	Warmup, Phase time.Duration
-	// RecordDir is where the loop device's scheduler is recorded before
-	// Measure changes it, and found again by the next Measure when a
-	// crash kept it from being put back ("": not recorded).
-	RecordDir string
+	// StateDir is the agent's state directory: the loop device's
+	// scheduler is recorded in its node/ before Measure changes it, and
+	// found again by the next Measure (or Recover) when a crash kept it
+	// from being put back ("": not recorded).
+	StateDir string
 }
 
 func (o *Options) defaults() {
@@ -223,12 +223,17 @@ func costsOf(samples map[string][]phaseResult) (Costs, error) {
 // directory's top level holds the devices' records (agent/actuate).
 const FileName = "node/scheduler-costs.json"
 
-// Load reads the measurement saved in stateDir. A missing file is
+// maxFileBytes is the most the measurement's file may hold: a few hundred
+// bytes are written.
+const maxFileBytes = 64 << 10
+
+// Load reads the measurement saved in stateDir (package statefs: a
+// symbolic link, a FIFO or any other non-regular file at FileName or at
+// node/ is refused, never followed or waited on). A missing file is
 // (Costs{}, nil); a file that cannot be read or parsed is an error naming
 // it.
 func Load(stateDir string) (Costs, error) {
-	path := filepath.Join(stateDir, FileName)
-	b, err := os.ReadFile(path)
+	b, err := statefs.ReadFile(stateDir, FileName, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return Costs{}, nil
 	}
@@ -237,18 +242,19 @@ func Load(stateDir string) (Costs, error) {
 	}
 	var c Costs
 	if err := json.Unmarshal(b, &c); err != nil {
-		return Costs{}, fmt.Errorf("%s: %w", path, err)
+		return Costs{}, fmt.Errorf("%s: %w", filepath.Join(stateDir, FileName), err)
 	}
 	return c, nil
 }
 
-// Save writes c to stateDir durably (temporary file, fsync, rename).
+// Save writes c to stateDir durably (package statefs: temporary file,
+// fsync, rename; never through a symbolic link).
 func Save(stateDir string, c Costs) error {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
 		return err
 	}
-	return fsutil.WriteAtomic(filepath.Join(stateDir, FileName), 0o644, func(w io.Writer) error {
+	return statefs.WriteFile(stateDir, FileName, 0o644, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 const fake = "testdata"
@@ -410,7 +411,7 @@ func TestReadStat(t *testing.T) {
 // invariants that hold for any device, so unusual hardware cannot fail it.
 func TestRealSysfs(t *testing.T) {
 	if _, err := os.Stat("/sys/block"); err != nil {
-		t.Skip("no /sys/block on this machine")
+		need.Missing(t, "/sys/block", "no /sys/block on this machine: %v", err)
 	}
 	devs, err := Discover("")
 	if err != nil {

@@ -16,10 +16,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// needRoot skips t unless it runs as root with loop devices available.
+// needRoot needs t to run as root with loop devices available (skipped, or
+// failed under CI=true: package need).
 func needRoot(t testing.TB) {
 	t.Helper()
 	loopdev.NeedLoop(t, "creates loop devices and loads BPF programs")
@@ -53,7 +55,7 @@ func (l *loopDev) setScheduler(t testing.TB, sched string) {
 	t.Helper()
 	p := filepath.Join("/sys/block", l.name, "queue/scheduler")
 	if err := os.WriteFile(p, []byte(sched), 0); err != nil {
-		t.Skipf("scheduler %s: %v", sched, err)
+		need.Missing(t, "scheduler "+sched, "scheduler %s: %v", sched, err)
 	}
 	b, _ := os.ReadFile(p)
 	if !strings.Contains(string(b), "["+sched+"]") {

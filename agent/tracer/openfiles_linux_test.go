@@ -10,18 +10,18 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // TestOpenFilesList: the iterator lists this process's own files on their
 // file system, each with its descriptor, inode, read-ahead and mode, as
 // fadvise left them.
 func TestOpenFilesList(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loads a BPF iterator: needs root")
-	}
+	need.Root(t, "loads a BPF iterator")
 	p, err := NewOpenFilesProbe()
 	if errors.Is(err, ErrOpenFilesUnsupported) {
-		t.Skip(err)
+		need.Missing(t, "BPF task_file iterator", "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

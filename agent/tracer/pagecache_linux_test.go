@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 func TestKernelDev(t *testing.T) {
@@ -210,7 +211,7 @@ func newProbe(t *testing.T, every uint64) *PageCacheProbe {
 	t.Helper()
 	p, err := NewPageCacheProbe(PageCacheOptions{SampleEvery: every})
 	if errors.Is(err, ErrPageCacheUnsupported) {
-		t.Skip(err)
+		need.Missing(t, "page-cache probe", "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -225,7 +226,7 @@ func TestTracefsInstanceIsPrivate(t *testing.T) {
 	needRoot(t)
 	root, _, err := findTracefs("")
 	if err != nil {
-		t.Skip(err)
+		need.Missing(t, "tracefs", "%v", err)
 	}
 	global := func() map[string]string {
 		m := map[string]string{}

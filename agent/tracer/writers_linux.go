@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -13,50 +15,98 @@ import (
 )
 
 // WriterProbe names the processes that write block devices' queue
-// settings: programs on queue_attr_store and elv_attr_store
-// (bpf/writers.c; fentry, or kprobes where fentry cannot attach) record,
-// per disk, the last writer other than this process. It costs nothing on
-// the I/O path. Close releases it.
+// settings, recording per disk the last writer other than this process
+// (bpf/writers.c). It loads the first of three mechanisms that works:
+//
+//   - fentry programs on queue_attr_store and elv_attr_store (BPF
+//     trampolines; nothing on the I/O path);
+//   - kprobes on the same functions, where fentry cannot attach;
+//   - a tp_btf program on the raw syscall tracepoint sys_enter that
+//     recognises writes to DISK/queue/* and DISK/queue/iosched/* sysfs
+//     files, where neither loads. It needs what the block tracer needs
+//     (tp_btf, BTF) and no tracefs mount, so the probe loads wherever the
+//     tracer does. It runs on every system call of the host while
+//     attached (the kernel takes its traced system call path for every
+//     task): on this project's 2-core 6.18 test machine a getppid() took
+//     92–98 ns more with it in three runs of TestWriterProbeSyscallCost,
+//     163 ns in a fourth while the host ran make test.
+//
+// This project's 6.18 test machines need the third: they refuse every
+// trampoline program to root at load (fentry, fexit and BPF LSM alike get
+// EPERM before the verifier runs, for any function, while tp_btf loads;
+// their ftrace function tracer is closed too: writing "function" to
+// current_tracer and opening available_filter_functions get EPERM), and
+// they are built without kprobes (CONFIG_KPROBES off, no kprobe_events).
+// The EPERM is not the memlock limit cilium/ebpf's message suggests.
+//
+// Close releases it.
 type WriterProbe struct {
 	coll  *ebpf.Collection
 	last  *ebpf.Map
 	links []link.Link
+	mech  string
+}
+
+// writerMechs are the probe's mechanisms in the order they are tried: the
+// name Mechanism returns, the programs and how each attaches.
+var writerMechs = []struct {
+	name  string
+	progs []string
+	syms  []string // kprobe symbols, for the kprobe programs
+}{
+	{"fentry", []string{writersProgFentryQueueAttrStore, writersProgFentryElvAttrStore}, nil},
+	{"kprobe", []string{writersProgKprobeQueueAttrStore, writersProgKprobeElvAttrStore}, []string{"queue_attr_store", "elv_attr_store"}},
+	{"syscall tracepoint", []string{writersProgSysEnterWrite}, nil},
 }
 
 // NewWriterProbe loads and attaches the probe. It needs CAP_BPF and
-// CAP_PERFMON (or root) and BTF, and fentry (BPF trampolines) or kprobes;
-// it returns both attach errors otherwise.
+// CAP_PERFMON (or root) and BTF, and fentry (BPF trampolines), kprobes or
+// tp_btf; it returns every mechanism's error otherwise.
 func NewWriterProbe() (*WriterProbe, error) {
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return nil, fmt.Errorf("writer probe: memlock: %w", err)
 	}
-	p, ferr := loadWriterProbe(true)
-	if ferr == nil {
-		return p, nil
+	var errs []error
+	var msgs []string
+	for i := range writerMechs {
+		p, err := loadWriterProbe(i)
+		if err == nil {
+			return p, nil
+		}
+		errs = append(errs, err)
+		msgs = append(msgs, writerMechs[i].name+": "+err.Error())
 	}
-	p, kerr := loadWriterProbe(false)
-	if kerr != nil {
-		return nil, fmt.Errorf("writer probe: fentry: %w; kprobe: %w", ferr, kerr)
-	}
-	return p, nil
+	// One line (errors.Join's would be one per mechanism); errors.Is
+	// still sees each.
+	return nil, &probeError{msg: "writer probe: " + strings.Join(msgs, "; "), errs: errs}
 }
 
-// loadWriterProbe loads the fentry programs (or the kprobe ones) with the
-// map and attaches them.
-func loadWriterProbe(fentry bool) (*WriterProbe, error) {
+// probeError is NewWriterProbe's error: every mechanism's, on one line.
+type probeError struct {
+	msg  string
+	errs []error
+}
+
+func (e *probeError) Error() string   { return e.msg }
+func (e *probeError) Unwrap() []error { return e.errs }
+
+// Mechanism says how the probe is attached: "fentry", "kprobe" or
+// "syscall tracepoint".
+func (p *WriterProbe) Mechanism() string { return p.mech }
+
+// loadWriterProbe loads the programs of writerMechs[mech] with the map and
+// attaches them.
+func loadWriterProbe(mech int) (*WriterProbe, error) {
+	m := writerMechs[mech]
 	spec, err := loadWriters()
 	if err != nil {
 		return nil, err
 	}
-	if err := spec.Variables["self_tgid"].Set(uint32(os.Getpid())); err != nil {
+	if err := spec.Variables[writersVarSelfTgid].Set(uint32(os.Getpid())); err != nil {
 		return nil, err
 	}
-	keep := map[bool][2]string{
-		true:  {writersProgFentryQueueAttrStore, writersProgFentryElvAttrStore},
-		false: {writersProgKprobeQueueAttrStore, writersProgKprobeElvAttrStore},
-	}[fentry]
 	for name := range spec.Programs {
-		if name != keep[0] && name != keep[1] {
+		if !slices.Contains(m.progs, name) {
 			delete(spec.Programs, name)
 		}
 	}
@@ -64,18 +114,18 @@ func loadWriterProbe(fentry bool) (*WriterProbe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load: %w", err)
 	}
-	p := &WriterProbe{coll: coll, last: coll.Maps[writersMapWriters]}
-	for i, sym := range []string{"queue_attr_store", "elv_attr_store"} {
-		prog := coll.Programs[keep[i]]
+	p := &WriterProbe{coll: coll, last: coll.Maps[writersMapWriters], mech: m.name}
+	for i, name := range m.progs {
+		prog := coll.Programs[name]
 		var l link.Link
-		if fentry {
-			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
+		if m.syms != nil {
+			l, err = link.Kprobe(m.syms[i], prog, nil)
 		} else {
-			l, err = link.Kprobe(sym, prog, nil)
+			l, err = link.AttachTracing(link.TracingOptions{Program: prog})
 		}
 		if err != nil {
 			p.Close()
-			return nil, fmt.Errorf("attach %s: %w", sym, err)
+			return nil, fmt.Errorf("attach %s: %w", name, err)
 		}
 		p.links = append(p.links, l)
 	}

@@ -16,5 +16,8 @@ func NewWriterProbe() (*WriterProbe, error) {
 // Last reports no writer.
 func (*WriterProbe) Last(string) (Writer, bool) { return Writer{}, false }
 
+// Mechanism is "".
+func (*WriterProbe) Mechanism() string { return "" }
+
 // Close does nothing.
 func (*WriterProbe) Close() error { return nil }

@@ -38,6 +38,7 @@ const (
 	writersProgFentryQueueAttrStore = "fentry_queue_attr_store"
 	writersProgKprobeElvAttrStore   = "kprobe_elv_attr_store"
 	writersProgKprobeQueueAttrStore = "kprobe_queue_attr_store"
+	writersProgSysEnterWrite        = "sys_enter_write"
 	writersVarSelfTgid              = "self_tgid"
 )
 
@@ -87,6 +88,7 @@ type writersProgramSpecs struct {
 	FentryQueueAttrStore *ebpf.ProgramSpec `ebpf:"fentry_queue_attr_store"`
 	KprobeElvAttrStore   *ebpf.ProgramSpec `ebpf:"kprobe_elv_attr_store"`
 	KprobeQueueAttrStore *ebpf.ProgramSpec `ebpf:"kprobe_queue_attr_store"`
+	SysEnterWrite        *ebpf.ProgramSpec `ebpf:"sys_enter_write"`
 }
 
 // writersMapSpecs contains maps before they are loaded into the kernel.
@@ -147,6 +149,7 @@ type writersPrograms struct {
 	FentryQueueAttrStore *ebpf.Program `ebpf:"fentry_queue_attr_store"`
 	KprobeElvAttrStore   *ebpf.Program `ebpf:"kprobe_elv_attr_store"`
 	KprobeQueueAttrStore *ebpf.Program `ebpf:"kprobe_queue_attr_store"`
+	SysEnterWrite        *ebpf.Program `ebpf:"sys_enter_write"`
 }
 
 func (p *writersPrograms) Close() error {
@@ -155,6 +158,7 @@ func (p *writersPrograms) Close() error {
 		p.FentryQueueAttrStore,
 		p.KprobeElvAttrStore,
 		p.KprobeQueueAttrStore,
+		p.SysEnterWrite,
 	)
 }
 

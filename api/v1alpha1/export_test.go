@@ -24,7 +24,7 @@ func InvalidDocsForAPIServer() []InvalidDoc {
 		}
 		out = append(out, InvalidDoc{Name: tc.name, Doc: doc(tc.spec), Path: p, Detail: tc.detail})
 	}
-	return out
+	return append(out, missingSpecDocs...)
 }
 
 // ValidDocs returns the valid documents by name.

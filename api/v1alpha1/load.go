@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -96,6 +97,15 @@ func LoadStorageTuningFile(path string) (*StorageTuning, error) {
 // reads, in bytes (1 MiB): a StorageTuning is a few KiB.
 const MaxConfigBytes = 1 << 20
 
+// MaxExpandedYAMLBytes is the most a configuration document may hold once
+// its YAML aliases are expanded, in bytes (2 MiB, counted as the scalars'
+// bytes plus one per node): a document of MaxConfigBytes without aliases
+// is within it, and an alias bomb (a short file whose aliases repeat a
+// long value thousands of times) is refused before any alias is expanded.
+// go-yaml's own check counts alias nodes, not bytes: 9,000 aliases of a
+// 100 KB string, in a 127 KB file, took more than 4.3 GB.
+const MaxExpandedYAMLBytes = 2 << 20
+
 // Errors of LoadStorageTuningFile (wrapped in a *FileError).
 var (
 	// ErrNotRegularFile: the path is a named pipe, a device, a socket or a
@@ -103,6 +113,12 @@ var (
 	ErrNotRegularFile = errors.New("not a regular file")
 	// ErrConfigTooLarge: the file holds more than MaxConfigBytes.
 	ErrConfigTooLarge = errors.New("file too large")
+	// ErrYAMLExpansion: the document's YAML aliases expand it past
+	// MaxExpandedYAMLBytes.
+	ErrYAMLExpansion = errors.New("YAML aliases expand the document past the limit")
+	// ErrEmptySpec: spec is missing, null or empty, which would select
+	// every disk of every node.
+	ErrEmptySpec = errors.New("empty spec")
 )
 
 // readConfigFile reads path, a regular file of at most MaxConfigBytes. It
@@ -146,6 +162,9 @@ func decodeStorageTuning(data []byte) (*StorageTuning, *FileError) {
 		}
 		return nil, &FileError{Err: fmt.Errorf("%d YAML documents: want exactly one StorageTuning", n)}
 	}
+	if ferr := checkExpansion(data); ferr != nil {
+		return nil, ferr
+	}
 	js, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
 		msg := strings.TrimPrefix(oneLine(err.Error()), "yaml: ")
@@ -180,11 +199,108 @@ func decodeStorageTuning(data []byte) (*StorageTuning, *FileError) {
 		}
 		return nil, &FileError{Err: errors.New(strings.Join(msgs, "; "))}
 	}
+	if emptySpec(js) {
+		return nil, &FileError{Err: ErrEmptySpec, Errs: field.ErrorList{field.Required(field.NewPath("spec"),
+			"an empty spec would select every disk of every node, the root disk included: say which devices (spec.devices) and nodes (spec.nodeSelector) it governs")}}
+	}
 	st.Default()
 	if errs := st.Validate(); len(errs) > 0 {
 		return nil, &FileError{Errs: errs}
 	}
 	return st, nil
+}
+
+// emptySpec reports whether the document (JSON) has no spec, a null one or
+// an empty mapping: each would default to a policy of every disk of every
+// node.
+func emptySpec(js []byte) bool {
+	var doc struct {
+		Spec json.RawMessage `json:"spec"`
+	}
+	if json.Unmarshal(js, &doc) != nil {
+		return false // the strict decoding reported it
+	}
+	var spec map[string]json.RawMessage
+	switch s := bytes.TrimSpace(doc.Spec); {
+	case len(s) == 0, string(s) == "null":
+		return true
+	case json.Unmarshal(s, &spec) == nil:
+		return len(spec) == 0
+	}
+	return false
+}
+
+// checkExpansion refuses a document whose YAML aliases expand it past
+// MaxExpandedYAMLBytes, naming the line of its first alias. It parses the
+// document into nodes, which keep aliases unexpanded, and adds up each
+// node's expanded size once (an anchor's size is reused by every alias of
+// it), so a bomb costs no more than its file. A document it cannot parse
+// is left to the YAML decoder, which reports the syntax error.
+func checkExpansion(data []byte) *FileError {
+	var root yamlv3.Node
+	if yamlv3.Unmarshal(data, &root) != nil {
+		return nil
+	}
+	memo := map[*yamlv3.Node]int64{}
+	if expandedSize(&root, memo) <= MaxExpandedYAMLBytes {
+		return nil
+	}
+	return &FileError{Line: firstAlias(&root), Err: sentinelError{
+		msg: fmt.Sprintf("YAML aliases expand the document past %d bytes (2 MiB), the limit", MaxExpandedYAMLBytes),
+		is:  ErrYAMLExpansion}}
+}
+
+// sentinelError is an error with its own message that errors.Is matches to
+// a sentinel.
+type sentinelError struct {
+	msg string
+	is  error
+}
+
+func (e sentinelError) Error() string        { return e.msg }
+func (e sentinelError) Is(target error) bool { return target == e.is }
+
+// expandedSize is n's size with its aliases expanded: its scalars' bytes
+// plus one per node, at most MaxExpandedYAMLBytes+1 (a cap that keeps the
+// sum of a nested bomb from overflowing).
+func expandedSize(n *yamlv3.Node, memo map[*yamlv3.Node]int64) int64 {
+	if n == nil {
+		return 0
+	}
+	if v, ok := memo[n]; ok {
+		return v
+	}
+	memo[n] = MaxExpandedYAMLBytes + 1 // an alias of an ancestor: refused
+	var size int64 = 1
+	switch n.Kind {
+	case yamlv3.AliasNode:
+		size = expandedSize(n.Alias, memo)
+	case yamlv3.ScalarNode:
+		size += int64(len(n.Value))
+	default:
+		for _, c := range n.Content {
+			if size += expandedSize(c, memo); size > MaxExpandedYAMLBytes {
+				break
+			}
+		}
+	}
+	size = min(size, MaxExpandedYAMLBytes+1)
+	memo[n] = size
+	return size
+}
+
+// firstAlias is the line of the first alias of the document, 0 without
+// one.
+func firstAlias(n *yamlv3.Node) int {
+	if n.Kind == yamlv3.AliasNode {
+		return n.Line
+	}
+	for _, c := range n.Content {
+		if l := firstAlias(c); l > 0 {
+			return l
+		}
+	}
+	return 0
 }
 
 func checkTypeMeta(apiVersion, kind string) field.ErrorList {

@@ -145,7 +145,7 @@ func TestLoadErrors(t *testing.T) {
 		{"two documents", head + "---\n" + head, `: 2 YAML documents: want exactly one StorageTuning`},
 		{"a list", "- a\n- b\n", `: the document is not a mapping: want a StorageTuning`},
 		{"a scalar", "hello\n", `: the document is not a mapping: want a StorageTuning`},
-		{"bad name", strings.Replace(head, "name: t", "name: Bad_Name", 1), `: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain`},
+		{"bad name", strings.Replace(head, "name: t", "name: Bad_Name", 1) + "spec:\n  devices: {include: [loop9]}\n", `: metadata.name: Invalid value: "Bad_Name": a lowercase RFC 1123 subdomain`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -182,12 +182,12 @@ func TestLoadMissingFile(t *testing.T) {
 
 func TestLoadAccepts(t *testing.T) {
 	for name, content := range map[string]string{
-		"document markers":        "---\n# policy\napiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata: {name: t}\n...\n",
-		"trailing empty document": "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\n---\n# end\n",
+		"document markers":        "---\n# policy\napiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata: {name: t}\nspec: {devices: {include: [loop9]}}\n...\n",
+		"trailing empty document": "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nspec: {devices: {include: [loop9]}}\n---\n# end\n",
 		"JSON": `{"apiVersion": "storage.shadowtune.io/v1alpha1", "kind": "StorageTuning",
 		          "spec": {"mode": "Apply", "rollout": {"maxUnavailable": "50%"}}}`,
 		"CRLF":              "apiVersion: storage.shadowtune.io/v1alpha1\r\nkind: StorageTuning\r\nspec:\r\n  mode: Apply\r\n",
-		"status is ignored": "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nstatus: {matchedNodes: 3}\n",
+		"status is ignored": "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nspec: {devices: {include: [loop9]}}\nstatus: {matchedNodes: 3}\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			st, err := LoadStorageTuningFile(writeFile(t, "st.yaml", content))
@@ -304,7 +304,7 @@ func TestLoadRefusesUnboundedFiles(t *testing.T) {
 
 // TestLoadAtLimit: a file of exactly MaxConfigBytes is read.
 func TestLoadAtLimit(t *testing.T) {
-	head := "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata:\n  name: x\n"
+	head := "apiVersion: storage.shadowtune.io/v1alpha1\nkind: StorageTuning\nmetadata:\n  name: x\nspec: {devices: {include: [loop9]}}\n"
 	pad := MaxConfigBytes - len(head)
 	content := head + strings.Repeat("#", pad-1) + "\n"
 	if len(content) != MaxConfigBytes {

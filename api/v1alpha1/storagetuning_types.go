@@ -564,10 +564,12 @@ type StorageTuning struct {
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	// spec is the policy: which devices of which nodes, what may change,
-	// and how changes roll out.
-	// +kubebuilder:default={}
-	// +optional
-	Spec StorageTuningSpec `json:"spec,omitempty"`
+	// and how changes roll out. Required: a missing or null spec would
+	// default to every disk of every node, the root disk included.
+	// (An empty one, {}, is refused by shadowtune run --config; the API
+	// server cannot tell it from a spec that sets only defaults.)
+	// +kubebuilder:validation:Required
+	Spec StorageTuningSpec `json:"spec"`
 	// status is the fleet-wide result, written by the operator.
 	// +optional
 	Status StorageTuningStatus `json:"status,omitempty"`

@@ -71,6 +71,11 @@ type invalidCase struct {
 }
 
 var invalidCases = []invalidCase{
+	// Issue 44, F9: spec: {} would select every disk of every node. The
+	// API server cannot tell it from a spec that sets only defaults (its
+	// nested defaults fill it before validation); a missing or null spec
+	// it refuses (missingSpecDocs).
+	{name: "empty spec", spec: "", path: "spec", detail: "Required value: an empty spec would select every disk", goOnly: true},
 	{name: "unknown mode", spec: "mode: Auto", path: "spec.mode", detail: `Unsupported value: "Auto"`},
 
 	{name: "bad selector label key", spec: "nodeSelector: {matchLabels: {'bad key!': x}}",
@@ -179,7 +184,6 @@ var invalidCases = []invalidCase{
 // validSpecs are accepted by Validate and by the API server, with the same
 // defaults.
 var validSpecs = map[string]string{
-	"empty":         "",
 	"apply":         "mode: Apply\npaused: true\npriority: -3",
 	"one candidate": "schedulers: {candidates: [none], default: none}",
 	"selector":      "nodeSelector: {matchLabels: {disktype: hdd}, matchExpressions: [{key: zone, operator: In, values: [a, b]}]}",

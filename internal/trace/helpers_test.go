@@ -7,11 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // traceFile returns the path of a shipped real trace, looking in the
 // repository's testdata/traces and then in ../shared/traces next to the
-// repository. The test is skipped if neither has it.
+// repository. If neither has it the test is skipped, or fails under CI=true
+// (package need).
 func traceFile(t testing.TB, rel string) string {
 	t.Helper()
 	for _, dir := range []string{"../../testdata/traces", "../../../shared/traces"} {
@@ -20,7 +23,7 @@ func traceFile(t testing.TB, rel string) string {
 			return p
 		}
 	}
-	t.Skipf("trace %s not found", rel)
+	need.Missing(t, "shipped trace "+rel, "not in ../../testdata/traces or ../../../shared/traces")
 	return ""
 }
 

@@ -8,15 +8,16 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shadowtune/shadowtune/api/scheme"
+	"github.com/shadowtune/shadowtune/internal/metricsauth"
 	"github.com/shadowtune/shadowtune/operator/controller"
 	"github.com/shadowtune/shadowtune/operator/metrics"
 )
@@ -62,7 +63,7 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 			}
 			mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 				Scheme:                        s,
-				Metrics:                       metricsServerOptions(metricsAddr, metricsSecure),
+				Metrics:                       metricsServerOptions(metricsAddr, metricsSecure, ctrl.Log),
 				HealthProbeBindAddress:        probeAddr,
 				LeaderElection:                leaderElect,
 				LeaderElectionID:              LeaderElectionID,
@@ -98,12 +99,13 @@ configuration or --kubeconfig / $KUBECONFIG.`,
 }
 
 // metricsServerOptions serves /metrics on addr: plain HTTP, or with secure
-// HTTPS behind controller-runtime's authentication and authorization filter
-// (a bearer token, reviewed by the API server, allowed to get /metrics).
-func metricsServerOptions(addr string, secure bool) metricsserver.Options {
+// HTTPS behind internal/metricsauth's authentication and authorization
+// filter (a bearer token, reviewed by the API server, allowed to get
+// /metrics; a refused token is 401 and one line in log).
+func metricsServerOptions(addr string, secure bool, log logr.Logger) metricsserver.Options {
 	o := metricsserver.Options{BindAddress: addr, SecureServing: secure}
 	if secure {
-		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.FilterProvider = metricsauth.Provider(log)
 	}
 	return o
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // Robustness of `shadowtune run`, through Main: exit statuses, one-line
@@ -293,7 +294,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 	chmodFiles(t, host)
 	ro := t.TempDir()
 	if out, err := exec.Command("mount", "--bind", host, ro).CombinedOutput(); err != nil {
-		t.Skipf("cannot bind-mount: %v: %s", err, out)
+		need.Missing(t, "bind mounts", "cannot bind-mount: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", ro).CombinedOutput(); err != nil {
@@ -301,7 +302,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 		}
 	})
 	if out, err := exec.Command("mount", "-o", "remount,ro,bind", ro).CombinedOutput(); err != nil {
-		t.Skipf("cannot make the bind mount read-only: %v: %s", err, out)
+		need.Missing(t, "bind mounts", "cannot make the bind mount read-only: %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	before := treeOf(t, host)
 	stopFio := startFio(t, fio, name, "--rw=randread", "--bs=4k", "--ioengine=libaio", "--iodepth=4", "--numjobs=2")
@@ -354,9 +355,7 @@ func TestRunOnReadOnlySysfs(t *testing.T) {
 // it was or changed with its originals on record, and `run --revert` must
 // put back every queue attribute exactly.
 func TestRunKilledThenRevert(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates a loop device, traces it with eBPF and changes its settings (run go test as root)")
-	}
+	need.Root(t, "creates a loop device, traces it with eBPF and changes its settings")
 	fio := loopdev.NeedFio(t)
 	loopdev.LockHeavyIO(t)
 	name := loopdev.New(t, 256<<20)

@@ -14,6 +14,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
+	"github.com/shadowtune/shadowtune/agent/schedcost"
 )
 
 // newStateCommand is `shadowtune state`: the host operator's view of the
@@ -193,6 +194,10 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 		return err
 	}
 	defer a.Close()
+	// Under the state directory's lock: a calibration device a killed
+	// agent left bound on another scheduler is put back and freed; one
+	// that cannot be is a device not restored (exit 1), reported last.
+	calErr := schedcost.Recover(f.hostRoot, f.stateDir)
 	var fo *openfiles.Follower
 	if f.followOpenFiles {
 		if fo, err = openfiles.New(f.hostRoot, f.stateDir, log.WithName("openfiles"), nil); err != nil {
@@ -215,6 +220,9 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 	}
 	fmt.Fprintf(stdout, "restored %d device(s): %v\n", len(done), done)
 	if err == nil {
+		if calErr != nil {
+			return fmt.Errorf("the calibration device not restored: %w", calErr)
+		}
 		return nil
 	}
 	var re *actuate.RevertError
@@ -240,6 +248,10 @@ func runRevert(stdout io.Writer, log logr.Logger, f *runFlags) error {
 	for _, d := range re.Failed {
 		fmt.Fprintf(stdout, "not restored %s: %s\n", d.Device, oneLine(d.Err.Error()))
 		failed = append(failed, d.Device)
+	}
+	if calErr != nil {
+		fmt.Fprintf(stdout, "not restored the calibration device: %s\n", oneLine(calErr.Error()))
+		failed = append(failed, "the calibration device")
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("%d device(s) not restored: %s (see above)", len(failed), strings.Join(failed, ", "))

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
@@ -132,5 +134,52 @@ func TestStateListAndForget(t *testing.T) {
 	out, errOut, code = run(t, "run", "--revert", "--host-root", host, "--state-dir", state)
 	if code != ExitOK || out != "restored 1 device(s): [sda]\n" {
 		t.Errorf("revert after forget: exit %d, %q %q", code, out, errOut)
+	}
+}
+
+// TestRunRevertNeverBlocks (issue 44, F6/F7): FIFOs at a record, at the
+// run marker, the scheduler costs, a model and a memo, and a character
+// device (/dev/zero's numbers, as root) at a record, must not block
+// `run --revert` or make it read without end: the good record is
+// restored, each bad one named, exit 1.
+func TestRunRevertNeverBlocks(t *testing.T) {
+	host, state := changedHost(t, "sda")
+	for _, rel := range []string{"nvme0n1.json", "agent.run", "node/scheduler-costs.json", "models/sda.json", "memo/sda.json"} {
+		p := filepath.Join(state, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mkfifo(p, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		if err := syscall.Mknod(filepath.Join(state, "vda.json"), syscall.S_IFCHR|0o600, 1<<8|5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type result struct {
+		out, errOut string
+		code        int
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, errOut, code := run(t, "run", "--revert", "--host-root", host, "--state-dir", state)
+		done <- result{out, errOut, code}
+	}()
+	select {
+	case r := <-done:
+		if r.code != ExitFailure || !strings.HasPrefix(r.out, "restored 1 device(s): [sda]\n") ||
+			!strings.Contains(r.out, "not restored nvme0n1: ") || !strings.Contains(r.out, "named pipe") {
+			t.Errorf("run --revert: exit %d, stdout %q, stderr %q", r.code, r.out, r.errOut)
+		}
+		if os.Geteuid() == 0 && !strings.Contains(r.out, "not restored vda: ") {
+			t.Errorf("the character device at vda.json is not named: %q", r.out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run --revert blocked for 30 s on its state directory")
+	}
+	if got := readAhead(t, host, "sda"); got != "128" {
+		t.Errorf("sda read_ahead_kb %s, want its original 128", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,6 +18,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/agent/train"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
 type trainFlags struct {
@@ -132,12 +132,13 @@ func runTrain(parent context.Context, stdout, stderr io.Writer, f *trainFlags) e
 	}
 	out := f.out
 	if out == "" {
+		// Into the agent's state directory, as the agent writes there
+		// (package statefs: never through a symbolic link).
 		out = agent.ModelPath(f.stateDir, res.Device)
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		if err := statefs.WriteFile(f.stateDir, agent.ModelName(res.Device), 0o644, res.Model.Save); err != nil {
 			return err
 		}
-	}
-	if _, err := writeAtomically(out, stdout, func(w io.Writer) (int64, error) {
+	} else if _, err := writeAtomically(out, stdout, func(w io.Writer) (int64, error) {
 		return 1, res.Model.Save(w)
 	}); err != nil {
 		return err

@@ -3,13 +3,13 @@ package app
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 func TestModelTrainBadInput(t *testing.T) {
@@ -38,13 +38,9 @@ func TestModelTrainBadInput(t *testing.T) {
 }
 
 func TestModelTrainNoSuchDevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (training refuses to start otherwise)")
-	}
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("needs fio (hack/ensure-test-deps.sh installs it)")
-	}
-	_, stderr, code := run(t, "model", "train", "--device", "/dev/nonexistent-disk", "--duration", "1s", "--out-file", filepath.Join(t.TempDir(), "m.json"))
+	need.Root(t, "training refuses to start otherwise")
+	fio := loopdev.NeedFio(t)
+	_, stderr, code := run(t, "model", "train", "--fio", fio, "--device", "/dev/nonexistent-disk", "--duration", "1s", "--out-file", filepath.Join(t.TempDir(), "m.json"))
 	if code != ExitUsage || !strings.Contains(stderr, "nonexistent-disk") {
 		t.Errorf("exit %d, stderr %q", code, stderr)
 	}
@@ -53,12 +49,10 @@ func TestModelTrainNoSuchDevice(t *testing.T) {
 // TestModelTrainLoop trains a loop device through the command line, into
 // the state directory the agent loads models from, and to stdout.
 func TestModelTrainLoop(t *testing.T) {
-	if _, err := exec.LookPath("fio"); err != nil {
-		t.Skip("needs fio (hack/ensure-test-deps.sh installs it)")
-	}
+	fio := loopdev.NeedFio(t)
 	name := loopdev.New(t, 64<<20)
 	state := t.TempDir()
-	stdout, stderr, code := run(t, "model", "train", "--device", "/dev/"+name, "--duration", "2s", "--state-dir", state)
+	stdout, stderr, code := run(t, "model", "train", "--fio", fio, "--device", "/dev/"+name, "--duration", "2s", "--state-dir", state)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout, stderr)
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)

@@ -6,8 +6,9 @@
 // kube-apiserver built from the module proxy and the Debian etcd, in one
 // directory named by KUBEBUILDER_ASSETS (make test sets it). Without
 // KUBEBUILDER_ASSETS the helper asks `hack/k8s-bins.sh --print-dir` for the
-// directory. When that fails too the test is skipped, or fails when CI=true:
-// in CI a missing control plane is an error, not a reason to pass. A
+// directory. When that fails too the test is skipped, or fails when CI=true
+// (package need): in CI a missing control plane is an error, not a reason to
+// pass. A
 // KUBEBUILDER_ASSETS that is set but lacks the binaries fails the test.
 //
 //	func TestReconcile(t *testing.T) {
@@ -39,6 +40,7 @@ import (
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shadowtune/shadowtune/api/scheme"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // AssetsEnv names the directory holding kube-apiserver and etcd (envtest's
@@ -148,7 +150,8 @@ func StartEnv(t testing.TB, crdDirs ...string) *Env {
 
 // AssetsDir returns the directory with kube-apiserver and etcd:
 // KUBEBUILDER_ASSETS when set, else what `hack/k8s-bins.sh --print-dir`
-// prints. Without either it skips the test, or fails it when CI=true.
+// prints. Without either it skips the test, or fails it when CI=true
+// (package need).
 func AssetsDir(t testing.TB) string {
 	t.Helper()
 	if dir := os.Getenv(AssetsEnv); dir != "" {
@@ -156,16 +159,15 @@ func AssetsDir(t testing.TB) string {
 		if err := checkAssets(dir); err != nil {
 			t.Fatalf("envtest: %s=%s: %v", AssetsEnv, dir, err)
 		}
+		need.Have(t, "kube-apiserver and etcd")
 		return dir
 	}
 	dir, err := printDir()
 	if err == nil {
+		need.Have(t, "kube-apiserver and etcd")
 		return dir
 	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("envtest: no kube-apiserver/etcd (CI=true, so this fails rather than skips): %v", err)
-	}
-	t.Skipf("envtest: skipped, no kube-apiserver/etcd: %v", err)
+	need.Missing(t, "kube-apiserver and etcd", "envtest: %v (hack/k8s-bins.sh builds them; make test runs it)", err)
 	return ""
 }
 

@@ -10,15 +10,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // MemCgroup creates a memory cgroup limited to limit bytes, named after
 // the test process, and returns its cgroup.procs file; it is removed
 // when t ends (its processes must have exited by then). It is a cgroup
 // v2 leaf under /sys/fs/cgroup when the memory controller is enabled
-// there, else a cgroup v1 memory cgroup below this process's own; it
-// skips t when neither is available. The page cache a process in it
-// reads is charged to it, so a small limit makes read-ahead thrash.
+// there, else a cgroup v1 memory cgroup below this process's own; without
+// either t is skipped, or fails under CI=true (package need). The page
+// cache a process in it reads is charged to it, so a small limit makes
+// read-ahead thrash.
 func MemCgroup(t testing.TB, limit int64) string {
 	t.Helper()
 	name := fmt.Sprintf("shadowtune-test-%d", os.Getpid())
@@ -28,11 +31,12 @@ func MemCgroup(t testing.TB, limit int64) string {
 	} else if parent := v1MemoryCgroup(); parent != "" {
 		dir, limitFile = filepath.Join(parent, name), "memory.limit_in_bytes"
 	} else {
-		t.Skip("needs a cgroup v2 memory controller (or cgroup v1 memory)")
+		need.Missing(t, "memory cgroup", "needs a cgroup v2 memory controller (or cgroup v1 memory)")
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a memory cgroup: %v", err)
+		need.Missing(t, "memory cgroup", "cannot create a memory cgroup: %v", err)
 	}
+	need.Have(t, "memory cgroup")
 	t.Cleanup(func() {
 		// The children have exited; the cgroup empties a moment later.
 		var err error

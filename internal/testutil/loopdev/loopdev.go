@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // Dev is a loop device a test attached with NewForTest.
@@ -33,20 +35,18 @@ type Dev struct {
 	Queue map[string]string
 }
 
-// NeedLoop skips t unless it runs as root with losetup and loop devices
-// (/dev/loop-control). why says what the test needs root for, as in
-// "needs root: why (run go test as root)".
+// NeedLoop needs t to run as root with losetup and loop devices
+// (/dev/loop-control): without them t is skipped, or fails under CI=true
+// (package need). why says what the test needs root for, as in "needs
+// root: why (run go test as root)".
 func NeedLoop(t testing.TB, why string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skipf("needs root: %s (run go test as root)", why)
-	}
-	if _, err := exec.LookPath("losetup"); err != nil {
-		t.Skip("needs losetup (util-linux) for loop devices")
-	}
+	need.Root(t, why)
+	need.Tool(t, "losetup", "util-linux has it")
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skip("needs loop devices (/dev/loop-control)")
+		need.Missing(t, "loop devices", "no /dev/loop-control: %v", err)
 	}
+	need.Have(t, "loop devices")
 }
 
 // New attaches a fresh loop device with NewForTest and returns its kernel
@@ -57,9 +57,9 @@ func New(t testing.TB, sizeBytes int64) string {
 }
 
 // NewForTest attaches a fresh loop device (direct I/O on) to a sparse file
-// of sizeBytes in t.TempDir(). It skips the test when not root, without
-// losetup or when no loop device can be attached, and fails it when the
-// device is not backed by that file. When t ends, every queue setting the
+// of sizeBytes in t.TempDir(). It skips the test (fails it under CI=true)
+// when not root, without losetup or when no loop device can be attached,
+// and fails it when the device is not backed by that file. When t ends, every queue setting the
 // test changed is put back (Dev.Queue) and the device is detached.
 func NewForTest(t testing.TB, sizeBytes int64) *Dev {
 	t.Helper()
@@ -89,8 +89,8 @@ func NewForTest(t testing.TB, sizeBytes int64) *Dev {
 }
 
 // attach attaches img to a free loop device with direct I/O and returns
-// the device node; t.Cleanup detaches it. It skips t when no device can
-// be attached.
+// the device node; t.Cleanup detaches it. It skips t (fails it under
+// CI=true) when no device can be attached.
 func attach(t testing.TB, img string) string {
 	t.Helper()
 	var out []byte
@@ -103,7 +103,8 @@ func attach(t testing.TB, img string) string {
 		time.Sleep(200 * time.Millisecond)
 	}
 	if err != nil {
-		t.Skipf("cannot attach a loop device (no /dev/loop-control in this container?): %v: %s", err, out)
+		need.Missing(t, "loop devices", "cannot attach a loop device (no /dev/loop-control in this container?): %v: %s",
+			err, strings.TrimSpace(string(out)))
 	}
 	devPath := strings.TrimSpace(string(out))
 	t.Cleanup(func() {
@@ -148,7 +149,8 @@ func (d *Dev) Fill(t testing.TB, r io.Reader) {
 }
 
 // NeedHeavyIO is the preamble of the tests that keep a loop device under
-// fio load for long: it skips t unless root with loop devices and fio
+// fio load for long: it skips t (fails it under CI=true) unless root
+// with loop devices and fio
 // (NeedLoop, NeedFio), waits for the other such tests (LockHeavyIO) and
 // returns fio's path. why is as in NeedLoop.
 func NeedHeavyIO(t testing.TB, why string) (fio string) {
@@ -326,15 +328,12 @@ func (s Stat) Sub(o Stat) Stat {
 		s.WriteSectors - o.WriteSectors, s.Discards - o.Discards, s.Flushes - o.Flushes}
 }
 
-// NeedFio returns fio's path, or skips t (hack/ensure-test-deps.sh, run by
+// NeedFio returns fio's path ($FIO when set, else fio from $PATH), or
+// skips t, or fails it under CI=true (hack/ensure-test-deps.sh, run by
 // `make test` as root, installs it).
 func NeedFio(t testing.TB) string {
 	t.Helper()
-	fio, err := exec.LookPath("fio")
-	if err != nil {
-		t.Skip("needs fio: run hack/ensure-test-deps.sh as root (make test does) to install it")
-	}
-	return fio
+	return need.Tool(t, "fio", "hack/ensure-test-deps.sh, run as root by make test, installs it")
 }
 
 // LockHeavyIO serialises the tests that keep loop devices under fio load
