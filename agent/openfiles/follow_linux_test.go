@@ -21,6 +21,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // childEnv makes the test binary the mapping child (TestFollowChild).
@@ -121,7 +122,7 @@ func newFollowFixture(t *testing.T, dir string) *followFixture {
 	loopdev.NeedLoop(t, "creates a loop device and a file system, loads a BPF iterator")
 	f, err := New("", dir, testr.New(t), nil)
 	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
-		t.Skip(err)
+		need.Missing(t, "kernel feature", "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -194,20 +195,18 @@ func setRA(t *testing.T, disk string, kib int) {
 // marks cannot be learned there; calibration says why and uses the next
 // directory, on a file system with a backing device.
 func TestCalibrateSkipsTmpfs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loads a BPF iterator: needs root")
-	}
+	need.Root(t, "loads a BPF iterator")
 	var fs unix.Statfs_t
 	if err := unix.Statfs("/dev/shm", &fs); err != nil || fs.Type != unix.TMPFS_MAGIC {
-		t.Skip("needs /dev/shm on tmpfs")
+		need.Missing(t, "tmpfs", "needs /dev/shm on tmpfs")
 	}
 	disk := "/var/tmp"
 	if err := unix.Statfs(disk, &fs); err != nil || fs.Type == unix.TMPFS_MAGIC {
-		t.Skip("needs /var/tmp on a disk")
+		need.Missing(t, "disk", "needs /var/tmp on a disk")
 	}
 	p, err := tracer.NewOpenFilesProbe()
 	if errors.Is(err, tracer.ErrOpenFilesUnsupported) {
-		t.Skip(err)
+		need.Missing(t, "kernel feature", "%v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
