@@ -30,7 +30,7 @@
 # part is mostly the binary's own pages and the BPF ring buffer, which is
 # mapped twice). It prints every pair, the medians, the per-pair and median
 # with/without IOPS ratio with a 95 % bootstrap interval of that median, and
-# the targets: IOPS at most 2 % lower, peak RSS at most 100 MiB. Per run it also records how busy the machine was: its
+# the targets: IOPS at most 1 % lower at the median (issue 43), peak RSS at most 100 MiB. Per run it also records how busy the machine was: its
 # total CPU use, the I/O on the disk under the file that was not ours, and
 # the CPU used by other people's processes; a pair where others did more
 # than 5 % of our I/O or used more than 5 % of a core, or where the
@@ -452,7 +452,7 @@ print("per-pair on/off:    " + " ".join(f"{r['ratio']:.4f}" for r in rows))
 def change(x):
     return f"{100 * (1 - x):.1f}% lower" if x <= 1 else f"{100 * (x - 1):.1f}% higher"
 print(f"median on/off ratio {ratio:.4f}: with-agent IOPS {change(ratio)} "
-      f"(target at most 2% lower: {'met' if ratio >= 0.98 else 'MISSED'})")
+      f"(target at most 1% lower: {'met' if ratio >= 0.99 else 'MISSED'})")
 # How sure the median is: a bootstrap over the pairs (resampled 10,000
 # times, fixed seed). The target is shown met only when the whole interval
 # is at or above 0.98.
@@ -462,7 +462,7 @@ boot = sorted(st.median(rng.choices(ratios, k=len(ratios))) for _ in range(10000
 lo, hi = boot[249], boot[9749]
 print(f"  95% bootstrap interval of the median ratio {lo:.4f}-{hi:.4f} over {len(rows)} pairs; "
       f"mean ratio {st.mean(ratios):.4f}; ratio of the medians {med('on') / med('off'):.4f}; "
-      f"target {'shown met' if lo >= 0.98 else 'shown missed' if hi < 0.98 else 'not decided by this many pairs'}")
+      f"target {'shown met' if lo >= 0.99 else 'shown missed' if hi < 0.99 else 'not decided by this many pairs'}")
 quiet = [r for r in rows if r["quiet"]]
 if quiet and len(quiet) < len(rows):
     q = med("ratio", quiet)
