@@ -70,7 +70,15 @@ func allAlike(er engine.Report, rank engine.Rank) bool {
 	return true
 }
 
-// currentOnly is the candidate list narrowed to the current setting.
+// currentOnly is the candidate list narrowed to the current setting, and
+// the thrash guard's default setting (the rule needs it among the
+// candidates: decide.Config.Default) when that is another.
 func (c *deviceController) currentOnly() []engine.Candidate {
-	return []engine.Candidate{c.current.Candidate}
+	out := []engine.Candidate{c.current.Candidate}
+	for _, cand := range c.policy.Candidates {
+		if cand.Name() == c.policy.Decide.Default && cand.Name() != c.current.Candidate.Name() {
+			out = append(out, cand)
+		}
+	}
+	return out
 }

@@ -12,14 +12,15 @@ import (
 )
 
 // raWindow is n requests of `sectors` sectors, one after another on one
-// device, each served in svc ns; every other one is flagged read-ahead
-// when ra (sequential reading), else all are synchronous reads.
+// device, each served in svc ns; all flagged read-ahead (REQ_RAHEAD, as
+// the page cache's windows and read-around are) when ra, else
+// synchronous reads.
 func raWindow(start int64, n int, sectors uint32, svc int64, ra bool) []trace.Request {
 	reqs := make([]trace.Request, n)
 	t := start
 	for i := range reqs {
 		f := trace.Sync
-		if ra && i%2 == 1 {
+		if ra {
 			f = trace.ReadAhead
 		}
 		reqs[i] = trace.Request{Arrival: t, Dispatch: t, Complete: t + svc, Sector: uint64(i) * uint64(sectors),
@@ -135,14 +136,14 @@ func TestReadAheadRaisedOnSequentialDemand(t *testing.T) {
 func TestReadAheadChangeThatHurtsIsReverted(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := raController(t, 2560)
-	rep := raStep(c, raWindow(0, 400, 2560, 1_000_000, false), thrashCounts(2560, 400), now)
+	rep := raStep(c, raWindow(0, 400, 2560, 1_000_000, true), thrashCounts(2560, 400), now)
 	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB >= 2560 {
 		t.Fatalf("action %+v, want a cut", rep.Action)
 	}
 	cut := rep.Action.Setting.ReadAheadKiB
 	var last WindowReport
 	for i := 1; i <= 2; i++ { // 3 times the device time per used page
-		last = raStep(c, raWindow(int64(i)*10e9, 1200, 32, 1_000_000, false), thrashCounts(cut, 400), now.Add(time.Duration(i)*5*time.Second))
+		last = raStep(c, raWindow(int64(i)*10e9, 1200, 32, 1_000_000, true), thrashCounts(cut, 400), now.Add(time.Duration(i)*5*time.Second))
 	}
 	if last.Action.Kind != ActionRevert || last.Action.Setting.ReadAheadKiB != 2560 || last.Reason != ReasonRegressionReverted {
 		t.Fatalf("action %+v (%s), want a revert to 2560", last.Action, last.Reason)

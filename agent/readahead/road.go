@@ -155,7 +155,34 @@ func (r *Road) Window(w Window, s Settings) Step {
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
 		Evidence: r.mix, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
 		BackedOff: r.backedOff(w.Now)})
+	if v := r.verify; v != nil && v.used > 0 && st.Decision.KiB != s.CurrentKiB && (st.Decision.KiB < s.CurrentKiB) != (v.to < v.from) {
+		// A move back while the change is verified ends its verification
+		// on the windows it counted: a regression makes the move the
+		// change's revert, with its back-off.
+		if msg, regressed := r.verdict(s); regressed {
+			st.Decision = Decision{KiB: v.from, Reason: ReasonKeep}
+			st.Revert, st.Message = true, msg
+		}
+	}
 	return st
+}
+
+// verdict ends the pending verification on the windows it counted: it
+// reports a regression (the device time per used page beyond the
+// baseline by more than the tolerance, s.LowWastePct) with its message,
+// keeping the verification for Reverted; else the change is Verified.
+func (r *Road) verdict(s Settings) (string, bool) {
+	v := r.verify
+	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, MeasuredNs: v.busyNs / v.used}
+	if out.MeasuredNs > v.baselineNs*(1+s.LowWastePct/100) {
+		out.Outcome = "Reverted"
+		r.Last = &out
+		return fmt.Sprintf("regression: %.0f ns of device time per used page at read_ahead_kb %d vs %.0f at %d (+%.1f %% > %.1f %%)",
+			out.MeasuredNs, v.to, v.baselineNs, v.from, 100*(out.MeasuredNs/v.baselineNs-1), s.LowWastePct), true
+	}
+	out.Outcome = "Verified"
+	r.Last, r.verify = &out, nil
+	return "", false
 }
 
 // decay weighs the evidence kept by e^(−Δt/horizon) for the time since
@@ -288,22 +315,15 @@ func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, ms
 		v.left--
 	}
 	expired := !w.Now.Before(v.until) && v.seen >= s.VerifyWindows
-	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs}
 	switch {
 	case v.left <= 0:
-		out.MeasuredNs = v.busyNs / v.used
-		if out.MeasuredNs > v.baselineNs*(1+s.LowWastePct/100) {
-			out.Outcome = "Reverted"
-			r.Last = &out
-			return v.from, fmt.Sprintf("regression: %.0f ns of device time per used page at read_ahead_kb %d vs %.0f at %d (+%.1f %% > %.1f %%)",
-				out.MeasuredNs, v.to, v.baselineNs, v.from, 100*(out.MeasuredNs/v.baselineNs-1), s.LowWastePct), true
+		if msg, regressed := r.verdict(s); regressed {
+			return v.from, msg, true
 		}
-		out.Outcome = "Verified"
-	case expired:
-		out.Outcome = "Superseded"
-	default:
 		return 0, "", false
+	case expired:
+		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, Outcome: "Superseded"}
+		r.verify = nil
 	}
-	r.Last, r.verify = &out, nil
 	return 0, "", false
 }

@@ -171,3 +171,26 @@ func TestRoadHorizon(t *testing.T) {
 		t.Errorf("the thrash's evidence was kept: %+v", r.Evidence())
 	}
 }
+
+// TestRoadMoveBackEndsVerification: a raise whose new readers measured
+// slower in the one window counted so far, followed by a window that
+// decides to move back down, reverts the raise (with its back-off)
+// rather than making a new change.
+func TestRoadMoveBackEndsVerification(t *testing.T) {
+	var r Road
+	s := settings(16)
+	r.Window(Window{Now: t0, PageCache: seqWindow(16, 262144), BusyNs: 1e9}, s)
+	r.Commit(16, 2560, t0, s)
+	s.CurrentKiB = 2560
+	// New readers at 2560, 3 times the device time per used page: one
+	// window counted; then random readers thrash.
+	r.Window(Window{Now: t0.Add(5 * time.Second), PageCache: seqWindow(2560, 262144), BusyNs: 3e9}, s)
+	st := r.Window(Window{Now: t0.Add(10 * time.Second), PageCache: randomWindow(2560, 5000), BusyNs: 0}, s)
+	if !st.Revert || st.Decision.KiB != 16 || r.Last == nil || r.Last.Outcome != "Reverted" {
+		t.Fatalf("a move back after a measured regression: %+v (last %+v), want the revert to 16", st, r.Last)
+	}
+	r.Reverted(t0.Add(10*time.Second), s)
+	if f := r.backedOff(t0.Add(time.Minute)); f == nil || !f(2560) || f(16) {
+		t.Error("the raise is not backed off")
+	}
+}
