@@ -618,7 +618,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		return
 	}
 	if move != raNone {
-		if rep.Held = in.Gate.holdReadAhead(); rep.Held == HoldNone {
+		if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
 			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
 		}
 		return
@@ -648,9 +648,20 @@ func (c *deviceController) decideReadAhead(rep *WindowReport, in windowInput) {
 	if !c.policy.Apply {
 		return
 	}
-	if rep.Held = in.Gate.holdReadAhead(); rep.Held == HoldNone {
+	if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
 		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
 	}
+}
+
+// raHold is what holds back a move of read-ahead: a move the road decided
+// on its evidence, within the policy's bounds, is low risk
+// (Gate.holdReadAhead); a move to the policy's bounds is the policy's
+// change, rolled out as any other (Gate.hold: the grant, minDwell).
+func (c *deviceController) raHold(move raMove, in windowInput) Hold {
+	if move == raBounds {
+		return in.Gate.hold(c.lastChange, in.Now)
+	}
+	return in.Gate.holdReadAhead()
 }
 
 // confirmSwitch reports whether the switch d may be made now. A switch

@@ -370,7 +370,7 @@ func TestAgentPod(t *testing.T) {
 		t.Error("agent's root filesystem is writable")
 	}
 	wantArgs := []string{"agent", "--node-name=$(NODE_NAME)", "--host-root=/host", "--state-dir=/var/lib/shadowtune",
-		"--metrics-bind-address=:9464", "--metrics-secure=true", "--health-probe-bind-address=:9465", "--tracer=auto", "--zap-log-level=info"}
+		"--metrics-bind-address=:9464", "--metrics-secure=true", "--health-probe-bind-address=:9465", "--tracer=auto", "--follow-open-files=false", "--zap-log-level=info"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}

@@ -548,10 +548,10 @@ type ReadAheadEvidence struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	SequentialStreams int32 `json:"sequentialStreams,omitempty"`
-	// rule is the read-ahead rule that decided (agent/readahead): the
-	// policy's bounds, too few pages resolved to judge (the depth is
-	// kept), read-ahead wasted (a lower depth serves the readers),
-	// sequential demand (a higher one does), or keep.
+	// rule is the read-ahead rule that decided: the policy's bounds, too
+	// few pages resolved to judge (the depth is kept), read-ahead wasted
+	// (a lower depth serves the readers), sequential demand (a higher one
+	// does), or keep.
 	// +kubebuilder:validation:Enum=PolicyBounds;NoWasteEvidence;ReadAheadWasted;SequentialDemand;Keep
 	// +optional
 	Rule string `json:"rule,omitempty"`
