@@ -133,6 +133,9 @@ func countsSince(ids []uint32, cur, base map[uint32]tracer.PageCacheStats) reada
 		out.AroundPages += d.AroundPages
 		out.Depth += d.DepthPages
 		out.AroundDepth += d.AroundDepthPages
+		out.FullWindows += d.FullWindows
+		out.FullPages += d.FullPages
+		out.FullDepth += d.FullDepthPages
 		out.FaultAsync += d.FaultAsyncReadAhead
 	}
 	return out

@@ -150,5 +150,5 @@ func classText(e readahead.Evidence) string {
 	f := func(c readahead.Class) string {
 		return fmt.Sprintf("%.0fw/%.0fp/d%.0f used %.0f wasted %.0f", c.Windows, c.Pages, c.Depth, c.Used, c.Wasted)
 	}
-	return "random " + f(e.Random) + "; sequential " + f(e.Sequential)
+	return "random " + f(e.Random) + "; sequential " + f(e.Sequential) + "; short " + f(e.Short)
 }

@@ -41,7 +41,9 @@ func thrashCounts(kib int, faults uint64) readahead.PageCache {
 // seqCounts are a sequential read()'s counts at kib KiB: pages read,
 // all used.
 func seqCounts(kib int, pages uint64) readahead.PageCache {
-	return readahead.PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: pages * 4 / uint64(kib), Pages: pages, Depth: pages}
+	w := pages * 4 / uint64(kib)
+	return readahead.PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages, Depth: pages,
+		FullWindows: w, FullPages: pages, FullDepth: pages}
 }
 
 func raController(t *testing.T, raKiB int) *deviceController {

@@ -213,7 +213,10 @@ func classNs(dev Device, c Class, p, cur float64, random bool, lowWastePct float
 	case a > f+1: // reads larger than the depth (ractl_max_pages, mm/readahead.c)
 		size = math.Max(p, a)
 	}
-	windows := c.Windows * math.Min(a, u) / math.Min(size, u)
+	windows := c.Windows // each window of a class that used none of them is still read
+	if u > 0 {
+		windows *= math.Min(a, u) / math.Min(size, u)
+	}
 	return windows * windowNs(dev, size, random)
 }
 
@@ -223,5 +226,6 @@ func classNs(dev Device, c Class, p, cur float64, random bool, lowWastePct float
 // device, EuroSys 2007 §3).
 func Cost(dev Device, e Evidence, kib, curKiB int, seeks bool, lowWastePct float64) float64 {
 	p, cur := float64(kib)/4, float64(curKiB)/4
-	return classNs(dev, e.Random, p, cur, true, lowWastePct) + classNs(dev, e.Sequential, p, cur, seeks, lowWastePct)
+	return classNs(dev, e.Random, p, cur, true, lowWastePct) + classNs(dev, e.Sequential, p, cur, seeks, lowWastePct) +
+		classNs(dev, e.Short, p, cur, true, lowWastePct)
 }

@@ -145,8 +145,10 @@ func TestFromPageCache(t *testing.T) {
 	if seq.Random.Windows != 0 || seq.Sequential.Used != 260209 || seq.Sequential.Windows != 427 {
 		t.Errorf("sequential mmap reads: %+v, want the sequential class, mapped pages used", seq)
 	}
-	rd := FromPageCache(PageCache{Measured: true, Used: 65536, ReadUsed: 65536, Wasted: 60060, Windows: 104, Pages: 66000})
-	if rd.Sequential.Used != 65536 || rd.Sequential.Wasted != 0 || rd.Random.Wasted != 60060 || rd.Random.Windows != 0 {
+	rd := FromPageCache(PageCache{Measured: true, Used: 65536, ReadUsed: 65536, Wasted: 60060, Windows: 104, Pages: 66000,
+		Depth: 104 * 640, FullWindows: 103, FullPages: 65920, FullDepth: 103 * 640})
+	if math.Abs(rd.Sequential.Used+rd.Short.Used-65536) > 1e-6 || rd.Sequential.Used < 65000 || rd.Sequential.Wasted != 0 ||
+		rd.Random.Wasted != 60060 || rd.Random.Windows != 0 || rd.Short.Windows != 1 {
 		t.Errorf("a scan evicting another reader's read-around: %+v, want read()'s pages sequential, none wasted, and the read-around's wasted", rd)
 	}
 	if ev := FromPageCache(PageCache{Used: 10}); ev.Resolved() != 0 {

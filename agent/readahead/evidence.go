@@ -24,6 +24,10 @@ type PageCache struct {
 	// the file each was read for (its depth when it was opened), pages.
 	Windows, Pages, AroundWindows, AroundPages uint64
 	Depth, AroundDepth                         uint64
+	// FullWindows, FullPages and FullDepth are the windows not read
+	// around a fault that were as long as their file's depth, their pages
+	// and their files' depth summed: streams the depth bounds.
+	FullWindows, FullPages, FullDepth uint64
 	// FaultAsync are the asynchronous read-aheads page faults started
 	// (do_async_mmap_readahead): a sequential mmap reader's windows.
 	FaultAsync uint64
@@ -44,9 +48,13 @@ type Class struct {
 // Evidence is a device's read-ahead evidence.
 type Evidence struct {
 	// Random is the read-around of page faults at random places;
-	// Sequential the windows of sequential readers (read() and
-	// sequential mmap readers).
-	Random, Sequential Class
+	// Sequential the windows of sequential readers that the depth bounds
+	// (read() windows as long as their file's depth, and sequential mmap
+	// readers'); Short the read() windows shorter than their file's depth
+	// (a small file's, bounded by its end or its first read's size, and
+	// the context read-ahead of reads among cached pages,
+	// page_cache_sync_ra in mm/readahead.c).
+	Random, Sequential, Short Class
 }
 
 // FromPageCache sorts a window's page-cache counts into the two kinds of
@@ -72,10 +80,19 @@ func FromPageCache(pc PageCache) Evidence {
 	} else {
 		ev.Sequential = faults
 	}
-	ev.Sequential = ev.Sequential.plus(Class{
-		Windows: float64(sub(pc.Windows, pc.AroundWindows)), Pages: float64(sub(pc.Pages, pc.AroundPages)),
-		Depth: float64(sub(pc.Depth, pc.AroundDepth)), Used: float64(pc.ReadUsed), Wasted: float64(pc.ReadWasted),
-	}, 1)
+	reads := Class{Windows: float64(sub(pc.Windows, pc.AroundWindows)), Pages: float64(sub(pc.Pages, pc.AroundPages)),
+		Depth: float64(sub(pc.Depth, pc.AroundDepth))}
+	full := Class{Windows: float64(pc.FullWindows), Pages: float64(pc.FullPages), Depth: float64(pc.FullDepth)}
+	// read()'s used and wasted pages are not told apart by window: each
+	// part takes its share of the pages.
+	share := 1.0
+	if reads.Pages > 0 {
+		share = min(full.Pages/reads.Pages, 1)
+	}
+	full.Used, full.Wasted = share*float64(pc.ReadUsed), share*float64(pc.ReadWasted)
+	ev.Sequential = ev.Sequential.plus(full, 1)
+	ev.Short = Class{Windows: max(reads.Windows-full.Windows, 0), Pages: max(reads.Pages-full.Pages, 0),
+		Depth: max(reads.Depth-full.Depth, 0), Used: (1 - share) * float64(pc.ReadUsed), Wasted: (1 - share) * float64(pc.ReadWasted)}
 	return ev
 }
 
@@ -139,24 +156,26 @@ func (c Class) usedPerWindow(lowWastePct float64) float64 {
 
 // Plus is e + f·o, class by class: the mix of e and o weighted f.
 func (e Evidence) Plus(o Evidence, f float64) Evidence {
-	return Evidence{Random: e.Random.plus(o.Random, f), Sequential: e.Sequential.plus(o.Sequential, f)}
+	return Evidence{Random: e.Random.plus(o.Random, f), Sequential: e.Sequential.plus(o.Sequential, f), Short: e.Short.plus(o.Short, f)}
 }
 
 // Scaled is e with every count multiplied by f.
 func (e Evidence) Scaled(f float64) Evidence { return Evidence{}.Plus(e, f) }
 
 // Resolved is the pages resolved in both classes.
-func (e Evidence) Resolved() float64 { return e.Random.Resolved() + e.Sequential.Resolved() }
+func (e Evidence) Resolved() float64 {
+	return e.Random.Resolved() + e.Sequential.Resolved() + e.Short.Resolved()
+}
 
 // Pages is the pages read in both classes' windows.
-func (e Evidence) Pages() float64 { return e.Random.Pages + e.Sequential.Pages }
+func (e Evidence) Pages() float64 { return e.Random.Pages + e.Sequential.Pages + e.Short.Pages }
 
 // Used is the pages used in both classes.
-func (e Evidence) Used() float64 { return e.Random.Used + e.Sequential.Used }
+func (e Evidence) Used() float64 { return e.Random.Used + e.Sequential.Used + e.Short.Used }
 
 // WastePct is the waste of both classes, percent of their resolved pages.
 func (e Evidence) WastePct() float64 {
-	return Class{Used: e.Used(), Wasted: e.Random.Wasted + e.Sequential.Wasted}.WastePct()
+	return Class{Used: e.Used(), Wasted: e.Random.Wasted + e.Sequential.Wasted + e.Short.Wasted}.WastePct()
 }
 
 // Kind says which kind of reader read the evidence's pages.
@@ -181,7 +200,7 @@ func (e Evidence) kind(tolPct float64) Kind {
 	switch {
 	case all <= 0:
 		return Mixed
-	case 100*e.Sequential.Pages <= tolPct*all:
+	case 100*(e.Sequential.Pages+e.Short.Pages) <= tolPct*all:
 		return RandomKind
 	case 100*e.Random.Pages <= tolPct*all:
 		return SequentialKind

@@ -126,11 +126,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	if scale <= 0 {
 		scale = 1
 	}
-	ev := FromPageCache(w.PageCache)
-	if scale != 1 {
-		ev.Sequential.Used += (scale - 1) * float64(w.PageCache.ReadUsed)
-		ev.Sequential.Wasted += (scale - 1) * float64(w.PageCache.ReadWasted)
-	}
+	ev := FromPageCache(scaleRead(w.PageCache, scale))
 	r.decay(w.Now, s.Horizon)
 	r.mix, r.lat = r.mix.Plus(ev, 1), r.lat.plus(w.Latencies, 1)
 	st := Step{Evidence: ev}
@@ -183,6 +179,19 @@ func (r *Road) verdict(s Settings) (string, bool) {
 	out.Outcome = "Verified"
 	r.Last, r.verify = &out, nil
 	return "", false
+}
+
+// scaleRead is pc with read()'s pages multiplied by scale (a sampled
+// window's: the probe follows them only while the device is traced).
+func scaleRead(pc PageCache, scale float64) PageCache {
+	if scale == 1 {
+		return pc
+	}
+	ru, rw := uint64(float64(pc.ReadUsed)*scale), uint64(float64(pc.ReadWasted)*scale)
+	pc.Used += ru - pc.ReadUsed
+	pc.Wasted += rw - pc.ReadWasted
+	pc.ReadUsed, pc.ReadWasted = ru, rw
+	return pc
 }
 
 // decay weighs the evidence kept by e^(−Δt/horizon) for the time since

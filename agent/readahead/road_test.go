@@ -25,7 +25,8 @@ func randomWindow(kib int, faults uint64) PageCache {
 
 func seqWindow(kib int, pages uint64) PageCache {
 	w := pages * 4 / uint64(kib)
-	return PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages, Depth: pages}
+	return PageCache{Measured: true, Used: pages, ReadUsed: pages, Windows: w, Pages: pages, Depth: pages,
+		FullWindows: w, FullPages: pages, FullDepth: pages}
 }
 
 // TestRoadCutVerified: a thrash of random readers is cut in the window

@@ -101,6 +101,12 @@ type PageCacheStats struct {
 	// read-ahead of the file each was read for (file_ra_state.ra_pages:
 	// the device's read_ahead_kb when the file was opened), pages.
 	DepthPages, AroundDepthPages uint64
+	// FullWindows are the windows not read around a fault that were as
+	// long as their file's read-ahead (a stream the depth bounds; a
+	// shorter one was bounded by its file's end, its first read's size,
+	// get_init_ra_size, or its reader's context, mm/readahead.c), with
+	// their pages and their files' read-ahead summed.
+	FullWindows, FullPages, FullDepthPages uint64
 }
 
 // Sub returns s - prev, field by field: the counts of a window when prev
@@ -132,6 +138,9 @@ func (s PageCacheStats) Sub(prev PageCacheStats) PageCacheStats {
 		DepthPages:      d(s.DepthPages, prev.DepthPages),
 
 		AroundDepthPages: d(s.AroundDepthPages, prev.AroundDepthPages),
+		FullWindows:      d(s.FullWindows, prev.FullWindows),
+		FullPages:        d(s.FullPages, prev.FullPages),
+		FullDepthPages:   d(s.FullDepthPages, prev.FullDepthPages),
 
 		FaultAsyncReadAhead: d(s.FaultAsyncReadAhead, prev.FaultAsyncReadAhead),
 	}

@@ -47,6 +47,9 @@ type pagecachePcStats struct {
 	AroundWindows uint64
 	Depth         uint64
 	AroundDepth   uint64
+	FullWindows   uint64
+	FullPages     uint64
+	FullDepth     uint64
 }
 
 type pagecacheTaskState struct {

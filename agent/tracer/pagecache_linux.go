@@ -392,6 +392,9 @@ func (p *PageCacheProbe) Stats() (map[uint32]PageCacheStats, error) {
 			s.AroundWindows += c.AroundWindows
 			s.DepthPages += c.Depth
 			s.AroundDepthPages += c.AroundDepth
+			s.FullWindows += c.FullWindows
+			s.FullPages += c.FullPages
+			s.FullDepthPages += c.FullDepth
 			s.FaultAsyncReadAhead += c.FaultAsync
 		}
 		out[dev] = s

@@ -705,4 +705,8 @@ func TestPageCacheOrigin(t *testing.T) {
 	if d.AroundWindows != 0 || d.Windows < 16 {
 		t.Errorf("the scan: %d windows, %d of them read around faults; want ≥ 16 and none", d.Windows, d.AroundWindows)
 	}
+	if 10*d.FullWindows < 9*d.Windows || mm.FullWindows != 0 {
+		t.Errorf("windows as long as their file's depth: %d of the scan's %d (want ≥ 90 %%), %d of the mmap reads' (want none: read around faults)",
+			d.FullWindows, d.Windows, mm.FullWindows)
+	}
 }

@@ -85,6 +85,9 @@ struct pc_stats {
 	__u64 around_windows; // of windows, those a page fault read (their pages: around)
 	__u64 depth;       // sum over windows of the file's read-ahead (ra->ra_pages), pages
 	__u64 around_depth; // of depth, the around windows'
+	__u64 full_windows; // windows not read around a fault as long as their file's read-ahead
+	__u64 full_pages;   // their pages
+	__u64 full_depth;   // their files' read-ahead, summed
 };
 
 struct chunk_key {
@@ -615,6 +618,11 @@ int BPF_PROG(pc_ra_order, struct inode *inode, unsigned long index, struct file_
 		__u64 bit = 1ull << (idx & 63);
 		if (light && !(around_mask & bit))
 			__sync_fetch_and_or(&around_mask, bit);
+	}
+	if (!around && ra->size >= ra->ra_pages) {
+		st->full_windows++;
+		st->full_pages += ra->size;
+		st->full_depth += ra->ra_pages;
 	}
 	struct task_state *ts = task();
 	if (ts) {
