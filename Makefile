@@ -204,7 +204,7 @@ test-faults: build ## Crash-and-fault test (root): FAULTS_KILLS (100) SIGKILLs o
 	nice -n 10 hack/test-faults.sh $(BIN)/shadowtune
 
 .PHONY: quickstart
-quickstart: ## The main job on this host (root): loop device + fio + shadowtune run in Apply mode for a minute, then restore.
+quickstart: ## The main job on this host (root): RocksDB read through mmap in a memory-limited cgroup on a loop device, before and after shadowtune run (Apply) changes read-ahead, then restore; DURATION caps the agent (3m).
 	hack/quickstart.sh $(DURATION)
 
 .PHONY: clean

@@ -95,6 +95,8 @@ cleanup() {
 	rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 truncate -s "${image_gib}G" "$work/disk.img"
 loop=$(losetup --find --show --direct-io=on "$work/disk.img")
@@ -171,7 +173,7 @@ bin/shadowtune run --config "$work/policy.yaml" --duration "$duration" --state-d
 	--metrics-bind-address 127.0.0.1:0 -v 1 > >(tee "$work/agent.out") 2>"$work/agent.log" &
 agent_pid=$!
 agent_gone() {
-	echo "quickstart: the agent exited early (DURATION $duration?); its log:" >&2
+	echo "quickstart: the agent exited early (interrupted, or its DURATION $duration ended); its log:" >&2
 	tail -n 5 "$work/agent.log" >&2
 	exit 1
 }
