@@ -35,8 +35,9 @@ pod_mib=256
 #   ~1 GiB, four times the pod's memory, so that most reads miss the cache at
 #   any read-ahead (a database that fits would waste nothing).
 keys=1600000
-# - the file under it: fillrandom writes ~1.6 GiB (duplicates included)
-#   that the compaction rewrites into ~1 GiB before deleting its inputs.
+# - the file under it: at the compaction's peak ext4 holds fillrandom's
+#   ~1.6 GiB (duplicates included) and the ~1 GiB they are rewritten into,
+#   until the inputs are deleted.
 image_gib=3
 # - the reads of each run: 50 times the ~100 read-arounds the pod holds, so
 #   the first run measures the thrash, not the filling of an empty cache; at
