@@ -210,6 +210,15 @@ image-tar: build ## Image tarball of bin/shadowtune (docker-archive, IMAGE=local
 		-label org.opencontainers.image.source=https://github.com/shadowtune/shadowtune \
 		-label org.opencontainers.image.version=$(VERSION)
 
+.PHONY: db-bench-image
+# Debian's db_bench is linked dynamically: its libraries and loader, as ldd
+# lists them, go in at the same paths. Its user is distroless' nonroot.
+db-bench-image: ## Image tarball of RocksDB's db_bench (Debian's rocksdb-tools, installed when missing) with its libraries, bin/db-bench-image.tar (localhost/db-bench:dev): the README walkthrough's reader pod.
+	@command -v db_bench >/dev/null || { echo "installing rocksdb-tools (db_bench)"; apt-get update -qq && apt-get install -y -qq --no-install-recommends rocksdb-tools >/dev/null; }
+	$(GO) run ./hack/imagebuild -binary "$$(command -v db_bench)" -path /usr/bin/db_bench -user 65532:65532 -workdir / \
+		-tag localhost/db-bench:dev -o $(BIN)/db-bench-image.tar \
+		$$(ldd "$$(command -v db_bench)" | awk '$$2 == "=>" && $$3 ~ /^\// { print "-file", $$3 } $$1 ~ /^\// { print "-file", $$1 }')
+
 .PHONY: e2e-cluster-up
 e2e-cluster-up: ## Start the local single-node Kubernetes cluster for e2e tests (root; e2e/cluster up).
 	e2e/cluster up
@@ -227,7 +236,7 @@ test-faults: build ## Crash-and-fault test (root): FAULTS_KILLS (100) SIGKILLs o
 	nice -n 10 hack/test-faults.sh $(BIN)/shadowtune
 
 .PHONY: quickstart
-quickstart: ## The main job on this host (root): loop device + fio + shadowtune run in Apply mode for a minute, then restore.
+quickstart: ## The main job on this host (root): RocksDB read through mmap in a memory-limited cgroup on a loop device, before and after shadowtune run (Apply) changes read-ahead, then restore; DURATION caps the agent (3m).
 	hack/quickstart.sh $(DURATION)
 
 .PHONY: clean

@@ -15,6 +15,12 @@
 //	go run ./hack/imagebuild -binary bin/shadowtune -tag localhost/shadowtune:dev -o bin/shadowtune-image.tar
 //	go run ./hack/imagebuild -binary bin/pause -path /pause -user 65535:65535 -tag localhost/pause:3.10 -o pause.tar
 //
+// A dynamically linked binary takes its shared libraries and loader along
+// with -file, once each, at the paths ldd names (symlinks are followed):
+//
+//	go run ./hack/imagebuild -binary /usr/bin/db_bench -path /usr/bin/db_bench \
+//		-file /lib64/ld-linux-x86-64.so.2 -file /lib/x86_64-linux-gnu/libc.so.6 ... -tag localhost/db-bench:dev -o db-bench.tar
+//
 // This program only lists the layer's files (as an uncompressed tar) and
 // fills in the image config; go-containerregistry (pkg/v1/mutate,
 // pkg/v1/tarball) gzips the layer, computes the digests and diff IDs, and
@@ -61,6 +67,7 @@ type options struct {
 	created  time.Time
 	arch     string
 	labels   map[string]string
+	files    []string // more files, at their own paths
 }
 
 func main() {
@@ -85,6 +92,8 @@ func run(args []string) error {
 	fs.StringVar(&o.workdir, "workdir", "/home/nonroot", "the image's working directory")
 	fs.StringVar(&o.arch, "arch", runtime.GOARCH, "image architecture (the binary's)")
 	fs.Var(&labels, "label", "KEY=VALUE image label (repeatable)")
+	var files stringList
+	fs.Var(&files, "file", "an absolute path of this machine added at the same path, its symlinks followed, 0755 when executable, else 0644 (repeatable): a dynamically linked binary's libraries and loader")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +130,12 @@ func run(args []string) error {
 		}
 		o.created = t.UTC()
 	}
+	for _, f := range files {
+		if !path.IsAbs(f) {
+			return fmt.Errorf("-file %q: want an absolute path", f)
+		}
+	}
+	o.files = files
 	o.labels = map[string]string{}
 	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")
@@ -170,6 +185,21 @@ func build(o *options) error {
 	}
 	entries := baseFiles(o)
 	entries = append(entries, entry{name: strings.TrimPrefix(o.path, "/"), mode: 0o755, data: bin})
+	have := map[string]bool{}
+	for _, e := range entries {
+		have[e.name] = true
+	}
+	for _, f := range o.files {
+		e, err := fileEntry(f)
+		if err != nil {
+			return err
+		}
+		if have[e.name] {
+			return fmt.Errorf("-file %s: the image has that path already", f)
+		}
+		have[e.name] = true
+		entries = append(entries, e)
+	}
 	entries = withParents(entries)
 
 	layerData, err := layerTar(entries, o.created)
@@ -238,6 +268,27 @@ func baseFiles(o *options) []entry {
 		e = append(e, entry{name: "etc/ssl/certs/ca-certificates.crt", mode: 0o644, data: ca})
 	}
 	return e
+}
+
+// fileEntry is the regular file at abs (symlinks followed) as an entry at
+// the same path: 0755 when anyone may execute it, else 0644.
+func fileEntry(abs string) (entry, error) {
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return entry{}, fmt.Errorf("-file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return entry{}, fmt.Errorf("-file %s: not a regular file", abs)
+	}
+	data, err := os.ReadFile(abs)
+	if err != nil {
+		return entry{}, fmt.Errorf("-file: %w", err)
+	}
+	mode := int64(0o644)
+	if fi.Mode().Perm()&0o111 != 0 {
+		mode = 0o755
+	}
+	return entry{name: strings.TrimPrefix(path.Clean(abs), "/"), mode: mode, data: data}, nil
 }
 
 // withParents adds the missing parent directories (0755, root) and sorts the

@@ -162,6 +162,73 @@ func TestImage(t *testing.T) {
 	}
 }
 
+// TestFiles: -file adds files of this machine at their own paths (a
+// dynamically linked binary's libraries), symlinks followed, 0755 when
+// executable, else 0644.
+func TestFiles(t *testing.T) {
+	bin := pauseBinary(t)
+	dir := t.TempDir()
+	lib, exe, link := filepath.Join(dir, "lib", "libx.so.1.2"), filepath.Join(dir, "ld.so"), filepath.Join(dir, "lib", "libx.so.1")
+	if err := os.MkdirAll(filepath.Dir(lib), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lib, []byte("library"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(exe, []byte("loader"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("libx.so.1.2", link); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	base := []string{"-binary", bin, "-path", "/usr/bin/x", "-tag", "localhost/x:1", "-o", out, "-ca-bundle", "",
+		"-created", "1970-01-01T00:00:00Z"}
+	if err := run(append(base, "-file", link, "-file", exe)); err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag("localhost/x:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, data := readLayer(t, layers[0], time.Unix(0, 0).UTC())
+	rel := strings.TrimPrefix
+	for name, want := range map[string]layerEntry{
+		rel(link, "/"): {tar.TypeReg, 0o644, 0, 0},
+		rel(exe, "/"):  {tar.TypeReg, 0o755, 0, 0},
+		"usr/bin/x":    {tar.TypeReg, 0o755, 0, 0},
+	} {
+		if got[name] != want {
+			t.Errorf("%s: %+v, want %+v", name, got[name], want)
+		}
+	}
+	if d := string(data[rel(link, "/")]); d != "library" {
+		t.Errorf("%s holds %q, want the symlink's target's contents", link, d)
+	}
+	for _, tc := range []struct {
+		file, want string
+	}{
+		{"lib/libx.so.1", "absolute"},
+		{filepath.Join(dir, "missing"), "no such file"},
+		{dir, "not a regular file"},
+	} {
+		if err := run(append(base, "-file", tc.file)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("-file %s: %v, want an error containing %q", tc.file, err, tc.want)
+		}
+	}
+	if err := run(append(base, "-path", exe, "-file", exe)); err == nil || !strings.Contains(err.Error(), "already") {
+		t.Errorf("-file at the binary's own -path: %v, want an error containing %q", err, "already")
+	}
+}
+
 // TestPauseImage builds the image as e2e/cluster does: another path, user
 // and working directory, no CA bundle, and the time from SOURCE_DATE_EPOCH.
 func TestPauseImage(t *testing.T) {
