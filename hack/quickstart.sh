@@ -140,10 +140,6 @@ echo "== RocksDB loaded outside the pod: $(du -sm "$work/mnt/rocks" | cut -f1) M
 # POSIX_FADV_DONTNEED, which the agent counts neither used nor wasted), so
 # that each run starts cold. RocksDB's small files (CURRENT, MANIFEST,
 # OPTIONS) stay cached from the load, as on a node where the pod restarts.
-# Read cold, each open makes a few read() read-ahead windows whose pages
-# reclaim may evict unused; a sequential class with waste and no page used
-# costs 0/0 = NaN at every depth in the agent as of this commit
-# (agent/readahead/cost.go, classNs), which holds its decision at Keep.
 drop_tables() { for f in "$work"/mnt/rocks/*.sst; do dd if="$f" iflag=nocache count=0 status=none; done; }
 
 # reader N: db_bench readrandom through mmap, a new process in the pod.
