@@ -76,11 +76,15 @@ type Decision struct {
 // policy's bounds goes to the nearer bound. Otherwise, with enough pages
 // resolved, every candidate depth (powers of two from MinKiB, the
 // original and current depths, all within the bounds and at most the
-// original unless Seeks) is costed (Cost). The choice is the deepest
-// depth whose cost is within the margin of the least and below the
-// current depth's by the margin: of depths that serve the evidence alike,
-// the deepest serves a sequential reader to come best, and a change needs
-// its own gain. Depths in back-off are not chosen. Decide is pure.
+// original unless Seeks) is costed (Cost). A depth is eligible when its
+// cost is within the margin of the least or it is at most the
+// competitive depth (competitiveKiB); the choice is the deepest eligible
+// depth, the current one or one whose cost is below the current depth's
+// by the margin. Of depths that serve the evidence alike, the deepest
+// serves a sequential reader to come best, and a cut stops at the depth
+// that keeps both kinds of reader within twice their least (EuroSys 2007
+// §4). A change needs its own gain. Depths in back-off are not chosen.
+// Decide is pure.
 func Decide(in Input) Decision {
 	cur := in.CurrentKiB
 	switch {
@@ -104,11 +108,15 @@ func Decide(in Input) Decision {
 		}
 		best = min(best, ns)
 	}
-	limit := min(best*(1+in.MarginPct/100), curNs*(1-in.MarginPct/100))
+	near, limit := best*(1+in.MarginPct/100), curNs*(1-in.MarginPct/100)
+	floor := competitiveKiB(in.Device, d.Costs)
 	choice := cur
-	for _, c := range d.Costs {
-		if c.KiB != cur && c.Ns <= limit && (in.BackedOff == nil || !in.BackedOff(c.KiB)) {
-			choice = c.KiB // ascending: the deepest
+	for _, c := range d.Costs { // ascending: the deepest eligible depth wins
+		switch eligible := c.Ns <= near || c.KiB <= floor; {
+		case c.KiB == cur && eligible:
+			choice = cur // no cut below a depth that serves alike
+		case c.KiB != cur && eligible && c.Ns <= limit && (in.BackedOff == nil || !in.BackedOff(c.KiB)):
+			choice = c.KiB
 		}
 	}
 	if choice == cur {
@@ -119,6 +127,20 @@ func Decide(in Input) Decision {
 		d.Reason = ReasonSequential
 	}
 	return d
+}
+
+// competitiveKiB is the competitive depth among the candidates: the
+// deepest whose random window dev serves within CompetitiveRatio times a
+// one-page (4 KiB) read (EuroSys 2007 §4.1); 0 when none is.
+func competitiveKiB(dev Device, costs []DepthCost) int {
+	page := dev.ReadNs(8, true)
+	kib := 0
+	for _, c := range costs {
+		if dev.ReadNs(uint32(c.KiB)*2, true) <= th.ratio*page {
+			kib = c.KiB
+		}
+	}
+	return kib
 }
 
 // candidates are the depths Decide costs, ascending: powers of two from

@@ -48,7 +48,15 @@ func TestDecide(t *testing.T) {
 		{"too few pages resolved", func(in *Input) {
 			in.Evidence.Random = Class{Windows: 2, Pages: 1280, Used: 2, Wasted: 200}
 		}, 2560, ReasonNoEvidence},
-		{"random mmap reads thrash: cut to the least", func(in *Input) { in.Evidence.Random = thrash }, 16, ReasonWaste},
+		{"random mmap reads thrash: cut to the competitive depth", func(in *Input) { in.Evidence.Random = thrash }, 128, ReasonWaste},
+		{"random readers at the competitive depth: no cut below it", func(in *Input) {
+			in.CurrentKiB = 128
+			in.Evidence.Random = Class{Windows: 3000, Pages: 3000 * 32, Used: 3000, Wasted: 3000 * 31}
+		}, 128, ReasonKeep},
+		{"random readers below the competitive depth: kept", func(in *Input) {
+			in.CurrentKiB = 16
+			in.Evidence.Random = Class{Windows: 3000, Pages: 3000 * 4, Used: 3000, Wasted: 3000 * 3}
+		}, 16, ReasonKeep},
 		{"a sequential reader at the default: kept", func(in *Input) { in.Evidence.Sequential = scan }, 2560, ReasonKeep},
 		{"a sequential reader after a cut: raised to the original", func(in *Input) {
 			in.CurrentKiB, in.Evidence.Sequential = 128, seqAt128
@@ -70,6 +78,10 @@ func TestDecide(t *testing.T) {
 			in.Evidence.Random = thrash
 			in.BackedOff = func(k int) bool { return k < 128 }
 		}, 128, ReasonWaste},
+		{"a cut backed off at the competitive depth and below: to the least of the rest", func(in *Input) {
+			in.Evidence.Random = thrash
+			in.BackedOff = func(k int) bool { return k <= 128 }
+		}, 256, ReasonWaste},
 		{"no depth above the original on flash", func(in *Input) {
 			in.CurrentKiB, in.OriginalKiB, in.Evidence.Sequential = 128, 128, seqAt128
 		}, 128, ReasonKeep},
@@ -92,15 +104,14 @@ func TestDecide(t *testing.T) {
 
 // TestDecideMargin: the decision is not balanced on the margin's exact
 // value: at half and twice the policy's default 5 %, random thrash is cut
-// to the least depths (32 KiB costs 8 % more than 16 on this device), both
-// readers get 256 or 512 KiB, and a sequential reader after a cut gets the
-// original depth back.
+// to the competitive depth, both readers get 256 or 512 KiB, and a
+// sequential reader after a cut gets the original depth back.
 func TestDecideMargin(t *testing.T) {
 	for _, m := range []float64{2.5, 5, 10} {
 		in := Input{CurrentKiB: 2560, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, Device: loopDev, MarginPct: m, LowWastePct: 5,
 			Evidence: Evidence{Random: thrash}}
-		if d := Decide(in); d.KiB > 32 {
-			t.Errorf("margin %.1f %%: random thrash cut to %d KiB, want 16 or 32 (within the margin of 16)", m, d.KiB)
+		if d := Decide(in); d.KiB != 128 {
+			t.Errorf("margin %.1f %%: random thrash cut to %d KiB, want 128 (the competitive depth)", m, d.KiB)
 		}
 		in.Evidence = Evidence{Random: thrash, Sequential: scan}
 		if d := Decide(in); d.KiB < 256 || d.KiB > 512 {
@@ -124,10 +135,55 @@ func TestLowWaste(t *testing.T) {
 			t.Errorf("low waste %.1f %%: a sequential reader wasting 0.4 %% after a cut, %d KiB, want 2560", low, d.KiB)
 		}
 		in.CurrentKiB, in.Evidence = 2560, Evidence{Random: thrash}
-		if d := Decide(in); d.KiB != 16 {
-			t.Errorf("low waste %.1f %%: random thrash, %d KiB, want 16", low, d.KiB)
+		if d := Decide(in); d.KiB != 128 {
+			t.Errorf("low waste %.1f %%: random thrash, %d KiB, want 128", low, d.KiB)
 		}
 	}
+}
+
+// TestCompetitiveDepth: the competitive depth is the data a device
+// transfers in one request's fixed time (EuroSys 2007 §4.1), and a random
+// thrash's cut follows it without resting on CompetitiveRatio's exact
+// value: at 1.5 and 3 times a page's read it moves one power of two.
+func TestCompetitiveDepth(t *testing.T) {
+	capped := throttled{flash: loopDev, iops: 3000, bytesPerSec: 200e6}
+	hdd := flash{overheadNs: 200e3, bytesPerSec: 150e6, seekNs: 8e6}
+	tests := []struct {
+		name  string
+		dev   Device
+		ratio float64
+		want  int
+	}{
+		{"the loop device: 60 µs, 3 GB/s", loopDev, 2, 128},
+		{"a volume capped at 3000 IOPS, 200 MB/s", capped, 2, 128},
+		{"a disk: 8 ms a seek, 150 MB/s", hdd, 2, 1024},
+		{"the loop device at 1.5", loopDev, 1.5, 64},
+		{"the loop device at 3", loopDev, 3, 256},
+		{"the capped volume at 1.5", capped, 1.5, 64},
+		{"the capped volume at 3", capped, 3, 128},
+	}
+	defer func(r float64) { th.ratio = r }(th.ratio)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			th.ratio = tc.ratio
+			in := Input{CurrentKiB: 2560, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, Device: tc.dev, MarginPct: 5, LowWastePct: 5,
+				Evidence: Evidence{Random: thrash}}
+			if d := Decide(in); d.KiB != tc.want || d.Reason != ReasonWaste {
+				t.Errorf("random thrash: %d KiB (%s), want a cut to %d", d.KiB, d.Reason, tc.want)
+			}
+		})
+	}
+}
+
+// throttled is a Device behind a token bucket of iops requests and
+// bytesPerSec bytes a second (blk-throttle).
+type throttled struct {
+	flash
+	iops, bytesPerSec float64
+}
+
+func (d throttled) ReadNs(sectors uint32, random bool) float64 {
+	return max(d.flash.ReadNs(sectors, random), 1e9/d.iops, float64(sectors)*512*1e9/d.bytesPerSec)
 }
 
 func TestFromPageCache(t *testing.T) {

@@ -15,6 +15,10 @@ func settings(cur int) Settings {
 		Model: model.Default(model.SSD, 1<<30), Horizon: 10 * time.Minute, VerifyWindows: 2, Backoff: 30 * time.Minute}
 }
 
+// priorCut is the competitive depth of the SSD class's prior (a device
+// with no read-ahead requests measured yet): 32 KiB.
+const priorCut = 32
+
 // randomWindow is a window of random mmap reads whose faults read depth
 // KiB around each; seqWindow one of a sequential reader at depth KiB.
 func randomWindow(kib int, faults uint64) PageCache {
@@ -36,14 +40,14 @@ func TestRoadCutVerified(t *testing.T) {
 	var r Road
 	s := settings(2560)
 	st := r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
-	if st.Decision.KiB != 16 || st.Decision.Reason != ReasonWaste {
-		t.Fatalf("thrash: %d KiB (%s), want a cut to 16", st.Decision.KiB, st.Decision.Reason)
+	if st.Decision.KiB != priorCut || st.Decision.Reason != ReasonWaste {
+		t.Fatalf("thrash: %d KiB (%s), want a cut to %d", st.Decision.KiB, st.Decision.Reason, priorCut)
 	}
-	r.Commit(2560, 16, t0, s)
-	s.CurrentKiB = 16
+	r.Commit(2560, priorCut, t0, s)
+	s.CurrentKiB = priorCut
 	for i := 1; i <= 2; i++ {
-		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(16, 3000), BusyNs: 3000 * 70e3}, s)
-		if st.Revert || st.Decision.KiB != 16 {
+		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(priorCut, 3000), BusyNs: 3000 * 70e3}, s)
+		if st.Revert || st.Decision.KiB != priorCut {
 			t.Fatalf("window %d after the cut: %+v", i, st)
 		}
 	}
@@ -61,11 +65,11 @@ func TestRoadCutReverted(t *testing.T) {
 	var r Road
 	s := settings(2560)
 	r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
-	r.Commit(2560, 16, t0, s)
-	s.CurrentKiB = 16
+	r.Commit(2560, priorCut, t0, s)
+	s.CurrentKiB = priorCut
 	var st Step
 	for i := 1; i <= 2; i++ {
-		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(16, 1500), BusyNs: 1500 * 1200e3}, s)
+		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(priorCut, 1500), BusyNs: 1500 * 1200e3}, s)
 	}
 	if !st.Revert || st.Decision.KiB != 2560 || !strings.HasPrefix(st.Message, "regression:") {
 		t.Fatalf("after a regression: %+v, want the revert to 2560", st)
@@ -80,7 +84,7 @@ func TestRoadCutReverted(t *testing.T) {
 		t.Errorf("a thrash within the back-off: %d KiB (%s), want it kept", st.Decision.KiB, st.Decision.Reason)
 	}
 	st = r.Window(Window{Now: t0.Add(31 * time.Minute), PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
-	if st.Decision.KiB != 16 {
+	if st.Decision.KiB != priorCut {
 		t.Errorf("a thrash after the back-off: %d KiB (%s), want the cut", st.Decision.KiB, st.Decision.Reason)
 	}
 }

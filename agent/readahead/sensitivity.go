@@ -32,6 +32,8 @@ func init() {
 			th.resolved *= f
 		case "MinRequests":
 			th.requests *= f
+		case "CompetitiveRatio":
+			th.ratio = max(1, th.ratio*f)
 		case "FitRows":
 			th.fitRows = max(1, min(int(float64(th.fitRows)*f), 64))
 		default:

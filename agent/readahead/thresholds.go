@@ -24,11 +24,22 @@ const (
 	// request is split and served beside others in flight, and its time
 	// measures that sharing as much as its size.
 	FitRows = model.LinearRows
+	// CompetitiveRatio sets the competitive depth, which a cut does not
+	// go below (Decide): the deepest depth whose random window a device
+	// serves within CompetitiveRatio times a one-page read. A random
+	// reader then pays at most twice its least per window, and a
+	// sequential one at most twice its least per page (a request's fixed
+	// time spread over the depth, then the transfer): the data a device
+	// transfers within one request's fixed time, EuroSys 2007 §4.1. No
+	// online policy that does not know the streams' lengths does better
+	// than 2 (§4.2), and a file keeps the depth it was opened at, for
+	// readers the evidence has not seen.
+	CompetitiveRatio = 2
 )
 
 // th is the thresholds in force: the constants, unless a sensitivity
 // build scales them (sensitivity.go, build tag sensitivity).
 var th = struct {
-	resolved, requests float64
-	fitRows            int
-}{MinResolvedPages, MinRequests, FitRows}
+	resolved, requests, ratio float64
+	fitRows                   int
+}{MinResolvedPages, MinRequests, CompetitiveRatio, FitRows}
