@@ -27,12 +27,14 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/blkcaps"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -157,6 +159,11 @@ type Agent struct {
 	remeasure     measureFunc // measureAgain unless a test sets it
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pageCacheWatch
+	// caps reads the blk-throttle caps of the devices' readers, for the
+	// read-ahead road (nil when the page-cache probe does not run);
+	// capsErr is the last error it returned, logged once.
+	caps    *blkcaps.Reader
+	capsErr string
 	// writers names other writers of the devices' settings (nil when no
 	// probe could be loaded).
 	writers WriterWatcher
@@ -284,6 +291,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	} else {
 		defer pc.Close()
 		a.pcache = &pageCacheWatch{p: pc}
+		a.caps = blkcaps.New(a.opt.HostRoot)
+		a.readCaps() // counts from now on
 		a.trackPageCache()
 	}
 	if a.opt.FollowOpenFiles {
@@ -457,6 +466,7 @@ func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 			env.pageCache = a.pcache.window
 		}
 	}
+	env.caps = a.readCaps()
 	a.dropGone()
 	for _, d := range a.devs {
 		if d.status.Gone != "" {
@@ -565,6 +575,25 @@ func (a *Agent) devNumbers() []uint32 {
 		}
 	}
 	return out
+}
+
+// readCaps is the blk-throttle caps of each device's readers since the
+// last window (blkcaps), by "MAJ:MIN"; nil without them. An error is
+// logged when it differs from the last one.
+func (a *Agent) readCaps() map[string]model.Throttle {
+	if a.caps == nil {
+		return nil
+	}
+	caps, err := a.caps.Read()
+	if err != nil {
+		if err.Error() != a.capsErr {
+			a.opt.Log.Error(err, "read the readers' blk-throttle caps; read-ahead is costed without them")
+		}
+		a.capsErr = err.Error()
+		return nil
+	}
+	a.capsErr = ""
+	return caps
 }
 
 // ungoverned are the status entries of the host's other tunable disks:

@@ -271,6 +271,9 @@ type windowInput struct {
 	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
 	// pages only while a device is traced.
 	ReadScale float64
+	// Caps are the blk-throttle caps of the device's readers in the
+	// window (blkcaps), for the read-ahead road.
+	Caps model.Throttle
 }
 
 // deviceController is the per-device state carried between windows.

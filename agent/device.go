@@ -21,6 +21,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -84,6 +85,9 @@ type windowEnv struct {
 	// pageCache is a device's page-cache counts in the window; nil when
 	// the page-cache probe does not run.
 	pageCache func(device string) readahead.PageCache
+	// caps are the blk-throttle caps of each device's readers, by
+	// "MAJ:MIN" (blkcaps); nil: none are known.
+	caps map[string]model.Throttle
 	// readScale is the window's length over a sampled window's traced
 	// part (windowInput.ReadScale).
 	readScale float64
@@ -171,6 +175,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
+	in.Caps = e.caps[d.sys.MajorMinor]
 	if !e.budget.allow() {
 		in.Skip = "over the CPU budget"
 	}

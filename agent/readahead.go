@@ -45,7 +45,9 @@ func (c *deviceController) stepReadAhead(in windowInput) {
 	if !c.policy.ReadAhead || c.current.ReadAheadKiB <= 0 {
 		return
 	}
-	c.ra = c.road.Window(c.raWindow(in), c.raSettings(in.Gate))
+	s := c.raSettings(in.Gate)
+	s.Caps = in.Caps
+	c.ra = c.road.Window(c.raWindow(in), s)
 	c.showRAVerification()
 }
 

@@ -81,9 +81,11 @@ type LineDevice struct {
 // much as its size). On a rotational device (m's class HDD) the near and
 // far lines are fitted apart (a seek); elsewhere both together. A line
 // with fewer than two sizes to fit is the class's prior (model.Prior).
-// m gives the class, the capacity and a throttled device's caps.
-func NewLineDevice(lat Latencies, m *model.Model) LineDevice {
-	d := LineDevice{throttle: m.Throttle()}
+// m gives the class, the capacity and a throttled device's caps; caps
+// are the readers' own (blk-throttle's, agent/blkcaps), the tighter of
+// each applying.
+func NewLineDevice(lat Latencies, m *model.Model, caps model.Throttle) LineDevice {
+	d := LineDevice{throttle: tighterCaps(m.Throttle(), caps)}
 	if m.Class() == model.HDD {
 		d.near = fitLine(lat, []int{0}, m, false)
 		d.far = fitLine(lat, []int{1}, m, true)
@@ -92,6 +94,17 @@ func NewLineDevice(lat Latencies, m *model.Model) LineDevice {
 	d.near = fitLine(lat, []int{0, 1}, m, false)
 	d.far = d.near
 	return d
+}
+
+// tighterCaps is the tighter of a and b's caps of each kind (0: none).
+func tighterCaps(a, b model.Throttle) model.Throttle {
+	pick := func(x, y float64) float64 {
+		if x == 0 || (y > 0 && y < x) {
+			return y
+		}
+		return x
+	}
+	return model.Throttle{IOPS: pick(a.IOPS, b.IOPS), BytesPerSec: pick(a.BytesPerSec, b.BytesPerSec)}
 }
 
 // fitLine fits the line to the latencies of sides (0 near, 1 far), or
@@ -179,10 +192,10 @@ func (d LineDevice) ReadNs(sectors uint32, random bool) float64 {
 	return ns
 }
 
-// String is the device's lines, e.g. "sequential 62 µs + 0.41 µs/KiB,
-// random 80 µs + 0.66 µs/KiB".
+// String is the device's lines and caps, e.g. "sequential 62 µs + 0.41
+// µs/KiB, random 80 µs + 0.66 µs/KiB, caps 3000 IOPS, 200.0 MB/s".
 func (d LineDevice) String() string {
-	return "sequential " + d.near.String() + ", random " + d.far.String()
+	return "sequential " + d.near.String() + ", random " + d.far.String() + ", caps " + d.throttle.String()
 }
 
 // windowNs is the predicted service time, ns, of reading a window of

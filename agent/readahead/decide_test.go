@@ -225,7 +225,7 @@ func TestLineDeviceFit(t *testing.T) {
 	}
 	lat.Add(8, false, 1_000) // a few incidental requests
 	m := model.Default(model.SSD, 1<<30)
-	d := NewLineDevice(lat, m)
+	d := NewLineDevice(lat, m, model.Throttle{})
 	// The line through (32 sectors, 70 µs) and (128, 110 µs): 56.7 µs +
 	// 0.417 µs a sector.
 	if got := d.ReadNs(256, false); math.Abs(got-163_333) > 100 {
@@ -241,10 +241,17 @@ func TestLineDeviceFit(t *testing.T) {
 	for range 64 {
 		one.Add(8, false, 50_000)
 	}
-	if got, prior := NewLineDevice(one, m).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
+	if got, prior := NewLineDevice(one, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
 		t.Errorf("one size: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
 	}
-	hdd := NewLineDevice(one, model.Default(model.HDD, 1<<30))
+	capped := NewLineDevice(one, m, model.Throttle{IOPS: 3000, BytesPerSec: 200e6})
+	if got := capped.ReadNs(8, true); math.Abs(got-1e9/3000) > 1 {
+		t.Errorf("a reader capped at 3000 IOPS: %.0f ns for 4 KiB, want its 333 µs share (%s)", got, capped)
+	}
+	if got := capped.ReadNs(2048, true); math.Abs(got-1048576*1e9/200e6) > 1 {
+		t.Errorf("a reader capped at 200 MB/s: %.0f ns for 1 MiB, want its 5.24 ms share (%s)", got, capped)
+	}
+	hdd := NewLineDevice(one, model.Default(model.HDD, 1<<30), model.Throttle{})
 	if hdd.ReadNs(8, true) <= hdd.ReadNs(8, false) {
 		t.Errorf("a rotational device's random read costs no more than its sequential one: %s", hdd)
 	}

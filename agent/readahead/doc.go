@@ -42,20 +42,23 @@
 //
 // # The decision
 //
-// Each kind's windows are costed at each candidate depth with the
-// device's learned model (KDSim §3; internal/model): a window of p pages
-// is read in requests of at most max_sectors_kb, and its service time is
-// what the model predicts for them. A kind that used u pages of each
-// window needs used ÷ min(p, u) windows at depth p; a kind that wasted at
-// most the policy's tolerated regression uses all it is given (u
-// unbounded: a sequential reader). The depth with the least predicted
-// time for the evidence is chosen when it beats the current one by the
-// policy's margin (DADS §4.2's 5 %): lower on measured waste (a random
-// reader's read-around costs the transfer of pages it never uses), higher
-// on measured sequential demand (a sequential reader pays the per-request
-// cost once per window). This is competitive prefetching's trade-off
-// (EuroSys 2007 §3: depth against the cost of a switch) with both sides
-// measured.
+// Each kind's windows are costed at each candidate depth (Cost): a
+// window of p pages costs the service time of its requests, a line in
+// their size fitted to the device's measured read-ahead requests
+// (LineDevice), and at least its share of the readers' blk-throttle caps
+// (agent/blkcaps), which no service time shows. A kind that used u pages
+// of each window needs used ÷ min(p, u) windows at depth p; a kind that
+// wasted at most the policy's tolerated regression uses all it is given
+// (u unbounded: a sequential reader). A lower depth wins on measured
+// waste (a random reader's read-around costs the transfer of pages it
+// never uses), a higher one on measured sequential demand (a sequential
+// reader pays the per-request cost once per window): competitive
+// prefetching's trade-off (EuroSys 2007 §3: depth against the cost of a
+// switch) with both sides measured. Decide chooses the deepest depth
+// within the policy's margin of the least (DADS §4.2's 5 %), and a cut
+// stops at the competitive depth (§4.1, CompetitiveRatio), which keeps
+// readers the evidence has not seen within twice their least. A change
+// must beat the current depth by the margin.
 //
 // # Gates and verification
 //

@@ -19,6 +19,10 @@ type Settings struct {
 	// Model is the device's disk model: its class, capacity and caps,
 	// for its costs (NewLineDevice).
 	Model *model.Model
+	// Caps are the blk-throttle caps of the device's readers
+	// (agent/blkcaps): a request's share of them is a cost the service
+	// times do not show (NewLineDevice).
+	Caps model.Throttle
 	// Horizon is the time constant of the evidence's decay
 	// (spec.rollout.minDwell): a window's evidence weighs e^(−age/Horizon)
 	// in later decisions; 0 keeps only the window's own.
@@ -147,7 +151,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	if s.Model == nil {
 		return st
 	}
-	st.Device = NewLineDevice(r.lat, s.Model)
+	st.Device = NewLineDevice(r.lat, s.Model, s.Caps)
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
 		Evidence: r.mix, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
 		BackedOff: r.backedOff(w.Now)})

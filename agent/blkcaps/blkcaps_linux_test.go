@@ -1,0 +1,101 @@
+package blkcaps
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
+	"github.com/shadowtune/shadowtune/internal/testutil/need"
+)
+
+// TestReadLive: a cgroup of the host's blk-throttle (cgroup v1 blkio, else
+// cgroup v2 with the io controller) caps a loop device's reads at 3000
+// IOPS and 200 MB/s; a process in it reads the device with direct I/O;
+// Read names those caps for the device, and none once an uncapped reader
+// reads more.
+func TestReadLive(t *testing.T) {
+	dev := loopdev.NewForTest(t, 64<<20)
+	majMin := strings.TrimSpace(readFile(t, filepath.Join("/sys/block", dev.Name, "dev")))
+	dir, procs := throttleCgroup(t, majMin, 3000, 200_000_000)
+	r := New("")
+	if _, err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	read := func(procs string, mib int) {
+		t.Helper()
+		sh := fmt.Sprintf("echo $$ > %s && exec dd if=%s of=/dev/null bs=64k count=%d iflag=direct status=none", procs, dev.Path, mib*16)
+		if procs == "" {
+			sh = fmt.Sprintf("exec dd if=%s of=/dev/null bs=64k count=%d iflag=direct status=none", dev.Path, mib*16)
+		}
+		if out, err := exec.Command("sh", "-c", sh).CombinedOutput(); err != nil {
+			t.Fatalf("dd: %v: %s", err, out)
+		}
+	}
+	read(procs, 8)
+	got, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[majMin] != (model.Throttle{IOPS: 3000, BytesPerSec: 2e8}) {
+		t.Fatalf("after a read in %s: %s caps %v, want 3000 IOPS, 200 MB/s (all: %v)", dir, majMin, got[majMin], got)
+	}
+	read("", 16)
+	if got, err = r.Read(); err != nil || got[majMin].Enabled() {
+		t.Fatalf("after a larger uncapped read: %v, %v; want %s uncapped", got, err, majMin)
+	}
+}
+
+// throttleCgroup makes a cgroup capping dev's reads and returns it and its
+// cgroup.procs; it is removed when t ends.
+func throttleCgroup(t *testing.T, dev string, iops, bps int) (string, string) {
+	name := fmt.Sprintf("shadowtune-test-blkcaps-%d", os.Getpid())
+	var dir string
+	var files map[string]string
+	switch {
+	case fileExists("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device"):
+		dir = filepath.Join("/sys/fs/cgroup/blkio", name)
+		files = map[string]string{
+			"blkio.throttle.read_iops_device": fmt.Sprintf("%s %d", dev, iops),
+			"blkio.throttle.read_bps_device":  fmt.Sprintf("%s %d", dev, bps),
+		}
+	case strings.Contains(readFileOr("/sys/fs/cgroup/cgroup.subtree_control"), "io"):
+		dir = filepath.Join("/sys/fs/cgroup", name)
+		files = map[string]string{"io.max": fmt.Sprintf("%s riops=%d rbps=%d", dev, iops, bps)}
+	default:
+		need.Missing(t, "blk-throttle", "needs cgroup v1 blkio or cgroup v2's io controller")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		need.Missing(t, "blk-throttle", "cannot create %s: %v", dir, err)
+	}
+	need.Have(t, "blk-throttle")
+	t.Cleanup(func() {
+		if err := os.Remove(dir); err != nil {
+			t.Errorf("remove cgroup %s: %v", dir, err)
+		}
+	})
+	for f, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	return dir, filepath.Join(dir, "cgroup.procs")
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func readFileOr(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
