@@ -39,13 +39,15 @@ variant s-requests-half MinRequests=0.5 ''
 variant s-requests-twice MinRequests=2 ''
 variant s-fitrows-half FitRows=0.5 ''
 variant s-fitrows-twice FitRows=2 ''
+variant s-ratio-half CompetitiveRatio=0.5 ''
+variant s-ratio-twice CompetitiveRatio=2 ''
 variant s-margin-half '' 'evaluation: {"marginPercent": 2}'
 variant s-margin-twice '' 'evaluation: {"marginPercent": 10}'
 variant s-tolerance-half '' 'rollout: {"toleratedRegressionPercent": 2}'
 variant s-tolerance-twice '' 'rollout: {"toleratedRegressionPercent": 10}'
 variant s-dwell-half '' 'rollout: {"minDwell": "5m"}'
 variant s-dwell-twice '' 'rollout: {"minDwell": "20m"}'
-all="s-resolved-half s-resolved-twice s-requests-half s-requests-twice s-fitrows-half s-fitrows-twice s-margin-half s-margin-twice s-tolerance-half s-tolerance-twice s-dwell-half s-dwell-twice"
+all="s-resolved-half s-resolved-twice s-requests-half s-requests-twice s-fitrows-half s-fitrows-twice s-ratio-half s-ratio-twice s-margin-half s-margin-twice s-tolerance-half s-tolerance-twice s-dwell-half s-dwell-twice"
 settings="agent"
 for v in ${BENCH_VARIANTS:-$all}; do settings+=" agent.$v"; done
 BENCH_NAME=${BENCH_NAME:-sensitivity} BENCH_SETTINGS="$settings" BENCH_REPS="$reps" exec hack/bench-decisions.sh bin/shadowtune
