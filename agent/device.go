@@ -283,7 +283,7 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Ti
 		sim[o.Candidate.Name()] = time.Duration(o.Result.TotalServiceNs)
 	}
 	m.ObserveWindow(dev, metrics.WindowReport{
-		Requests: uint64(rep.Requests), RealService: time.Duration(rep.RealServiceNs),
+		Requests: uint64(rep.Requests), RealService: time.Duration(rep.RealServiceNs), PredictedService: time.Duration(rep.PredictedServiceNs),
 		Current: r.Current, Simulated: sim, SwitchCost: time.Duration(r.Decision.SwitchCostNs), End: now,
 		SimulatedRealService: time.Duration(rep.SimulatedRealNs), Screened: rep.Screened,
 	})

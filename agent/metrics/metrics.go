@@ -106,6 +106,12 @@ type WindowReport struct {
 	// RealService is the measured total service time of those requests
 	// (the sum of their issue-to-completion times).
 	RealService time.Duration
+	// PredictedService is the disk model's prediction of RealService:
+	// each request's service time predicted before the model learned it,
+	// the online prediction whose per-group error is the device status's
+	// modelErrorPercent (KDSim §6). Its total against RealService's is
+	// the model's bias over any span of windows.
+	PredictedService time.Duration
 	// Current names the setting in effect during the window, as a candidate
 	// name; it should be a key of Simulated. The model's window error
 	// compares its simulated total with RealService, and the predicted
@@ -138,6 +144,7 @@ type WindowReport struct {
 type Metrics struct {
 	realWindow     *prometheus.GaugeVec
 	realTotal      *prometheus.CounterVec
+	predTotal      *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	windowEnd      *prometheus.GaugeVec
 	simulated      *prometheus.GaugeVec
@@ -200,6 +207,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Measured total service time of the requests completed on the device in the last window.", dev),
 		realTotal: counter("real_service_seconds_total",
 			"Measured total service time of the requests completed on the device.", dev),
+		predTotal: counter("model_predicted_service_seconds_total",
+			"The disk model's prediction of real_service_seconds_total: each request predicted before it was learned.", dev),
 		requests: counter("requests_total",
 			"Requests completed on the device, as traced.", dev),
 		windowEnd: gauge("window_end_timestamp_seconds",
@@ -277,7 +286,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 // registers them all on reg.
 func (m *Metrics) register(reg prometheus.Registerer) error {
 	m.all = []prometheus.Collector{
-		m.realWindow, m.realTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
+		m.realWindow, m.realTotal, m.predTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
 		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
@@ -316,6 +325,7 @@ func (m *Metrics) ObserveWindow(dev string, w WindowReport) {
 	realSec := w.RealService.Seconds()
 	m.realWindow.WithLabelValues(dev).Set(realSec)
 	m.realTotal.WithLabelValues(dev).Add(max(realSec, 0))
+	m.predTotal.WithLabelValues(dev).Add(max(w.PredictedService.Seconds(), 0))
 	m.requests.WithLabelValues(dev).Add(float64(w.Requests))
 	end := w.End
 	if end.IsZero() {
