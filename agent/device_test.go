@@ -721,6 +721,59 @@ func TestOtherWriterYields(t *testing.T) {
 	}
 }
 
+// TestOtherWriterYieldHandsBack: under Yield, when another writer changes
+// the scheduler, the agent puts back at once what is still its own (here
+// its read_ahead_kb), leaves the writer's scheduler and drops the record,
+// so that an agent killed right after leaves neither (make test-faults,
+// the writer scenario).
+func TestOtherWriterYieldHandsBack(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+		s.Rollout.MinDwell = &metav1.Duration{}
+	})
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	before, err := e.act.Read("sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.confirmed(t, 1)
+	if st.Applied == nil {
+		t.Fatalf("no change to start from: %+v", st.Current)
+	}
+	ra := before.ReadAheadKiB * 2
+	if _, err := e.act.Apply("sda", actuate.Setting{ReadAheadKiB: ra}); err != nil {
+		t.Fatal(err)
+	}
+	cur := e.d.ctrl.current
+	cur.ReadAheadKiB = ra
+	e.d.ctrl.resync(cur)
+	other := "kyber"
+	if st.Current.Scheduler == other {
+		other = "bfq"
+	}
+	if err := e.fake.Write("sda", actuate.AttrScheduler, other); err != nil {
+		t.Fatal(err)
+	}
+	st = e.window(t, 1)
+	if ow := st.OtherWriter; ow == nil || !ow.Yielded {
+		t.Fatalf("otherWriter %+v, want a yield", ow)
+	}
+	now, err := e.act.Read("sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Scheduler != other || now.ReadAheadKiB != before.ReadAheadKiB {
+		t.Errorf("after the yield: scheduler %s, read_ahead_kb %d; want the writer's %s and the original %d",
+			now.Scheduler, now.ReadAheadKiB, other, before.ReadAheadKiB)
+	}
+	if _, ok := e.act.Original("sda"); ok {
+		t.Error("the record is kept after the yield")
+	}
+	if e.d.ctrl.current.ReadAheadKiB != before.ReadAheadKiB {
+		t.Errorf("the controller goes on from read_ahead_kb %d, want the restored %d", e.d.ctrl.current.ReadAheadKiB, before.ReadAheadKiB)
+	}
+}
+
 // TestSecondAgentRefused: a second agent with another state directory
 // that selects a device the first one governs is refused, with an error
 // naming the first one's state directory and pid (issue 16, finding 1).

@@ -5,11 +5,14 @@ package agent
 // every window the device's setting in sysfs is compared with the one the
 // controller knows: the last the agent wrote, or found. A difference is
 // another writer's change. The controller goes on from the new setting;
-// under spec.otherWriters Yield (the default) the agent stops changing the
-// device and, at exit, leaves the other writer's value in place instead
-// of restoring its recorded original; under Reclaim it keeps governing.
+// under spec.otherWriters Yield (the default) the agent hands the device
+// back at once: it puts back what is still its own (a knob the other
+// writer did not touch, actuate's per-knob revert), leaves the other
+// writer's values in place, drops the record and changes the device no
+// more; under Reclaim it keeps governing.
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -35,16 +38,21 @@ func (d *device) watchWriters(now time.Time, e *windowEnv) {
 	if change == "" {
 		return
 	}
-	d.ctrl.resync(Setting{Candidate: engine.Candidate{Scheduler: s.Scheduler}, ReadAheadKiB: s.ReadAheadKiB})
 	if d.policy.Spec.OtherWriters != v1alpha1.OtherWritersReclaim {
 		d.yielded = true
-		// Drop the record now, not only at exit: an agent killed after
-		// this point must not leave a record that `run --revert` would
-		// put back over the other writer's value (make test-faults).
-		if err := e.act.ForceForget(d.sys.Name); err != nil {
-			e.log.Error(err, "forget the record of a device left to another writer (retried at exit)", "device", d.sys.Name)
+		// Hand the device back now, not only at exit: an agent killed
+		// after this point must leave neither its own values on the knobs
+		// the other writer did not touch, nor a record that `run
+		// --revert` would put back over the other writer's (make
+		// test-faults).
+		if err := e.act.Revert(d.sys.Name); err != nil && !errors.Is(err, actuate.ErrOtherWriter) {
+			e.log.Error(err, "put back the agent's own values on a device left to another writer (retried at exit)", "device", d.sys.Name)
+		}
+		if after, err := e.act.Read(d.sys.Name); err == nil {
+			s = after
 		}
 	}
+	d.ctrl.resync(Setting{Candidate: engine.Candidate{Scheduler: s.Scheduler}, ReadAheadKiB: s.ReadAheadKiB})
 	writer := ""
 	if e.writers != nil {
 		writer = e.writers.Writer(d.sys.Name, now)
@@ -101,9 +109,11 @@ func (w probeWriters) Writer(device string, _ time.Time) string {
 	return ""
 }
 
-// leaveToOtherWriters drops the records of the devices the agent yielded
-// to another writer, so that neither this exit nor a later revert puts
-// back an original over the other writer's value; it returns them.
+// leaveToOtherWriters hands back the devices the agent yielded to another
+// writer whose records are still there (the revert at the yield failed):
+// it puts back what is still the agent's own and leaves the other
+// writer's values, so that neither this exit nor a later revert puts back
+// an original over them; it returns those devices.
 func (a *Agent) leaveToOtherWriters() []string {
 	var left []string
 	for _, d := range a.devs {
@@ -113,14 +123,14 @@ func (a *Agent) leaveToOtherWriters() []string {
 		if _, ok := a.act.Original(d.sys.Name); !ok {
 			continue
 		}
-		if err := a.act.ForceForget(d.sys.Name); err != nil {
-			a.opt.Log.Error(err, "forget the record of a device left to another writer", "device", d.sys.Name)
+		if err := a.act.Revert(d.sys.Name); err != nil && !errors.Is(err, actuate.ErrOtherWriter) {
+			a.opt.Log.Error(err, "put back the agent's own values on a device left to another writer", "device", d.sys.Name)
 			continue
 		}
 		left = append(left, d.sys.Name)
 	}
 	if len(left) > 0 {
-		a.opt.Log.Info("OtherWriter: left as another writer set them, originals not restored", "devices", left)
+		a.opt.Log.Info("OtherWriter: handed back, the other writer's values left in place", "devices", left)
 	}
 	return left
 }

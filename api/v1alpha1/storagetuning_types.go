@@ -127,9 +127,10 @@ type StorageTuningSpec struct {
 
 	// otherWriters says what the agent does when something else (a udev
 	// rule, TuneD, a cloud guest agent, an administrator) changes a
-	// setting it governs: Yield (the default) stops changing the device
-	// and, at exit, leaves the other writer's value in place; Reclaim
-	// keeps governing it and restores the original at exit as usual.
+	// setting it governs: Yield (the default) hands the device back at
+	// once (what is still the agent's own is restored, the other writer's
+	// values stay) and stops changing it; Reclaim keeps governing it and
+	// restores the original at exit as usual.
 	// +kubebuilder:validation:Enum=Yield;Reclaim
 	// +kubebuilder:default=Yield
 	// +optional
