@@ -207,9 +207,9 @@ fi
 change="read_ahead_kb $ra_before -> $ra_after"
 # The decision that set it (-v 1): its reason and the waste it measured.
 why=$(grep '"msg"="read-ahead"' "$work/agent.log" | grep -v "\"current\"=$ra_after " | grep "\"decision\"=$ra_after " | head -n 1 |
-	sed -n 's/.*"reason"="\([A-Za-z]*\)".*"mix"="random [^ ]* used \([0-9]*\) wasted \([0-9]*\); sequential [^ ]* used \([0-9]*\) wasted \([0-9]*\)".*/\1 \2 \3 \4 \5/p')
-read -r reason used wasted sused swasted <<<"${why:-? 0 0 0 0}"
-waste=$(awk -v u=$((used + sused)) -v w=$((wasted + swasted)) 'BEGIN { if (u + w > 0) printf "%.1f", 100 * w / (u + w); else printf "?" }')
+	sed -n 's/.*"reason"="\([A-Za-z]*\)".*"mix"="random [^ ]* used \([0-9]*\) wasted \([0-9]*\); sequential [^ ]* used \([0-9]*\) wasted \([0-9]*\); short [^ ]* used \([0-9]*\) wasted \([0-9]*\)".*/\1 \2 \3 \4 \5 \6 \7/p')
+read -r reason used wasted sused swasted hused hwasted <<<"${why:-? 0 0 0 0 0 0}"
+waste=$(awk -v u=$((used + sused + hused)) -v w=$((wasted + swasted + hwasted)) 'BEGIN { if (u + w > 0) printf "%.1f", 100 * w / (u + w); else printf "?" }')
 steps=$(sed -n 's/.*"msg"="applied".*"change"="read_ahead_kb [0-9]* -> \([0-9]*\)".*/\1/p' "$work/agent.log" | paste -sd ' ' | sed 's/ / -> /g')
 echo "== the agent: read_ahead_kb $ra_before -> $steps ($reason: $waste % of the read-ahead pages it followed were evicted unused)"
 
