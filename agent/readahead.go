@@ -137,14 +137,14 @@ func (d *device) logReadAhead(log logr.Logger) {
 	if !d.ctrl.policy.ReadAhead || !log.V(1).Enabled() {
 		return
 	}
-	mix := d.ctrl.road.Evidence()
+	mix, lat := d.ctrl.road.Evidence(), d.ctrl.road.Latencies()
 	costs := make([]string, 0, len(st.Decision.Costs))
 	for _, c := range st.Decision.Costs {
 		costs = append(costs, fmt.Sprintf("%d:%.3gms", c.KiB, c.Ns/1e6))
 	}
 	log.V(1).Info("read-ahead", "disk", d.sys.Name, "current", d.ctrl.current.ReadAheadKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
-		"device", st.Device.String())
+		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)))
 }
 
 // classText is the evidence's classes in a log line.

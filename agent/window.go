@@ -45,15 +45,24 @@ type window struct {
 	readSectors, aheadSectors uint64
 	aheadNs                   int64
 	// ahead are the read-ahead requests' service times by size, near or
-	// far from the read before each (lastEnd, its end sector).
-	ahead   readahead.Latencies
-	lastEnd uint64
+	// far from the read before each (lastEnd, its end sector), and
+	// dispatched alone or not: at or after busyUntil, the latest
+	// completion (ns) of the requests that arrived before it. A request
+	// dispatched while one that arrived after it was in flight, or while
+	// an untraced one was (sampling), counts as alone.
+	ahead     readahead.Latencies
+	lastEnd   uint64
+	busyUntil int64
 }
 
 // count adds chunk's reads to the window's read totals.
 func (w *window) count(chunk []trace.Request) {
 	for i := range chunk {
 		q := &chunk[i]
+		alone := q.Dispatch != trace.Unknown && q.Dispatch >= w.busyUntil
+		if q.Complete != trace.Unknown {
+			w.busyUntil = max(w.busyUntil, q.Complete)
+		}
 		if q.Op != trace.Read {
 			continue
 		}
@@ -66,7 +75,7 @@ func (w *window) count(chunk []trace.Request) {
 		w.aheadSectors += uint64(q.Sectors)
 		if q.HasService() {
 			w.aheadNs += q.ServiceTime()
-			w.ahead.Add(q.Sectors, far, q.ServiceTime())
+			w.ahead.Add(q.Sectors, far, alone, q.ServiceTime())
 		}
 	}
 }
@@ -109,5 +118,5 @@ func (w *window) simulated() []trace.Request {
 
 // reset empties the window for the next one; the buffer is kept.
 func (w *window) reset() {
-	*w = window{keep: w.keep[:0], lastEnd: w.lastEnd}
+	*w = window{keep: w.keep[:0], lastEnd: w.lastEnd, busyUntil: w.busyUntil}
 }

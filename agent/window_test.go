@@ -155,3 +155,24 @@ func TestPendingIsBounded(t *testing.T) {
 		t.Error("the next window starts with unlearned requests")
 	}
 }
+
+// A read-ahead request counts as alone when it is dispatched once every
+// request that arrived before it has completed, across chunks and
+// windows; writes occupy the device too.
+func TestWindowAloneRequests(t *testing.T) {
+	var w window
+	ra := func(d, c int64, op trace.Op) trace.Request {
+		return trace.Request{Arrival: d, Dispatch: d, Complete: c, Sector: uint64(d), Sectors: 8, Op: op, Flags: trace.ReadAhead}
+	}
+	w.count([]trace.Request{ra(0, 100, trace.Read), ra(50, 200, trace.Read)})     // alone; behind the first
+	w.count([]trace.Request{ra(150, 180, trace.Read)})                            // behind the second
+	w.count([]trace.Request{ra(200, 900, trace.Write), ra(250, 300, trace.Read)}) // behind a write
+	if a, b := w.ahead.Requests(true), w.ahead.Requests(false); a != 1 || b != 3 {
+		t.Errorf("first window: %v alone and %v behind others, want 1 and 3", a, b)
+	}
+	w.reset()
+	w.count([]trace.Request{ra(850, 950, trace.Read), ra(1000, 1100, trace.Read)}) // behind the write; alone
+	if a, b := w.ahead.Requests(true), w.ahead.Requests(false); a != 1 || b != 1 {
+		t.Errorf("second window: %v alone and %v behind others, want 1 and 1", a, b)
+	}
+}

@@ -22,22 +22,37 @@ type Device interface {
 
 // Latencies are the service times (dispatch to completion) of a device's
 // read-ahead requests (REQ_RAHEAD), summed by request size (the disk
-// model's rows, model.RowOf) and by whether each followed the previous
-// request (near) or not (far): what readers waited for their windows.
-// Every field is a sum, so that they decay with the evidence (Road).
+// model's rows, model.RowOf), by whether each followed the previous
+// request (near) or not (far), and by whether it was dispatched to an
+// idle device (alone: no earlier request still in flight) or behind
+// others: what readers waited for their windows. Every field is a sum, so
+// that they decay with the evidence (Road).
 type Latencies struct {
-	n, ns [2][model.NumRows]float64
+	n, ns [2][2][model.NumRows]float64 // [alone][far][row]
 }
 
-// Add counts one request of sectors served in ns, far or near.
-func (l *Latencies) Add(sectors uint32, far bool, ns int64) {
-	i, r := farIndex(far), model.RowOf(sectors)
-	l.n[i][r]++
-	l.ns[i][r] += float64(ns)
+// Add counts one request of sectors served in ns, far or near, alone or
+// behind others in flight.
+func (l *Latencies) Add(sectors uint32, far, alone bool, ns int64) {
+	a, i, r := index(alone), index(far), model.RowOf(sectors)
+	l.n[a][i][r]++
+	l.ns[a][i][r] += float64(ns)
 }
 
-func farIndex(far bool) int {
-	if far {
+// Requests is the number of requests counted, dispatched alone or behind
+// others (decayed, in a Road's history).
+func (l Latencies) Requests(alone bool) float64 {
+	var n float64
+	for _, side := range l.n[index(alone)] {
+		for _, x := range side {
+			n += x
+		}
+	}
+	return n
+}
+
+func index(b bool) int {
+	if b {
 		return 1
 	}
 	return 0
@@ -45,10 +60,12 @@ func farIndex(far bool) int {
 
 // plus is l + f·o.
 func (l Latencies) plus(o Latencies, f float64) Latencies {
-	for i := range l.n {
-		for r := range l.n[i] {
-			l.n[i][r] += f * o.n[i][r]
-			l.ns[i][r] += f * o.ns[i][r]
+	for a := range l.n {
+		for i := range l.n[a] {
+			for r := range l.n[a][i] {
+				l.n[a][i][r] += f * o.n[a][i][r]
+				l.ns[a][i][r] += f * o.ns[a][i][r]
+			}
 		}
 	}
 	return l
@@ -78,12 +95,17 @@ type LineDevice struct {
 // requests or more: up to 128 KiB (the papers' rows) where two sizes or
 // more qualify there, else all sizes (a larger request is split and
 // served beside others in flight, and its time measures that sharing as
-// much as its size). On a rotational device (m's class HDD) the near and
-// far lines are fitted apart (a seek); elsewhere both together. A line
-// with fewer than two sizes to fit is the class's prior (model.Prior).
-// m gives the class, the capacity and a throttled device's caps; caps
-// are the readers' own (blk-throttle's, agent/blkcaps), the tighter of
-// each applying.
+// much as its size). The requests dispatched to an idle device are fitted
+// first: their times are the device's own, while a request dispatched
+// behind others also measures the others (a loop device's worker, a
+// disk's queue, the pieces of one split window), which moves with the
+// load and not with the depth. Only where too few sizes were read alone
+// are all requests fitted. On a rotational device (m's class HDD) the
+// near and far lines are fitted apart (a seek); elsewhere both together.
+// A line with fewer than two sizes to fit is the class's prior
+// (model.Prior). m gives the class, the capacity and a throttled device's
+// caps; caps are the readers' own (blk-throttle's, agent/blkcaps), the
+// tighter of each applying.
 func NewLineDevice(lat Latencies, m *model.Model, caps model.Throttle) LineDevice {
 	d := LineDevice{throttle: tighterCaps(m.Throttle(), caps)}
 	if m.Class() == model.HDD {
@@ -107,26 +129,31 @@ func tighterCaps(a, b model.Throttle) model.Throttle {
 	return model.Throttle{IOPS: pick(a.IOPS, b.IOPS), BytesPerSec: pick(a.BytesPerSec, b.BytesPerSec)}
 }
 
-// fitLine fits the line to the latencies of sides (0 near, 1 far), or
-// returns the prior's.
+// fitLine fits the line to the latencies of sides (0 near, 1 far): the
+// requests read alone, else all of them; or returns the prior's.
 func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
-	for _, rows := range []int{th.fitRows, model.NumRows} {
-		if l, ok := fitRows(lat, sides, rows); ok {
-			return l
+	for _, alone := range [][]int{{1}, {0, 1}} {
+		for _, rows := range []int{th.fitRows, model.NumRows} {
+			if l, ok := fitRows(lat, alone, sides, rows); ok {
+				return l
+			}
 		}
 	}
 	return priorLine(m, far)
 }
 
-// fitRows fits the line to the sizes of the first rows rows; false when
+// fitRows fits the line to the sizes of the first rows rows of the
+// requests of alone (0 behind others, 1 alone) and sides; false when
 // fewer than two sizes qualify or the line does not rise with the size.
-func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
+func fitRows(lat Latencies, alone, sides []int, rows int) (line, bool) {
 	var sw, sx, sy, sxx, sxy float64
 	fitted := 0
 	for row := range rows {
 		var n, ns float64
-		for _, i := range sides {
-			n, ns = n+lat.n[i][row], ns+lat.ns[i][row]
+		for _, a := range alone {
+			for _, i := range sides {
+				n, ns = n+lat.n[a][i][row], ns+lat.ns[a][i][row]
+			}
 		}
 		if n < th.requests {
 			continue

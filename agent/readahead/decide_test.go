@@ -219,11 +219,11 @@ func TestFromPageCache(t *testing.T) {
 func TestLineDeviceFit(t *testing.T) {
 	var lat Latencies
 	for range 64 {
-		lat.Add(32, false, 70_000)      // 16 KiB: 70 µs
-		lat.Add(128, true, 110_000)     // 64 KiB: 110 µs
-		lat.Add(2560, false, 2_300_000) // 1280 KiB, two at once: 2.3 ms each
+		lat.Add(32, false, true, 70_000)      // 16 KiB: 70 µs
+		lat.Add(128, true, true, 110_000)     // 64 KiB: 110 µs
+		lat.Add(2560, false, true, 2_300_000) // 1280 KiB, two at once: 2.3 ms each
 	}
-	lat.Add(8, false, 1_000) // a few incidental requests
+	lat.Add(8, false, true, 1_000) // a few incidental requests
 	m := model.Default(model.SSD, 1<<30)
 	d := NewLineDevice(lat, m, model.Throttle{})
 	// The line through (32 sectors, 70 µs) and (128, 110 µs): 56.7 µs +
@@ -239,7 +239,7 @@ func TestLineDeviceFit(t *testing.T) {
 	}
 	var one Latencies
 	for range 64 {
-		one.Add(8, false, 50_000)
+		one.Add(8, false, true, 50_000)
 	}
 	if got, prior := NewLineDevice(one, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
 		t.Errorf("one size: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
@@ -254,5 +254,39 @@ func TestLineDeviceFit(t *testing.T) {
 	hdd := NewLineDevice(one, model.Default(model.HDD, 1<<30), model.Throttle{})
 	if hdd.ReadNs(8, true) <= hdd.ReadNs(8, false) {
 		t.Errorf("a rotational device's random read costs no more than its sequential one: %s", hdd)
+	}
+}
+
+// TestLineDeviceQueued: requests dispatched behind others in flight (the
+// pieces of split windows queued in a loop device's worker) measure the
+// queue, not the device; once two sizes were read alone, the line is
+// theirs, however many queued requests there are and however long they
+// waited. With no size read alone often enough, every request is fitted.
+func TestLineDeviceQueued(t *testing.T) {
+	m := model.Default(model.SSD, 1<<30)
+	var lat Latencies
+	for range 64 {
+		lat.Add(8, true, true, 85_000)    // 4 KiB alone: 85 µs
+		lat.Add(256, true, true, 234_000) // 128 KiB alone: 234 µs
+	}
+	alone := NewLineDevice(lat, m, model.Throttle{})
+	for _, queued := range []int{0, 64, 10_000} {
+		l := lat
+		for range queued {
+			l.Add(256, true, false, 1_900_000) // 128 KiB behind seven others: 1.9 ms
+			l.Add(8, true, false, 300_000)
+		}
+		d := NewLineDevice(l, m, model.Throttle{})
+		if d.String() != alone.String() {
+			t.Errorf("%d queued requests moved the line: %s, want %s", queued, d, alone)
+		}
+	}
+	var busy Latencies
+	for range 64 {
+		busy.Add(8, true, false, 300_000)
+		busy.Add(256, true, false, 1_900_000)
+	}
+	if got := NewLineDevice(busy, m, model.Throttle{}).ReadNs(256, true); math.Abs(got-1_900_000) > 1 {
+		t.Errorf("no request alone: 128 KiB costs %.0f ns, want the 1.9 ms measured behind others", got)
 	}
 }

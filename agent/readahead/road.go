@@ -122,6 +122,10 @@ type pending struct {
 // window (their read-ahead requests' latencies decay alike).
 func (r *Road) Evidence() Evidence { return r.mix }
 
+// Latencies are the decayed read-ahead latencies of the recent windows,
+// which the device's lines are fitted to (NewLineDevice).
+func (r *Road) Latencies() Latencies { return r.lat }
+
 // Window takes a window's measurements and returns the step: the
 // verification of the last change first (a regression reverts it), then
 // the decision over the window's evidence and the recent windows'.
