@@ -139,6 +139,11 @@ bench-decisions: build ## Decision quality (root): the agent as shipped vs every
 	@mkdir -p $(BIN)
 	hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-decisions.txt
 
+.PHONY: bench-counterfactual
+bench-counterfactual: build ## Counterfactual accuracy (root): each scheduler's measured time against what the agent in Observe mode predicted for it, per workload, on the uncapped loop device (hack/bench-plans/counterfactual.json; BENCH_REPS); record, table and SVG in docs/runs/.
+	@mkdir -p $(BIN)
+	BENCH_PLAN=hack/bench-plans/counterfactual.json hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-counterfactual.txt
+
 .PHONY: generate
 generate: ## Regenerate deepcopy code from api/ (controller-gen).
 	$(CONTROLLER_GEN) object paths=./api/...

@@ -455,3 +455,33 @@ func TestCandidatesAlikeSimulatedLess(t *testing.T) {
 		t.Errorf("candidates told apart: still narrowed (run %d)", a.run)
 	}
 }
+
+// TestPredictedForTheCounterfactual: the counters' measure of each
+// candidate is its simulated measure with its learned correction; in a
+// window that simulated the current setting alone, every other candidate
+// of the policy counts as the current setting's measure, with its own
+// correction.
+func TestPredictedForTheCounterfactual(t *testing.T) {
+	c := newTestController(t, false)
+	c.corrections = map[string]float64{"kyber": 1.5}
+	full := engine.Report{Current: "none", Outcomes: []engine.Outcome{
+		{Candidate: engine.Candidate{Scheduler: "none"}, Result: sim.Result{WaitNs: 100, TotalServiceNs: 100}},
+		{Candidate: engine.Candidate{Scheduler: "kyber"}, Result: sim.Result{WaitNs: 200, TotalServiceNs: 200}}}}
+	c.policy.Engine.Rank = engine.RankWait
+	got := c.predicted(full)
+	if got["none"] != 100 || got["kyber"] != 300 {
+		t.Errorf("full window: %v, want none 100 and kyber 200 × 1.5", got)
+	}
+	if _, ok := got["mq-deadline"]; ok {
+		t.Errorf("full window: a candidate not simulated was predicted: %v", got)
+	}
+	c.narrow = true
+	alone := engine.Report{Current: "none", Outcomes: full.Outcomes[:1]}
+	got = c.predicted(alone)
+	if len(got) != len(c.policy.Candidates) {
+		t.Fatalf("narrowed window: %v, want every one of the policy's %d candidates", got, len(c.policy.Candidates))
+	}
+	if got["kyber"] != 150 || got["none"] != 100 {
+		t.Errorf("narrowed window: %v, want kyber as none's 100 × its 1.5, none 100", got)
+	}
+}

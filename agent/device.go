@@ -270,19 +270,19 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 			d.ctrl.lastChange.Add(in.Gate.MinDwell).UTC().Format(time.RFC3339)
 	}
 	if m != nil {
-		observeWindow(m, d.sys.Name, rep, in.Now)
+		observeWindow(m, d.sys.Name, rep, d.ctrl.predicted(*rep.Report), in.Now)
 		d.observeEvidence(m)
 	}
 }
 
 // observeWindow exports a simulated window's figures.
-func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, now time.Time) {
+func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, pred map[string]time.Duration, now time.Time) {
 	r := rep.Report
 	sim := map[string]time.Duration{}
 	for _, o := range r.Outcomes {
 		sim[o.Candidate.Name()] = time.Duration(o.Result.TotalServiceNs)
 	}
-	m.ObserveWindow(dev, metrics.WindowReport{
+	m.ObserveWindow(dev, metrics.WindowReport{Predicted: pred,
 		Requests: uint64(rep.Requests), RealService: time.Duration(rep.RealServiceNs), PredictedService: time.Duration(rep.PredictedServiceNs),
 		Current: r.Current, Simulated: sim, SwitchCost: time.Duration(r.Decision.SwitchCostNs), End: now,
 		SimulatedRealService: time.Duration(rep.SimulatedRealNs), Screened: rep.Screened,

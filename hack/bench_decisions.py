@@ -170,6 +170,10 @@ def tool(cmd, args):
         md = p[:-5] + ".md"
         if not os.path.exists(md) or open(md).read() != rep.render_run(r, os.path.basename(p)) + "\n":
             stale.append(os.path.relpath(md, REPO))
+        plot = rep.counterfactual.svg(r)
+        svg = os.path.join(os.path.dirname(p), rep.svg_name(os.path.basename(p)))
+        if plot and (not os.path.exists(svg) or open(svg).read() != plot):
+            stale.append(os.path.relpath(svg, REPO))
     if stale:
         print("bench-decisions: not what the generator makes from docs/runs/*.json: " + ", ".join(stale) +
               " (run: python3 hack/bench_decisions.py readme; ... index; ... report RUN.json)", file=sys.stderr)

@@ -133,6 +133,13 @@ type WindowReport struct {
 	// Screened: the window was evaluated by a screening pass over its
 	// newest requests only, which found the setting settled.
 	Screened bool
+	// Predicted maps each simulated candidate to the measure the decision
+	// compares for it over the window (the simulated measure of the
+	// policy's rank, times its scheduler's dispatch factor and its learned
+	// correction). Over any span of windows the ratio of two candidates'
+	// sums is the predicted ratio of their times for that span's work, the
+	// counterfactual that a measured run of each setting checks.
+	Predicted map[string]time.Duration
 	// SwitchCost is the estimated cost of switching away from Current,
 	// T_change = pending requests × mean service time (DESIGN §6).
 	SwitchCost time.Duration
@@ -145,6 +152,7 @@ type Metrics struct {
 	realWindow     *prometheus.GaugeVec
 	realTotal      *prometheus.CounterVec
 	predTotal      *prometheus.CounterVec
+	predicted      *prometheus.CounterVec
 	requests       *prometheus.CounterVec
 	windowEnd      *prometheus.GaugeVec
 	simulated      *prometheus.GaugeVec
@@ -213,6 +221,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Requests completed on the device, as traced.", dev),
 		windowEnd: gauge("window_end_timestamp_seconds",
 			"Unix time at which the last observed window of the device closed.", dev),
+		predicted: counter("predicted_seconds_total",
+			"The measure the decision compares for a candidate (its simulated time under the policy's rank, with its scheduler's dispatch cost and learned correction), summed over the evaluated windows: the ratio of two candidates' increases over a span is their predicted time ratio for that span's work.", devCand),
 		simulated: gauge("window_simulated_service_seconds",
 			"Simulated total service time of the last window under a candidate setting (the current setting included).", devCand),
 		modelError: gauge("model_window_error_ratio",
@@ -286,7 +296,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 // registers them all on reg.
 func (m *Metrics) register(reg prometheus.Registerer) error {
 	m.all = []prometheus.Collector{
-		m.realWindow, m.realTotal, m.predTotal, m.requests, m.windowEnd, m.simulated, m.modelError, m.gain,
+		m.realWindow, m.realTotal, m.predTotal, m.requests, m.windowEnd, m.predicted, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
 		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
@@ -344,6 +354,9 @@ func (m *Metrics) ObserveWindow(dev string, w WindowReport) {
 		}
 	}
 	st.candidates = seen
+	for name, t := range w.Predicted {
+		m.predicted.WithLabelValues(dev, labelValue(name)).Add(max(t.Seconds(), 0))
+	}
 
 	if w.Screened {
 		m.screened.WithLabelValues(dev).Inc()

@@ -39,6 +39,10 @@ func exercise(m *Metrics, dev string) {
 			"bfq":                       2 * time.Second,
 			"mq-deadline(fifo_batch=8)": 2250 * time.Millisecond,
 		},
+		Predicted: map[string]time.Duration{
+			"mq-deadline": 3 * time.Second,
+			"bfq":         2 * time.Second,
+		},
 		SwitchCost: 250 * time.Millisecond,
 		Screened:   true,
 	})
@@ -91,6 +95,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_requests_total":                        {dto.MetricType_COUNTER, []string{"device"}},
 		"shadowtune_agent_window_end_timestamp_seconds":          {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_window_simulated_service_seconds":      {dto.MetricType_GAUGE, []string{"candidate", "device"}},
+		"shadowtune_agent_predicted_seconds_total":               {dto.MetricType_COUNTER, []string{"candidate", "device"}},
 		"shadowtune_agent_model_window_error_ratio":              {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_predicted_gain_ratio":                  {dto.MetricType_GAUGE, []string{"candidate", "device"}},
 		"shadowtune_agent_device_setting_info":                   {dto.MetricType_GAUGE, []string{"device", "read_ahead_kib", "scheduler", "tunables"}},
@@ -208,7 +213,8 @@ shadowtune_agent_window_simulated_service_seconds{candidate="mq-deadline(fifo_ba
 			"mq-deadline":               800 * time.Millisecond,
 			"mq-deadline(fifo_batch=8)": 400 * time.Millisecond,
 		},
-		End: end,
+		Predicted: map[string]time.Duration{"mq-deadline": time.Second},
+		End:       end,
 	})
 	if n := testutil.CollectAndCount(m.simulated); n != 2 {
 		t.Errorf("%d simulated series after the candidate set shrank, want 2", n)
@@ -227,6 +233,8 @@ shadowtune_agent_window_simulated_service_seconds{candidate="mq-deadline(fifo_ba
 		{"real total", m.realTotal.WithLabelValues("sda"), 3},
 		{"predicted total", m.predTotal.WithLabelValues("sda"), 3.1},
 		{"real window", m.realWindow.WithLabelValues("sda"), 1},
+		{"predicted mq-deadline", m.predicted.WithLabelValues("sda", "mq-deadline"), 4},
+		{"predicted bfq, not simulated since", m.predicted.WithLabelValues("sda", "bfq"), 2},
 		{"window end", m.windowEnd.WithLabelValues("sda"), 1700000010},
 	}
 	for _, c := range checks {

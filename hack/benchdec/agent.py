@@ -27,12 +27,13 @@ from .host import BenchError, free_port, in_pod, log
 GRACE_S = 60
 
 
-def policy_yaml(device, extra):
-    """The StorageTuning policy: spec.mode Apply and the one device; the
-    CRD's defaults for everything else. extra (a non-default run only) adds
-    keys to spec, each written as JSON (which YAML reads)."""
+def policy_yaml(device, extra, mode="Apply"):
+    """The StorageTuning policy: spec.mode (Apply; Observe for the
+    counterfactual's predictions) and the one device; the CRD's defaults
+    for everything else. extra (a non-default run only) adds keys to spec,
+    each written as JSON (which YAML reads)."""
     lines = ["apiVersion: storage.shadowtune.io/v1alpha1", "kind: StorageTuning", "metadata:",
-             "  name: bench-decisions", "spec:", "  mode: Apply", "  devices:",
+             "  name: bench-decisions", "spec:", f"  mode: {mode}", "  devices:",
              f"    include: [{json.dumps(device)}]"]
     for k, v in sorted((extra or {}).items()):
         lines.append(f"  {k}: {json.dumps(v, sort_keys=True)}")
@@ -77,6 +78,26 @@ class DevicePoller(threading.Thread):
 KV_RE = re.compile(r'"([A-Za-z]+)"=("(?:[^"\\]|\\.)*"|\[[^\]]*\]|[^ ]+)')
 
 
+METRIC_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? ([^ ]+)$')
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """Prometheus' text format as {(name, sorted label pairs): value};
+    comments and lines in another form are left out."""
+    out = {}
+    for line in text.splitlines():
+        mt = METRIC_RE.match(line)
+        if not mt:
+            continue
+        labels = tuple(sorted(LABEL_RE.findall(mt.group(2) or "")))
+        try:
+            out[(mt.group(1), labels)] = float(mt.group(3))
+        except ValueError:
+            pass
+    return out
+
+
 def parse_log_line(line):
     """The key/values of one of the agent's log lines (logr funcr's
     "key"="value" form); {} for a line in another form."""
@@ -94,18 +115,22 @@ def parse_log_line(line):
 class Agent:
     """The agent (setting "agent"), or a variant of it (setting agent.V: the
     binary BINARY.V beside it, e.g. a wrapper from hack/bench-variants; a
-    non-default agent, so its run is never a headline)."""
+    non-default agent, so its run is never a headline), or the agent in
+    Observe mode (setting "observe": the device stays at its defaults, and
+    the agent's predictions for every candidate are read from its metrics
+    around each workload, for the counterfactual)."""
 
     def __init__(self, binary, dev, pods, tmp, plan, setting="agent"):
         self.bin, self.dev, self.pods, self.tmp, self.plan = binary, dev, pods, tmp, plan
         self.setting = setting
-        if setting != "agent":
+        if setting.startswith("agent."):
             self.bin = binary + setting[len("agent"):]
         self.files = pods.pod(setting, plan["agent_memory"], agent=True)
         self.proc = None
-        self.policy = os.path.join(tmp, "policy.yaml")
+        observe = setting == "observe"
+        self.policy = os.path.join(tmp, "policy-observe.yaml" if observe else "policy.yaml")
         with open(self.policy, "w") as f:
-            f.write(policy_yaml(dev.name, plan["agent"].get("policy_extra")))
+            f.write(policy_yaml(dev.name, plan["agent"].get("policy_extra"), "Observe" if observe else "Apply"))
         self.kept_state = os.path.join(tmp, "agent-state")
 
     def argv(self, state, record=False):
@@ -156,6 +181,33 @@ class Agent:
                 return
             time.sleep(0.1)
         raise BenchError("the agent was not ready (/readyz) within 60 s")
+
+    def scrape(self):
+        """The agent's /metrics as {(name, ((label, value), ...)): value}."""
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with direct.open(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+            return parse_metrics(r.read().decode())
+
+    def after_window(self, timeout=20):
+        """The agent's metrics once a window of the device has closed after
+        the call, evaluated or skipped: every request issued before the
+        call is then in them. The window's figures are exported right after
+        its evaluation is counted, so they are read half a second later."""
+        dev = (("device", self.dev.name),)
+
+        def windows(m):
+            n = m.get(("shadowtune_agent_evaluation_duration_seconds_count", dev), 0)
+            return n + sum(v for (name, lab), v in m.items()
+                           if name == "shadowtune_agent_windows_skipped_total" and ("device", self.dev.name) in lab)
+
+        first = windows(self.scrape())
+        end = time.monotonic() + timeout
+        while windows(self.scrape()) <= first:
+            if time.monotonic() > end:
+                raise BenchError(f"no window of {self.dev.name} closed within {timeout} s")
+            time.sleep(0.2)
+        time.sleep(0.5)
+        return self.scrape()
 
     def pid(self):
         """The agent's own host PID: the child of unshare (or the process

@@ -23,7 +23,7 @@ APP_WORKLOADS = ["rocksdb-pread", "rocksdb-mmap", "rocksdb-scan", "rocksdb-rww",
                  "pg-select", "pg-tpcb-scan", "search", "backup-oltp"]
 DIAGNOSTIC_WORKLOADS = ["TAC-1", "512k-SR-1", "8k-SR-1", "LKR-1", "IOR-R-1",
                         "TAC-4", "512k-SR-4", "8k-SR-4", "LKR-4", "IOR-R-4",
-                        "AIP-1", "AIP-4", "MEM", "MEMMAP", "RR-4k-QD32"]
+                        "AIP-1", "AIP-4", "MEM", "MEMMAP", "RR-4k-QD32", "RR-4k-QD1", "RW-70-QD16"]
 WORKLOADS = APP_WORKLOADS + DIAGNOSTIC_WORKLOADS
 
 KEYS = {"name", "comment", "quick", "workloads", "settings", "repetitions", "order", "pod_memory",
@@ -43,7 +43,7 @@ SIZE_KEYS = {
 DIAG_DEFAULTS = {"diag_big_mib": 128, "diag_tree_files": 2000, "diag_mm_mib": 2048,
                  "diag_mem_reads": 2000, "diag_mem_phases": 3, "diag_rr_mib": 128}
 SEARCH_TREES = {"goroot", "goroot/src", "repo"}
-SETTING_RE = re.compile(r"^(default|agent|agent\.[a-z0-9][a-z0-9-]{0,20}|(default-scheduler|[a-z][a-z0-9-]*)/(default|[1-9][0-9]{0,5}))$")
+SETTING_RE = re.compile(r"^(default|agent|observe|agent\.[a-z0-9][a-z0-9-]{0,20}|(default-scheduler|[a-z][a-z0-9-]*)/(default|[1-9][0-9]{0,5}))$")
 MEM_RE = re.compile(r"^[1-9][0-9]*[KMG]$")
 
 
@@ -160,13 +160,14 @@ def validate(plan):
     if len(set(ws)) != len(ws):
         raise PlanError("plan: workloads: a workload is listed twice")
     st = plan.get("settings")
-    if st != "auto":
+    if st not in ("auto", "auto-observe"):
         if not isinstance(st, list) or not st:
-            raise PlanError("plan: settings: want \"auto\" or a non-empty list such as [\"none/2560\", \"agent\"]")
+            raise PlanError("plan: settings: want \"auto\", \"auto-observe\" or a non-empty list such as "
+                            "[\"none/2560\", \"agent\"]")
         for s in st:
             if not isinstance(s, str) or not SETTING_RE.match(s):
                 raise PlanError(f"plan: unknown setting {s!r} (want SCHEDULER/READ_AHEAD_KB, "
-                                "SCHEDULER/default, default-scheduler/KB, default, agent or agent.VARIANT)")
+                                "SCHEDULER/default, default-scheduler/KB, default, agent, agent.VARIANT or observe)")
     reps = plan.get("repetitions")
     if not isinstance(reps, int) or isinstance(reps, bool) or reps < 1:
         raise PlanError(f"plan: repetitions: want a whole number from 1, got {reps!r}")
@@ -227,18 +228,18 @@ def mem_bytes(s):
 def resolve_settings(plan, offered, default_sched, ra0):
     """The plan's settings as SCHEDULER/KB strings (and agent), in the
     plan's order; "auto": every scheduler offered × {ra0, 128}, the
-    defaults first, then agent."""
+    defaults first, then agent; "auto-observe": every scheduler offered at
+    ra0, the defaults first, then observe (the counterfactual's: the
+    agent's scheduler predictions against each scheduler measured)."""
     st = plan["settings"]
-    if st == "auto":
+    if st in ("auto", "auto-observe"):
         scheds = [default_sched] + [s for s in offered if s != default_sched]
-        out = []
-        for s in scheds:
-            for ra in dict.fromkeys([ra0, 128]):
-                out.append(f"{s}/{ra}")
-        return out + ["agent"]
+        ras = dict.fromkeys([ra0, 128]) if st == "auto" else [ra0]
+        out = [f"{s}/{ra}" for s in scheds for ra in ras]
+        return out + (["agent"] if st == "auto" else ["observe"])
     out = []
     for s in st:
-        if s == "agent" or s.startswith("agent."):
+        if s == "agent" or s.startswith("agent.") or s == "observe":
             r = s
         elif s == "default":
             r = f"{default_sched}/{ra0}"

@@ -16,6 +16,8 @@ import os
 import random
 import statistics as st
 
+from . import counterfactual
+
 SEED = 43
 BOOT = 2000
 BEGIN = "<!-- bench-decisions:begin -->"
@@ -34,6 +36,7 @@ PRIMARY = {
     "pg-select": ("tps", "TPS", True), "pg-tpcb-scan": ("tps", "TPS", True),
     "search": ("files_s", "files/s", True), "backup-oltp": ("tps", "TPS", True),
     "MEM": ("mmap_s", "s", False), "MEMMAP": ("mmap_s", "s", False), "RR-4k-QD32": ("iops", "IOPS", True),
+    "RR-4k-QD1": ("iops", "IOPS", True), "RW-70-QD16": ("iops", "IOPS", True),
 }
 METRIC_NAMES = {
     "ops_s": "ops/s", "p50_us": "p50 µs", "p99_us": "p99 µs", "p999_us": "p99.9 µs", "tps": "TPS",
@@ -106,7 +109,7 @@ class Stats:
         reps = sorted({m["rep"] for m in rec["measurements"]})
         self.complete = [r for r in reps if all(r in self.t.get((s, w), {})
                                                 for s in self.settings for w in self.workloads)]
-        self.statics = [s for s in self.settings if not s.startswith("agent")]
+        self.statics = [s for s in self.settings if "/" in s]  # not the agent, its variants, observe
         self.has_agent = "agent" in self.settings
 
     def med(self, s, w, reps=None):
@@ -378,7 +381,12 @@ def render_run(rec, json_name):
             L.append(f"| {w} | " + "; ".join(f"{m['state0']} → {m['state1']}" + changes(m) for m in ms) +
                      f" | {st.median(cpu):.2f} |" if ms else f"| {w} | - | - |")
         L.append("")
+    L += counterfactual.section(rec, svg_name(json_name))
     return "\n".join(L)
+
+
+def svg_name(json_name):
+    return json_name[:-5] + "-counterfactual.svg"
 
 
 def time_section(rec, S):
@@ -416,6 +424,10 @@ def write_run(json_path):
     md = json_path[:-5] + ".md"
     with open(md, "w") as f:
         f.write(render_run(rec, os.path.basename(json_path)) + "\n")
+    plot = counterfactual.svg(rec)
+    if plot:
+        with open(os.path.join(os.path.dirname(json_path), svg_name(os.path.basename(json_path))), "w") as f:
+            f.write(plot)
     return md
 
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 
+from . import counterfactual
 from . import plan as planmod
 from . import report
 from .agent import Agent, DevicePoller
@@ -157,7 +158,7 @@ def main(binary, env, repo, helper):
         log(f"set-up took {time.monotonic() - t:.0f} s: {json.dumps(rec.data['setup'])}")
         agents = {}
         for s in settings:
-            if s == "agent" or s.startswith("agent."):
+            if s == "agent" or s.startswith("agent.") or s == "observe":
                 agents[s] = Agent(binary, dev, pods, tmp, plan, s)
                 cleanup.push(f"stop {s}", agents[s].kill)
         if agents:
@@ -246,6 +247,7 @@ def run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp):
                 for w in plan["workloads"]:
                     apps.prepare(w)
                     drop_caches()
+                    cf0 = agent.after_window() if setting == "observe" else None
                     s0, st0 = dev.state(), dev.stat()
                     c0 = agent.cpu_s() if agent else 0
                     t0 = time.time()
@@ -260,6 +262,8 @@ def run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp):
                     if agent:
                         m["agent_cpu_s"] = round(agent.cpu_s() - c0, 3)
                         m["device_changes"] = [[round(t - t0, 2), st] for t, st in poller.since(t0, t1)]
+                    if cf0 is not None:
+                        m["counterfactual"] = counterfactual.delta(cf0, agent.after_window(), dev.name)
                     elif s1 != s0 or f"{s1[0]}/{s1[1]}" != setting:
                         raise BenchError(f"{dev.name} changed under the static setting {setting} during {w}: "
                                          f"now {s1[0]}/{s1[1]}: another writer?")

@@ -10,7 +10,8 @@ import unittest
 
 from benchdec import plan as planmod
 from benchdec import report
-from benchdec.agent import parse_log_line, policy_yaml
+from benchdec import counterfactual
+from benchdec.agent import parse_log_line, parse_metrics, policy_yaml
 from benchdec.runner import williams_order
 
 HACK = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -266,6 +267,65 @@ class TestAgentGlue(unittest.TestCase):
                 out = subprocess.run(["bash", "-c", f". {HACK}/lib/williams.sh; williams_order {n} {r}"],
                                      stdout=subprocess.PIPE, text=True, check=True).stdout.split()
                 self.assertEqual([int(x) for x in out], williams_order(n, r), (n, r))
+
+
+class TestCounterfactual(unittest.TestCase):
+    def rec(self, pred):
+        """Statics and observe: kyber 20 % slower than the defaults and
+        none/128 10 % faster; pred[workload] = observed predictions."""
+        r = record({"none/2560": {"a": 10.0, "b": 10.0}, "none/128": {"a": 9.0, "b": 9.0},
+                    "kyber/2560": {"a": 12.0, "b": 10.2}, "observe": {"a": 10.1, "b": 10.1}})
+        for m in r["measurements"]:
+            if m["setting"] == "observe":
+                m["counterfactual"] = {"predicted_s": pred[m["workload"]], "real_s": 1.0, "windows": 2, "skipped": 0}
+        return r
+
+    def test_ratios_errors_signs(self):
+        rs = counterfactual.rows(self.rec({"a": {"none": 1.0, "kyber": 1.3}, "b": {"none": 2.0, "kyber": 1.8}}))
+        got = {(x["workload"], x["setting"]): x for x in rs}
+        a = got[("a", "kyber/2560")]
+        self.assertAlmostEqual(a["measured"], 1.2)
+        self.assertAlmostEqual(a["predicted"], 1.3)  # summed over 3 repetitions alike
+        self.assertAlmostEqual(a["error"], 10.0)
+        self.assertTrue(a["judged"] and a["sign_right"])
+        b = got[("b", "kyber/2560")]
+        self.assertFalse(b["judged"])  # 2 % measured: no sign judged
+        self.assertIsNone(got[("a", "none/128")]["predicted"])  # another read_ahead_kb: not predicted
+        sm = counterfactual.summary(rs)
+        self.assertEqual((sm["predicted"], sm["unpredicted"], sm["judged"], sm["sign_right"]), (2, 2, 1, 1))
+        self.assertAlmostEqual(sm["mae"], (10.0 + 12.0) / 2)
+
+    def test_identical_predictions_have_the_wrong_sign(self):
+        rs = counterfactual.rows(self.rec({"a": {"none": 1.0, "kyber": 1.0}, "b": {"none": 1.0, "kyber": 1.0}}))
+        a = [x for x in rs if x["workload"] == "a" and x["setting"] == "kyber/2560"][0]
+        self.assertEqual(a["predicted"], 1.0)
+        self.assertFalse(a["sign_right"])
+        text = "\n".join(counterfactual.section(self.rec({"a": {"none": 1.0, "kyber": 1.0}, "b": {"none": 1.0, "kyber": 1.0}})))
+        self.assertIn("right in 0 of 1: **FAIL**", text)
+        self.assertIn("Predicted exactly 1.000 (no difference): 2 of 2", text)
+
+    def test_observe_is_not_a_static_setting(self):
+        r = self.rec({"a": {"none": 1.0, "kyber": 1.3}, "b": {"none": 2.0, "kyber": 1.8}})
+        self.assertNotIn("observe", report.Stats(r).statics)
+        self.assertIn("## Counterfactual", report.render_run(r, "x.json"))
+        self.assertTrue(counterfactual.svg(r).startswith("<svg"))
+        self.assertEqual(counterfactual.section(record({"none/2560": {"a": 1.0}, "agent": {"a": 1.0}})), [])
+
+    def test_delta_of_scrapes(self):
+        before = parse_metrics('shadowtune_agent_predicted_seconds_total{candidate="kyber",device="loop0"} 1\n'
+                               'shadowtune_agent_predicted_seconds_total{candidate="none",device="loop1"} 5\n')
+        after = parse_metrics('shadowtune_agent_predicted_seconds_total{candidate="kyber",device="loop0"} 3.5\n'
+                              'shadowtune_agent_predicted_seconds_total{candidate="none",device="loop0"} 2\n'
+                              'shadowtune_agent_predicted_seconds_total{candidate="none",device="loop1"} 9\n'
+                              'shadowtune_agent_evaluation_duration_seconds_count{device="loop0"} 4\n'
+                              'shadowtune_agent_windows_skipped_total{device="loop0",reason="cpu_budget"} 1\n')
+        d = counterfactual.delta(before, after, "loop0")
+        self.assertEqual(d["predicted_s"], {"kyber": 2.5, "none": 2.0})
+        self.assertEqual((d["windows"], d["skipped"]), (4, 1))
+
+    def test_observe_setting_and_policy(self):
+        self.assertTrue(planmod.SETTING_RE.match("observe"))
+        self.assertIn("  mode: Observe\n", policy_yaml("loop7", {}, "Observe"))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,10 @@ NEEDS = {"rocksdb-pread": ["rocksdb"], "rocksdb-mmap": ["rocksdb"], "rocksdb-sca
 REPORT_QUERY = "SELECT count(*), sum(abalance) FROM pgbench_accounts"
 SEARCH_PATTERN = r"func [A-Za-z_]+\([a-z]+ context\.Context"
 
+# Random direct 4 KiB I/O (fio, libaio) over the diagnostics' mapped file:
+# workload -> (fio's --rw, queue depth); the mix reads 70 %.
+RANDOM_DIRECT = {"RR-4k-QD32": ("randread", 32), "RR-4k-QD1": ("randread", 1), "RW-70-QD16": ("randrw", 16)}
+
 DB_RE = re.compile(r"^(\w+)\s*:\s*([0-9.]+) micros/op ([0-9]+) ops/sec", re.M)
 PCT_RE = re.compile(r"Percentiles: P50: ([0-9.]+) P75: ([0-9.]+) P99: ([0-9.]+) P99\.9: ([0-9.]+)")
 
@@ -438,10 +442,11 @@ class Apps:
             import json
             j = json.loads(txt.strip().splitlines()[-1])
             return sec, {"mmap_s": round(sum(j["mmap_s"]), 3), "scan_s": round(sum(j["scan_s"]), 3)}
-        if w == "RR-4k-QD32":
-            cmd = ["fio", "--name=rr", f"--filename={self.mm}", "--rw=randread", "--bs=4k", "--direct=1",
-                   "--ioengine=libaio", "--iodepth=32", f"--io_size={s['diag_rr_mib']}M", "--randseed=42",
-                   "--output-format=terse"]
+        if w in RANDOM_DIRECT:
+            rw, depth = RANDOM_DIRECT[w]
+            cmd = ["fio", "--name=rr", f"--filename={self.mm}", f"--rw={rw}", "--rwmixread=70", "--bs=4k",
+                   "--direct=1", "--ioengine=libaio", f"--iodepth={depth}", f"--io_size={s['diag_rr_mib']}M",
+                   "--randseed=42", "--output-format=terse"]
             (txt, sec), = run_together([Proc(w, in_pod(self.diag_files, cmd), out + ".rr.txt")])
             return sec, {"iops": round(s["diag_rr_mib"] * 256 / sec)}
         base, _, n = w.rpartition("-")
