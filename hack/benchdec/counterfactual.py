@@ -25,6 +25,8 @@ SKIPS = "shadowtune_agent_windows_skipped_total"
 # exceeds SIGN_PCT, and the mean absolute error at most MAE_POINTS.
 SIGN_PCT = 5.0
 MAE_POINTS = 5.0
+# the plot's range of ratios (svg)
+LO, HI = 0.5, 1.5
 
 
 def delta(before, after, dev):
@@ -155,41 +157,46 @@ def section(rec, svg_name=None):
 
 
 def svg(rec):
-    """An SVG scatter plot of predicted (x) against measured (y) ratio,
-    the diagonal drawn; None for a run without predictions."""
+    """An SVG scatter plot of predicted (x) against measured (y) ratio
+    over [LO, HI], the diagonal drawn; a ratio outside is drawn hollow at
+    the edge and labelled with its value. None for a run without
+    predictions."""
     pts = [r for r in rows(rec) if r["predicted"] is not None]
     if not pts:
         return None
-    hi = max(1.5, max(max(r["predicted"], r["measured"]) for r in pts) * 1.05)
-    hi = min(hi, 4.0)
     W, P = 480, 50
 
     def x(v):
-        return P + (min(v, hi) / hi) * (W - 2 * P)
+        return P + (min(max(v, LO), HI) - LO) / (HI - LO) * (W - 2 * P)
 
     def y(v):
-        return W - P - (min(v, hi) / hi) * (W - 2 * P)
+        return W - P - (min(max(v, LO), HI) - LO) / (HI - LO) * (W - 2 * P)
 
     o = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{W}" viewBox="0 0 {W} {W}" '
          'font-family="sans-serif" font-size="11">',
          f'<rect width="{W}" height="{W}" fill="white"/>',
-         f'<line x1="{x(0)}" y1="{y(0)}" x2="{x(hi)}" y2="{y(hi)}" stroke="#999" stroke-dasharray="4 3"/>',
-         f'<line x1="{x(0)}" y1="{y(0)}" x2="{x(hi)}" y2="{y(0)}" stroke="black"/>',
-         f'<line x1="{x(0)}" y1="{y(0)}" x2="{x(0)}" y2="{y(hi)}" stroke="black"/>',
-         f'<line x1="{x(1)}" y1="{y(0)}" x2="{x(1)}" y2="{y(hi)}" stroke="#ddd"/>',
-         f'<line x1="{x(0)}" y1="{y(1)}" x2="{x(hi)}" y2="{y(1)}" stroke="#ddd"/>']
-    t = 0.0
-    while t <= hi + 1e-9:
-        o.append(f'<text x="{x(t):.1f}" y="{y(0) + 15:.1f}" text-anchor="middle">{t:.1f}</text>')
-        o.append(f'<text x="{x(0) - 6:.1f}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.1f}</text>')
-        t += 0.5
-    o.append(f'<text x="{W / 2}" y="{W - 12}" text-anchor="middle">predicted ratio (setting ÷ defaults)</text>')
+         f'<line x1="{x(LO)}" y1="{y(LO)}" x2="{x(HI)}" y2="{y(HI)}" stroke="#999" stroke-dasharray="4 3"/>',
+         f'<line x1="{x(LO)}" y1="{y(LO)}" x2="{x(HI)}" y2="{y(LO)}" stroke="black"/>',
+         f'<line x1="{x(LO)}" y1="{y(LO)}" x2="{x(LO)}" y2="{y(HI)}" stroke="black"/>',
+         f'<line x1="{x(1)}" y1="{y(LO)}" x2="{x(1)}" y2="{y(HI)}" stroke="#ddd"/>',
+         f'<line x1="{x(LO)}" y1="{y(1)}" x2="{x(HI)}" y2="{y(1)}" stroke="#ddd"/>']
+    for k in range(11):
+        t = LO + k * (HI - LO) / 10
+        o.append(f'<text x="{x(t):.1f}" y="{y(LO) + 15:.1f}" text-anchor="middle">{t:.1f}</text>')
+        o.append(f'<text x="{x(LO) - 6:.1f}" y="{y(t) + 4:.1f}" text-anchor="end">{t:.1f}</text>')
+    o.append(f'<text x="{W / 2}" y="{W - 12}" text-anchor="middle">predicted ratio (scheduler ÷ defaults)</text>')
     o.append(f'<text x="14" y="{W / 2}" text-anchor="middle" transform="rotate(-90 14 {W / 2})">'
              'measured wall-time ratio</text>')
     for r in pts:
         colour = "#c00" if r["sign_right"] is False else "#06c"
-        o.append(f'<circle cx="{x(r["predicted"]):.1f}" cy="{y(r["measured"]):.1f}" r="4" fill="{colour}">'
+        px, py = x(r["predicted"]), y(r["measured"])
+        out = not (LO <= r["predicted"] <= HI and LO <= r["measured"] <= HI)
+        fill = f'fill="white" stroke="{colour}"' if out else f'fill="{colour}"'
+        o.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" {fill}>'
                  f'<title>{r["workload"]} {r["setting"]}: predicted {r["predicted"]:.3f}, '
                  f'measured {r["measured"]:.3f}</title></circle>')
+        if out:
+            o.append(f'<text x="{px - 6:.1f}" y="{py - 8:.1f}" text-anchor="end" fill="{colour}">'
+                     f'{r["workload"]} {r["setting"].split("/")[0]}: {r["predicted"]:.3g} vs {r["measured"]:.3g}</text>')
     o.append("</svg>")
     return "\n".join(o) + "\n"

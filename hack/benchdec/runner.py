@@ -262,11 +262,11 @@ def run_sequences(plan, settings, default, dev, apps, agents, poller, rec, tmp):
                     if agent:
                         m["agent_cpu_s"] = round(agent.cpu_s() - c0, 3)
                         m["device_changes"] = [[round(t - t0, 2), st] for t, st in poller.since(t0, t1)]
-                    if cf0 is not None:
-                        m["counterfactual"] = counterfactual.delta(cf0, agent.after_window(), dev.name)
                     elif s1 != s0 or f"{s1[0]}/{s1[1]}" != setting:
                         raise BenchError(f"{dev.name} changed under the static setting {setting} during {w}: "
                                          f"now {s1[0]}/{s1[1]}: another writer?")
+                    if cf0 is not None:
+                        m["counterfactual"] = counterfactual.delta(cf0, agent.after_window(), dev.name)
                     rec.data["measurements"].append(m)
                     rec.save()
                     print(f"   rep {rep} {setting:<18} {w:<14} {wall:8.2f} s  {fmt_metrics(met)}", flush=True)
