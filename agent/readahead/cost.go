@@ -95,12 +95,9 @@ type LineDevice struct {
 // requests or more: up to 128 KiB (the papers' rows) where two sizes or
 // more qualify there, else all sizes (a larger request is split and
 // served beside others in flight, and its time measures that sharing as
-// much as its size). The requests dispatched to an idle device are fitted
-// first: their times are the device's own, while a request dispatched
-// behind others also measures the others (a loop device's worker, a
-// disk's queue, the pieces of one split window), which moves with the
-// load and not with the depth. Only where too few sizes were read alone
-// are all requests fitted. On a rotational device (m's class HDD) the
+// much as its size). Every request is fitted, those dispatched behind
+// others as well as those dispatched to an idle device (Latencies keeps
+// them apart, and the agent logs how many were alone). On a rotational device (m's class HDD) the
 // near and far lines are fitted apart (a seek); elsewhere both together.
 // A line with fewer than two sizes to fit is the class's prior
 // (model.Prior). m gives the class, the capacity and a throttled device's
@@ -129,14 +126,12 @@ func tighterCaps(a, b model.Throttle) model.Throttle {
 	return model.Throttle{IOPS: pick(a.IOPS, b.IOPS), BytesPerSec: pick(a.BytesPerSec, b.BytesPerSec)}
 }
 
-// fitLine fits the line to the latencies of sides (0 near, 1 far): the
-// requests read alone, else all of them; or returns the prior's.
+// fitLine fits the line to the latencies of sides (0 near, 1 far), or
+// returns the prior's.
 func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
-	for _, alone := range [][]int{{1}, {0, 1}} {
-		for _, rows := range []int{th.fitRows, model.NumRows} {
-			if l, ok := fitRows(lat, alone, sides, rows); ok {
-				return l
-			}
+	for _, rows := range []int{th.fitRows, model.NumRows} {
+		if l, ok := fitRows(lat, []int{0, 1}, sides, rows); ok {
+			return l
 		}
 	}
 	return priorLine(m, far)

@@ -256,37 +256,3 @@ func TestLineDeviceFit(t *testing.T) {
 		t.Errorf("a rotational device's random read costs no more than its sequential one: %s", hdd)
 	}
 }
-
-// TestLineDeviceQueued: requests dispatched behind others in flight (the
-// pieces of split windows queued in a loop device's worker) measure the
-// queue, not the device; once two sizes were read alone, the line is
-// theirs, however many queued requests there are and however long they
-// waited. With no size read alone often enough, every request is fitted.
-func TestLineDeviceQueued(t *testing.T) {
-	m := model.Default(model.SSD, 1<<30)
-	var lat Latencies
-	for range 64 {
-		lat.Add(8, true, true, 85_000)    // 4 KiB alone: 85 µs
-		lat.Add(256, true, true, 234_000) // 128 KiB alone: 234 µs
-	}
-	alone := NewLineDevice(lat, m, model.Throttle{})
-	for _, queued := range []int{0, 64, 10_000} {
-		l := lat
-		for range queued {
-			l.Add(256, true, false, 1_900_000) // 128 KiB behind seven others: 1.9 ms
-			l.Add(8, true, false, 300_000)
-		}
-		d := NewLineDevice(l, m, model.Throttle{})
-		if d.String() != alone.String() {
-			t.Errorf("%d queued requests moved the line: %s, want %s", queued, d, alone)
-		}
-	}
-	var busy Latencies
-	for range 64 {
-		busy.Add(8, true, false, 300_000)
-		busy.Add(256, true, false, 1_900_000)
-	}
-	if got := NewLineDevice(busy, m, model.Throttle{}).ReadNs(256, true); math.Abs(got-1_900_000) > 1 {
-		t.Errorf("no request alone: 128 KiB costs %.0f ns, want the 1.9 ms measured behind others", got)
-	}
-}
