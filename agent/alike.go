@@ -84,36 +84,28 @@ func (c *deviceController) currentOnly() []engine.Candidate {
 }
 
 // predicted is the measure the decision compares for each candidate of
-// the policy in the window r evaluated (engine.Report.Predicted times the
-// learned correction), for the counterfactual's counters. In a window
-// that simulated the current setting alone, every other candidate is what
-// the agent holds it to be: the current setting's simulated measure, with
-// its own scheduler's dispatch factor and correction.
+// the policy in the window r evaluated (engine.Report.Corrected), for the
+// counterfactual's counters. In a window that simulated the current
+// setting alone, every other candidate is what the agent holds it to be:
+// the current setting's simulated outcome, with its own scheduler's
+// dispatch factor and correction.
 func (c *deviceController) predicted(r engine.Report) map[string]time.Duration {
 	rank := c.policy.Engine.Rank
 	out := make(map[string]time.Duration, len(c.policy.Candidates))
-	cur := -1.0
-	for _, o := range r.Outcomes {
-		out[o.Candidate.Name()] = time.Duration(r.Predicted(rank, o) * c.correction(o.Candidate.Name()))
+	var cur *engine.Outcome
+	for i, o := range r.Outcomes {
+		out[o.Candidate.Name()] = time.Duration(r.Corrected(rank, c.corrections, o))
 		if o.Candidate.Name() == r.Current {
-			cur = float64(rank.Measure(o.Result))
+			cur = &r.Outcomes[i]
 		}
 	}
-	if !c.narrow || cur < 0 {
+	if !c.narrow || cur == nil {
 		return out
 	}
 	for _, cand := range c.policy.Candidates {
 		if _, ok := out[cand.Name()]; !ok && !cand.Cache {
-			out[cand.Name()] = time.Duration(cur * r.DispatchFactor(cand.Scheduler) * c.correction(cand.Name()))
+			out[cand.Name()] = time.Duration(r.Corrected(rank, c.corrections, engine.Outcome{Candidate: cand, Result: cur.Result}))
 		}
 	}
 	return out
-}
-
-// correction is the learned factor of candidate name (1: none learned).
-func (c *deviceController) correction(name string) float64 {
-	if f, ok := c.corrections[name]; ok && f > 0 {
-		return f
-	}
-	return 1
 }

@@ -22,37 +22,44 @@ type Device interface {
 
 // Latencies are the service times (dispatch to completion) of a device's
 // read-ahead requests (REQ_RAHEAD), summed by request size (the disk
-// model's rows, model.RowOf), by whether each followed the previous
-// request (near) or not (far), and by whether it was dispatched to an
-// idle device (alone: no earlier request still in flight) or behind
-// others: what readers waited for their windows. Every field is a sum, so
-// that they decay with the evidence (Road).
+// model's rows, model.RowOf) and by whether each followed the previous
+// request (near) or not (far): what readers waited for their windows;
+// and how many of them were dispatched to an idle device (alone: no
+// earlier request still in flight). Every field is a sum, so that they
+// decay with the evidence (Road).
 type Latencies struct {
-	n, ns [2][2][model.NumRows]float64 // [alone][far][row]
+	n, ns [2][model.NumRows]float64
+	alone float64
 }
 
 // Add counts one request of sectors served in ns, far or near, alone or
 // behind others in flight.
 func (l *Latencies) Add(sectors uint32, far, alone bool, ns int64) {
-	a, i, r := index(alone), index(far), model.RowOf(sectors)
-	l.n[a][i][r]++
-	l.ns[a][i][r] += float64(ns)
+	i, r := farIndex(far), model.RowOf(sectors)
+	l.n[i][r]++
+	l.ns[i][r] += float64(ns)
+	if alone {
+		l.alone++
+	}
 }
 
 // Requests is the number of requests counted, dispatched alone or behind
 // others (decayed, in a Road's history).
 func (l Latencies) Requests(alone bool) float64 {
 	var n float64
-	for _, side := range l.n[index(alone)] {
+	for _, side := range l.n {
 		for _, x := range side {
 			n += x
 		}
 	}
-	return n
+	if alone {
+		return l.alone
+	}
+	return n - l.alone
 }
 
-func index(b bool) int {
-	if b {
+func farIndex(far bool) int {
+	if far {
 		return 1
 	}
 	return 0
@@ -60,14 +67,13 @@ func index(b bool) int {
 
 // plus is l + f·o.
 func (l Latencies) plus(o Latencies, f float64) Latencies {
-	for a := range l.n {
-		for i := range l.n[a] {
-			for r := range l.n[a][i] {
-				l.n[a][i][r] += f * o.n[a][i][r]
-				l.ns[a][i][r] += f * o.ns[a][i][r]
-			}
+	for i := range l.n {
+		for r := range l.n[i] {
+			l.n[i][r] += f * o.n[i][r]
+			l.ns[i][r] += f * o.ns[i][r]
 		}
 	}
+	l.alone += f * o.alone
 	return l
 }
 
@@ -96,9 +102,9 @@ type LineDevice struct {
 // more qualify there, else all sizes (a larger request is split and
 // served beside others in flight, and its time measures that sharing as
 // much as its size). Every request is fitted, those dispatched behind
-// others as well as those dispatched to an idle device (Latencies keeps
-// them apart, and the agent logs how many were alone). On a rotational device (m's class HDD) the
-// near and far lines are fitted apart (a seek); elsewhere both together.
+// others as well as those dispatched to an idle device. On a rotational
+// device (m's class HDD) the near and far lines are fitted apart (a
+// seek); elsewhere both together.
 // A line with fewer than two sizes to fit is the class's prior
 // (model.Prior). m gives the class, the capacity and a throttled device's
 // caps; caps are the readers' own (blk-throttle's, agent/blkcaps), the
@@ -130,25 +136,22 @@ func tighterCaps(a, b model.Throttle) model.Throttle {
 // returns the prior's.
 func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
 	for _, rows := range []int{th.fitRows, model.NumRows} {
-		if l, ok := fitRows(lat, []int{0, 1}, sides, rows); ok {
+		if l, ok := fitRows(lat, sides, rows); ok {
 			return l
 		}
 	}
 	return priorLine(m, far)
 }
 
-// fitRows fits the line to the sizes of the first rows rows of the
-// requests of alone (0 behind others, 1 alone) and sides; false when
+// fitRows fits the line to the sizes of the first rows rows; false when
 // fewer than two sizes qualify or the line does not rise with the size.
-func fitRows(lat Latencies, alone, sides []int, rows int) (line, bool) {
+func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
 	var sw, sx, sy, sxx, sxy float64
 	fitted := 0
 	for row := range rows {
 		var n, ns float64
-		for _, a := range alone {
-			for _, i := range sides {
-				n, ns = n+lat.n[a][i][row], ns+lat.ns[a][i][row]
-			}
+		for _, i := range sides {
+			n, ns = n+lat.n[i][row], ns+lat.ns[i][row]
 		}
 		if n < th.requests {
 			continue

@@ -452,14 +452,22 @@ func evalADA(w *sim.Window, on, off *Outcome, opt Options) (sim.ADAResult, error
 	return a, err
 }
 
-// corrected is o's predicted measure under opt.Rank (Report.Predicted:
-// with its dispatch factor) times its learned correction, ns.
+// corrected is o's predicted measure under opt.Rank with its learned
+// correction (Report.Corrected), ns.
 func corrected(opt Options, rep Report, o Outcome) int64 {
-	v := rep.Predicted(opt.Rank, o)
-	if f, ok := opt.Corrections[o.Candidate.Name()]; ok && f > 0 {
+	return int64(rep.Corrected(opt.Rank, opt.Corrections, o))
+}
+
+// Corrected is o's predicted measure under rank k (Predicted: with its
+// dispatch factor) times its learned correction in corrections (keyed by
+// candidate name; a missing or non-positive factor is 1), ns: what the
+// decision compares.
+func (r Report) Corrected(k Rank, corrections map[string]float64, o Outcome) float64 {
+	v := r.Predicted(k, o)
+	if f, ok := corrections[o.Candidate.Name()]; ok && f > 0 {
 		v *= f
 	}
-	return int64(v)
+	return v
 }
 
 // ScreenTolerancePct is how far, in percentage points, a screening pass's
