@@ -20,6 +20,7 @@ import threading
 import time
 import urllib.request
 
+from . import counterfactual
 from .host import BenchError, free_port, in_pod, log
 
 # The chart's agent.terminationGracePeriodSeconds: the time it has after
@@ -146,11 +147,15 @@ class Agent:
         """The pod's readiness probe: GET /readyz answers 200 once the
         agent traces."""
         try:
-            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a proxy
-            with direct.open(f"http://127.0.0.1:{self.port}/readyz", timeout=1) as r:
+            with self.get("/readyz", 1) as r:
                 return r.status == 200
         except (OSError, ValueError):
             return False
+
+    def get(self, path, timeout):
+        """GET path from the agent's metrics server, never through a proxy."""
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        return direct.open(f"http://127.0.0.1:{self.port}{path}", timeout=timeout)
 
     def start(self, seqdir):
         """Starts the agent for one sequence; returns when it is ready (its
@@ -184,8 +189,7 @@ class Agent:
 
     def scrape(self):
         """The agent's /metrics as {(name, ((label, value), ...)): value}."""
-        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with direct.open(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+        with self.get("/metrics", 5) as r:
             return parse_metrics(r.read().decode())
 
     def after_window(self, timeout=20):
@@ -193,12 +197,9 @@ class Agent:
         the call, evaluated or skipped: every request issued before the
         call is then in them. The window's figures are exported right after
         its evaluation is counted, so they are read half a second later."""
-        dev = (("device", self.dev.name),)
-
         def windows(m):
-            n = m.get(("shadowtune_agent_evaluation_duration_seconds_count", dev), 0)
-            return n + sum(v for (name, lab), v in m.items()
-                           if name == "shadowtune_agent_windows_skipped_total" and ("device", self.dev.name) in lab)
+            d = counterfactual.windows(m, self.dev.name)
+            return d["windows"] + d["skipped"]
 
         first = windows(self.scrape())
         end = time.monotonic() + timeout

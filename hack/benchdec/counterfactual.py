@@ -29,26 +29,35 @@ MAE_POINTS = 5.0
 LO, HI = 0.5, 1.5
 
 
+def windows(m, dev):
+    """The windows of device dev that one scrape (parse_metrics' form)
+    counts: evaluated, and skipped for any reason."""
+    out = {"windows": 0, "skipped": 0}
+    for (name, labels), v in m.items():
+        if ("device", dev) not in labels:
+            continue
+        if name == EVALS:
+            out["windows"] += int(round(v))
+        elif name == SKIPS:
+            out["skipped"] += int(round(v))
+    return out
+
+
 def delta(before, after, dev):
     """What the agent's counters of device dev gained between two scrapes
     (parse_metrics' form): per candidate predicted seconds, measured
     service seconds, windows evaluated and skipped."""
-    def d(key):
-        return after.get(key, 0.0) - before.get(key, 0.0)
-
-    out = {"predicted_s": {}, "real_s": 0.0, "windows": 0, "skipped": 0}
+    out = {"predicted_s": {}, "real_s": 0.0}
     for (name, labels), v in after.items():
         lab = dict(labels)
         if lab.get("device") != dev:
             continue
         if name == PRED:
-            out["predicted_s"][lab["candidate"]] = round(d((name, labels)), 6)
+            out["predicted_s"][lab["candidate"]] = round(v - before.get((name, labels), 0.0), 6)
         elif name == REAL:
-            out["real_s"] = round(d((name, labels)), 6)
-        elif name == EVALS:
-            out["windows"] = int(round(d((name, labels))))
-        elif name == SKIPS:
-            out["skipped"] += int(round(d((name, labels))))
+            out["real_s"] = round(v - before.get((name, labels), 0.0), 6)
+    w0, w1 = windows(before, dev), windows(after, dev)
+    out.update({k: w1[k] - w0[k] for k in w1})
     return out
 
 
