@@ -695,13 +695,8 @@ func TestOtherWriterLive(t *testing.T) {
 	}
 	spec.Default()
 	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t)})
-	load := exec.Command(fio, "--name=ow", "--filename=/dev/"+name, "--direct=1", "--rw=randread", "--bs=4k",
+	loopdev.Background(t, fio, "--name=ow", "--thread", "--filename=/dev/"+name, "--direct=1", "--rw=randread", "--bs=4k",
 		"--ioengine=libaio", "--iodepth=8", "--time_based", "--runtime=20", "--output-format=terse")
-	if err := load.Start(); err != nil {
-		a.stop(t)
-		t.Fatal(err)
-	}
-	defer func() { _ = load.Process.Kill(); _ = load.Wait() }()
 	a.waitWindowAfter(t, time.Now().Add(2*time.Second))
 	other := loopdev.OtherScheduler(t, name, "bfq", "kyber", "mq-deadline")
 	wrote := time.Now()

@@ -35,7 +35,7 @@ const (
 // read-ahead requests (a direct reader's requests are no page's cost).
 func (c *deviceController) raWindow(in windowInput) readahead.Window {
 	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs,
-		Latencies: c.win.ahead}
+		AheadSectors: int64(c.win.aheadSectors), AheadRequests: c.win.aheadRequests, Latencies: c.win.ahead}
 }
 
 // stepReadAhead gives the window to the road (when the policy governs

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -157,6 +156,9 @@ func scanFrom(path string, h int, run time.Duration) (int64, error) {
 type raFixture struct {
 	l                           *loopdev.Dev
 	mapped, scanned, procs, dir string
+	// capped, when set, is the cgroup.procs of a blk-throttle cgroup the
+	// load's processes join too.
+	capped string
 }
 
 func newRAFixture(t *testing.T) *raFixture {
@@ -187,6 +189,15 @@ func (fx *raFixture) setRA(t *testing.T, kib int) {
 // default (minDwell 10 minutes); open files are not followed.
 func (fx *raFixture) start(t *testing.T) *runningAgent {
 	t.Helper()
+	spec := fx.spec(t)
+	log := testr.NewWithOptions(t, testr.Options{Verbosity: 1}) // the read-ahead decisions' costs
+	return startAgent(t, agent.Options{StateDir: fx.dir, Spec: spec, Tracer: tracer.KindAuto, Log: log})
+}
+
+// spec is the agent's policy in these tests: the mode, the device and
+// the window set, every other field the CRD's default.
+func (fx *raFixture) spec(t *testing.T) v1alpha1.StorageTuningSpec {
+	t.Helper()
 	spec := v1alpha1.StorageTuningSpec{
 		Mode:       v1alpha1.ModeApply,
 		Devices:    v1alpha1.DeviceSelector{Include: []string{fx.l.Name}},
@@ -196,8 +207,7 @@ func (fx *raFixture) start(t *testing.T) *runningAgent {
 	if d := spec.Rollout.MinDwell; d == nil || d.Duration != 10*time.Minute {
 		t.Fatalf("the CRD's default minDwell is %v, want 10m", d)
 	}
-	log := testr.NewWithOptions(t, testr.Options{Verbosity: 1}) // the read-ahead decisions' costs
-	return startAgent(t, agent.Options{StateDir: fx.dir, Spec: spec, Tracer: tracer.KindAuto, Log: log})
+	return spec
 }
 
 // load runs one phase of the load, a new process in the memory cgroup,
@@ -205,7 +215,7 @@ func (fx *raFixture) start(t *testing.T) *runningAgent {
 func (fx *raFixture) load(t *testing.T, mode, path string, secs float64) (start, end time.Time, rate float64) {
 	t.Helper()
 	loopdev.Evict(t, path)
-	start, out := loopdev.RunChild(t, fx.procs, "TestRAChild", fmt.Sprintf("%s=%s:%s:%g", raChildEnv, mode, path, secs))
+	start, out := loopdev.RunChildIn(t, fx.cgroups(), "TestRAChild", fmt.Sprintf("%s=%s:%s:%g", raChildEnv, mode, path, secs))
 	end = time.Now()
 	for _, line := range strings.Split(out, "\n") {
 		var s float64
@@ -216,6 +226,42 @@ func (fx *raFixture) load(t *testing.T, mode, path string, secs float64) (start,
 	}
 	t.Fatalf("%s of %s: no result in %q", mode, path, out)
 	return
+}
+
+// cgroups are the cgroup.procs files of the load's cgroups.
+func (fx *raFixture) cgroups() []string {
+	if fx.capped != "" {
+		return []string{fx.procs, fx.capped}
+	}
+	return []string{fx.procs}
+}
+
+// streams runs n sequential readers of the scanned file (1 GiB) for
+// secs, in the load's cgroups, and returns their rate (bytes a second):
+// fio's threads, reader i through part i of n in 16 KiB pread()s, from
+// the start of its part again at its end. Each reader's descriptor has
+// its own read-ahead state (file_ra_state_init, mm/readahead.c), so the
+// page cache holds up to two read-ahead windows of each reader ahead of
+// its reads (the window and its asynchronous part): about
+// 2 × n × read_ahead_kb.
+func (fx *raFixture) streams(t *testing.T, fio string, n int, secs float64) float64 {
+	t.Helper()
+	loopdev.Evict(t, fx.scanned)
+	part := (1 << 30) / n &^ (16<<10 - 1)
+	_, out := loopdev.RunIn(t, fx.cgroups(), fio, "--name=streams", "--thread", "--filename="+fx.scanned, "--rw=read",
+		"--bs=16k", "--ioengine=psync", fmt.Sprintf("--numjobs=%d", n), fmt.Sprintf("--size=%d", part),
+		fmt.Sprintf("--offset_increment=%d", part), "--time_based", fmt.Sprintf("--runtime=%g", secs),
+		"--group_reporting", "--output-format=terse")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Split(line, ";"); len(f) > 7 && f[0] == "3" {
+			kib, err := strconv.ParseFloat(f[6], 64)
+			if err == nil {
+				return kib * 1024
+			}
+		}
+	}
+	t.Fatalf("fio streams: no read bandwidth in %q", out)
+	return 0
 }
 
 // depthAt is the device's read_ahead_kb in the status of the first
@@ -230,6 +276,20 @@ func (a *runningAgent) depthAt(name string, after time.Time) (kib, window int) {
 		}
 	}
 	return 0, 0
+}
+
+// lastVerification is the device's last verification in the last
+// window's status, for the log.
+func (a *runningAgent) lastVerification(name string) string {
+	w := a.windows()
+	for i := len(w) - 1; i >= 0; i-- {
+		for _, d := range w[i].Devices {
+			if d.Name == name && d.LastVerification != nil {
+				return fmt.Sprintf("%+v", *d.LastVerification)
+			}
+		}
+	}
+	return "none"
 }
 
 // depthNow is the device's read_ahead_kb in the last window's status.
@@ -351,16 +411,21 @@ func TestReadAheadRevertLive(t *testing.T) {
 	if _, to, ok := lastRAChange(a.changeLog()); !ok || to <= cut {
 		t.Fatalf("no raise on a scan after the cut to %d KiB; changes %v", cut, a.changeLog())
 	}
-	comp := exec.Command(fio, "--name=other", "--filename="+fx.l.Path, "--direct=1", "--rw=randread", "--bs=1m",
+	loopdev.Background(t, fio, "--name=other", "--thread", "--filename="+fx.l.Path, "--direct=1", "--rw=randread", "--bs=1m",
 		"--ioengine=libaio", "--iodepth=16", "--time_based", "--runtime=60", "--output-format=terse")
-	if err := comp.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = comp.Process.Kill(); _ = comp.Wait() }()
 	fx.load(t, "scan", fx.scanned, 8)
 	a.waitWindowAfter(t, time.Now())
+	t.Logf("cut %d; changes %v", cut, a.changeLog())
+	fx.checkRevertAndBackoff(t, a)
+}
+
+// checkRevertAndBackoff checks that the agent reverted a raise as a
+// regression, wrote the depth before it back exactly, and raises no more
+// while its back-off lasts: a scan of 4 s, another tenant's demand for
+// read-ahead, makes no raise.
+func (fx *raFixture) checkRevertAndBackoff(t *testing.T, a *runningAgent) {
+	t.Helper()
 	log := a.changeLog()
-	t.Logf("cut %d; changes %v", cut, log)
 	var from, to int
 	for _, c := range log {
 		var w int
@@ -385,6 +450,107 @@ func TestReadAheadRevertLive(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReadAheadRegressionLive: a raise that is slower in fact is
+// measured, reverted exactly and backed off. After a cut, a scan raises
+// read-ahead (sequential demand). Then the load changes to a pod's
+// sequential readers, many of them, in a memory cgroup too small for
+// their read-ahead at the raised depth and behind a cloud volume's
+// bandwidth cap (blk-throttle, 200 MiB/s of reads): the page cache holds
+// about 2 × readers × depth of read-ahead (raFixture.streams): the room
+// the cgroup's limit leaves for the page cache holds four times that at
+// the cut depth, and at most half of it at the raised depth. Reclaim evicts read-ahead pages before their readers reach
+// them, and the readers read them again: at the raised depth the device
+// spends more time per used page, and the cap's bytes carry fewer used
+// pages. Nothing else shares the device. After the agent exits, the same
+// load is run at both depths (rotated) to show that the raise is slower
+// in fact by more than the policy's tolerated regression.
+func TestReadAheadRegressionLive(t *testing.T) {
+	const (
+		readers = 128       // fio's threads
+		bps     = 200 << 20 // their reads' cap, bytes a second: a tenth of the loop device's
+	)
+	fio := loopdev.NeedFio(t)
+	fx := newRAFixture(t)
+	b, err := os.ReadFile(filepath.Join("/sys/block", fx.l.Name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, capped := loopdev.ThrottleCgroup(t, strings.TrimSpace(string(b)), 0, bps)
+	fx.capped = capped
+	pinned := fx.streamsPinned(t, fio, readers)
+	fx.capped = ""
+	a := fx.start(t)
+	a.waitWindowAfter(t, time.Now())
+	cut, _ := fx.thrashThenCut(t, a)
+	fx.load(t, "scan", fx.scanned, 6)
+	a.waitWindowAfter(t, time.Now().Add(raWindowLen)) // the last raise made
+	_, raised, ok := lastRAChange(a.changeLog())
+	if !ok || raised <= cut {
+		t.Fatalf("no raise on a scan after the cut to %d KiB; changes %v", cut, a.changeLog())
+	}
+	// The page cache's room: four times the readers' read-ahead at the
+	// cut depth, so at most half of it at a raise of 8 times or more.
+	// A room that small fills within a second at the cap, so reclaim
+	// starts early in the first window at the raised depth.
+	room := 4 * 2 * int64(readers*cut) << 10
+	if raised < 8*cut {
+		t.Fatalf("raise %d -> %d KiB: less than 8 times, the readers' read-ahead at the raised depth fits the room (%d MiB)",
+			cut, raised, room>>20)
+	}
+	limit := pinned + room
+	loopdev.SetMemLimit(t, fx.procs, limit)
+	fx.capped = capped
+	rate := fx.streams(t, fio, readers, 8)
+	a.waitWindowAfter(t, time.Now())
+	t.Logf("raised %d -> %d KiB; %d readers in %d MiB (%d MiB their own): %.0f MiB/s; changes %v; last verification %s",
+		cut, raised, readers, limit>>20, pinned>>20, rate/(1<<20), a.changeLog(), a.lastVerification(fx.l.Name))
+	loopdev.SetMemLimit(t, fx.procs, 256<<20)
+	fx.capped = ""
+	fx.checkRevertAndBackoff(t, a)
+	a.stop(t)
+
+	// The premise: the load is slower at the raised depth, in fact.
+	loopdev.SetMemLimit(t, fx.procs, limit)
+	fx.capped = capped
+	var at [2]float64 // MiB read at the cut, raised depth
+	for _, i := range []int{0, 1, 1, 0} {
+		fx.setRA(t, []int{cut, raised}[i])
+		at[i] += fx.streams(t, fio, readers, 3) / (1 << 20)
+	}
+	fx.setRA(t, 2560)
+	tol := *fx.spec(t).Rollout.ToleratedRegressionPercent
+	t.Logf("%d readers in %d MiB: %.0f MiB/s at %d KiB, %.0f at %d KiB (tolerated regression %d %%)",
+		readers, limit>>20, at[0]/2, cut, at[1]/2, raised, tol)
+	if at[1]*(1+float64(tol)/100) >= at[0] {
+		t.Errorf("the load is not slower at %d KiB than at %d KiB by more than %d %%: not a regression in fact", raised, cut, tol)
+	}
+}
+
+// streamsPinned runs the readers of streams for 2 s in the load's
+// cgroups and returns the most memory they pinned meanwhile
+// (loopdev.MemPinned: fio's own, which reclaim cannot take back).
+func (fx *raFixture) streamsPinned(t *testing.T, fio string, n int) int64 {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan int64)
+	go func() {
+		var most int64
+		for {
+			select {
+			case <-stop:
+				done <- most
+				return
+			case <-time.After(50 * time.Millisecond):
+				most = max(most, loopdev.MemPinned(t, fx.procs))
+			}
+		}
+	}()
+	fx.streams(t, fio, n, 2)
+	close(stop)
+	most := <-done
+	t.Logf("%d fio readers pin %d MiB", n, most>>20)
+	return most
 }
 
 // lastRAChange is the last read-ahead change (not a revert) in a

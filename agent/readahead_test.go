@@ -138,14 +138,16 @@ func TestReadAheadRaisedOnSequentialDemand(t *testing.T) {
 func TestReadAheadChangeThatHurtsIsReverted(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := raController(t, 2560)
-	rep := raStep(c, raWindow(0, 400, 2560, 1_000_000, true), thrashCounts(2560, 400), now)
+	// 400 read-arounds of 2560 KiB, each two requests of 1280 KiB (1 ms):
+	// 2 ms of device time per used page.
+	rep := raStep(c, raWindow(0, 800, 2560, 1_000_000, true), thrashCounts(2560, 400), now)
 	if rep.Action.Kind != ActionApply || rep.Action.Setting.ReadAheadKiB >= 2560 {
 		t.Fatalf("action %+v, want a cut", rep.Action)
 	}
 	cut := rep.Action.Setting.ReadAheadKiB
 	var last WindowReport
-	for i := 1; i <= 2; i++ { // 3 times the device time per used page
-		last = raStep(c, raWindow(int64(i)*10e9, 1200, 32, 1_000_000, true), thrashCounts(cut, 400), now.Add(time.Duration(i)*5*time.Second))
+	for i := 1; i <= 2; i++ { // 400 read-arounds of the cut depth, 6 ms each: 3 times the time per used page
+		last = raStep(c, raWindow(int64(i)*10e9, 400, uint32(2*cut), 6_000_000, true), thrashCounts(cut, 400), now.Add(time.Duration(i)*5*time.Second))
 	}
 	if last.Action.Kind != ActionRevert || last.Action.Setting.ReadAheadKiB != 2560 || last.Reason != ReasonRegressionReverted {
 		t.Fatalf("action %+v (%s), want a revert to 2560", last.Action, last.Reason)

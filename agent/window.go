@@ -39,11 +39,20 @@ type window struct {
 	total, unlearned int
 	// readSectors and aheadSectors are the sectors of the window's reads
 	// and of those the kernel issued as read-ahead (REQ_RAHEAD, which the
-	// page cache's read-ahead and read-around requests carry), aheadNs
-	// the summed service time of the latter, ns: over every request of the
+	// page cache's read-ahead and read-around requests carry), and
+	// aheadRequests the count of the latter: over every request of the
 	// window, not only those kept.
 	readSectors, aheadSectors uint64
-	aheadNs                   int64
+	aheadRequests             int64
+	// aheadNs is the time, ns, during which at least one read-ahead
+	// request was in service: the union of their service intervals, as
+	// the kernel counts a disk's busy time (io_ticks, update_io_ticks in
+	// block/blk-core.c), taken in arrival order with aheadUntil, the
+	// latest completion counted (exact when requests are dispatched in
+	// the order they arrive). A sum of service times would count the
+	// time of requests in service together once for each, and grow
+	// with the number in flight while the device reads faster.
+	aheadNs, aheadUntil int64
 	// ahead are the read-ahead requests' service times by size, near or
 	// far from the read before each (lastEnd, its end sector), and
 	// dispatched alone or not: at or after busyUntil, the latest
@@ -73,8 +82,10 @@ func (w *window) count(chunk []trace.Request) {
 			continue
 		}
 		w.aheadSectors += uint64(q.Sectors)
+		w.aheadRequests++
 		if q.HasService() {
-			w.aheadNs += q.ServiceTime()
+			w.aheadNs += max(0, q.Complete-max(q.Dispatch, w.aheadUntil))
+			w.aheadUntil = max(w.aheadUntil, q.Complete)
 			w.ahead.Add(q.Sectors, far, alone, q.ServiceTime())
 		}
 	}
@@ -118,5 +129,5 @@ func (w *window) simulated() []trace.Request {
 
 // reset empties the window for the next one; the buffer is kept.
 func (w *window) reset() {
-	*w = window{keep: w.keep[:0], lastEnd: w.lastEnd, busyUntil: w.busyUntil}
+	*w = window{keep: w.keep[:0], lastEnd: w.lastEnd, busyUntil: w.busyUntil, aheadUntil: w.aheadUntil}
 }

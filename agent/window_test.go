@@ -176,3 +176,26 @@ func TestWindowAloneRequests(t *testing.T) {
 		t.Errorf("second window: %v alone and %v behind others, want 1 and 1", a, b)
 	}
 }
+
+// TestWindowAheadBusy: the read-ahead requests' device time is the union
+// of their service intervals (ns), across windows too: requests in
+// service together count once, and a gap counts nothing.
+func TestWindowAheadBusy(t *testing.T) {
+	var w window
+	ra := func(d, c int64) trace.Request {
+		return trace.Request{Arrival: d, Dispatch: d, Complete: c, Sector: uint64(d), Sectors: 8, Op: trace.Read, Flags: trace.ReadAhead}
+	}
+	// [0,100] and [50,200] overlap: 200; [150,180] inside: 0; a gap, then
+	// [300,400]: 100; a write [400,900] is no read-ahead.
+	w.count([]trace.Request{ra(0, 100), ra(50, 200), ra(150, 180), ra(300, 400)})
+	w.count([]trace.Request{{Arrival: 400, Dispatch: 400, Complete: 900, Sectors: 8, Op: trace.Write}})
+	if w.aheadNs != 300 || w.aheadRequests != 4 || w.aheadSectors != 32 {
+		t.Errorf("first window: %d ns busy, %d requests, %d sectors; want 300, 4, 32", w.aheadNs, w.aheadRequests, w.aheadSectors)
+	}
+	w.reset()
+	// [350,500] began in the last window: only its 100 ns after 400.
+	w.count([]trace.Request{ra(350, 500)})
+	if w.aheadNs != 100 {
+		t.Errorf("second window: %d ns busy, want 100 (after the last window's 400)", w.aheadNs)
+	}
+}

@@ -10,7 +10,6 @@ import (
 
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
-	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
 
 // TestReadLive: a cgroup of the host's blk-throttle (cgroup v1 blkio, else
@@ -21,7 +20,7 @@ import (
 func TestReadLive(t *testing.T) {
 	dev := loopdev.NewForTest(t, 64<<20)
 	majMin := strings.TrimSpace(readFile(t, filepath.Join("/sys/block", dev.Name, "dev")))
-	dir, procs := throttleCgroup(t, majMin, 3000, 200_000_000)
+	dir, procs := loopdev.ThrottleCgroup(t, majMin, 3000, 200_000_000)
 	r := New("")
 	if _, err := r.Read(); err != nil {
 		t.Fatal(err)
@@ -50,52 +49,11 @@ func TestReadLive(t *testing.T) {
 	}
 }
 
-// throttleCgroup makes a cgroup capping dev's reads and returns it and its
-// cgroup.procs; it is removed when t ends.
-func throttleCgroup(t *testing.T, dev string, iops, bps int) (string, string) {
-	name := fmt.Sprintf("shadowtune-test-blkcaps-%d", os.Getpid())
-	var dir string
-	var files map[string]string
-	switch {
-	case fileExists("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device"):
-		dir = filepath.Join("/sys/fs/cgroup/blkio", name)
-		files = map[string]string{
-			"blkio.throttle.read_iops_device": fmt.Sprintf("%s %d", dev, iops),
-			"blkio.throttle.read_bps_device":  fmt.Sprintf("%s %d", dev, bps),
-		}
-	case strings.Contains(readFileOr("/sys/fs/cgroup/cgroup.subtree_control"), "io"):
-		dir = filepath.Join("/sys/fs/cgroup", name)
-		files = map[string]string{"io.max": fmt.Sprintf("%s riops=%d rbps=%d", dev, iops, bps)}
-	default:
-		need.Missing(t, "blk-throttle", "needs cgroup v1 blkio or cgroup v2's io controller")
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		need.Missing(t, "blk-throttle", "cannot create %s: %v", dir, err)
-	}
-	need.Have(t, "blk-throttle")
-	t.Cleanup(func() {
-		if err := os.Remove(dir); err != nil {
-			t.Errorf("remove cgroup %s: %v", dir, err)
-		}
-	})
-	for f, v := range files {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
-	return dir, filepath.Join(dir, "cgroup.procs")
-}
-
 func readFile(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
-}
-
-func readFileOr(p string) string {
-	b, _ := os.ReadFile(p)
 	return string(b)
 }

@@ -45,9 +45,16 @@ type Window struct {
 	// its traced part (1, or 0, for a window traced whole).
 	ReadScale float64
 	// BusyNs is the device time of the window's read-ahead requests
-	// (REQ_RAHEAD: the page cache's windows), their summed service time,
-	// ns; only a window traced whole verifies a change.
+	// (REQ_RAHEAD: the page cache's windows), ns: the time during which
+	// at least one was in service (the union of their service
+	// intervals, as io_ticks counts busy time); only a window traced
+	// whole verifies a change.
 	BusyNs int64
+	// AheadSectors and AheadRequests are the window's read-ahead
+	// requests' sectors (512 B) and count: under a token bucket
+	// (Settings.Caps, the model's caps) their share of its rates is a
+	// time the device's busy time does not show.
+	AheadSectors, AheadRequests int64
 	// Latencies are the service times of the window's read-ahead
 	// requests by size, for the device's costs.
 	Latencies Latencies
@@ -76,8 +83,9 @@ type Verification struct {
 	// Outcome is Verified, Reverted or Superseded (the readers it was
 	// made for did not read again within the evidence's horizon).
 	Outcome string
-	// BaselineNs is the device's busy time per used page before the
-	// change, MeasuredNs after it (ns; 0 when not measured).
+	// BaselineNs is the device time per used page before the change,
+	// MeasuredNs after it (ns; 0 when not measured), both with the caps
+	// known at the verdict (work.nsPerPage).
 	BaselineNs, MeasuredNs float64
 }
 
@@ -93,10 +101,10 @@ type Road struct {
 	mix   Evidence
 	lat   Latencies
 	mixAt time.Time
-	// perPage holds, by kind of reader, the device time per used page
-	// (ns) of the last windows of that kind alone at the current depth,
+	// perPage holds, by kind of reader, the device's work and used
+	// pages of the last windows of that kind alone at the current depth,
 	// newest last, as many as a verification counts.
-	perPage [3][]float64
+	perPage [3][]work
 	verify  *pending
 	// backoff: no depth on the side of backoffKiB that regressed
 	// (below it when backoffLower) until backoffUntil.
@@ -111,11 +119,53 @@ type Road struct {
 type pending struct {
 	from, to   int
 	kind       Kind
-	baselineNs float64
+	baseline   work
 	left, seen int
-	busyNs     float64
-	used       float64
+	counted    work
 	until      time.Time
+}
+
+// work is the read-ahead requests' work of one or more windows, and the
+// pages of what they read that resolved in them, used or wasted.
+type work struct {
+	busyNs, sectors, requests float64
+	used, resolved            float64
+}
+
+func (w work) plus(o work) work {
+	return work{w.busyNs + o.busyNs, w.sectors + o.sectors, w.requests + o.requests, w.used + o.used, w.resolved + o.resolved}
+}
+
+// nsPerPage is the device time per used page, ns (0: no used page): the
+// time per page read (4 KiB: 8 sectors) over the share of resolved pages
+// used. The time is the busy time, or under a token bucket the time its
+// rates need for the requests and their bytes when that is longer, the
+// cost the line model charges a request (LineDevice: max of the line,
+// 1/IOPS and bytes/BPS). A page resolves when its reader uses it or
+// reclaim drops it unused, often windows after its read, so the used
+// pages a window counts are a sample of those it read: the time is
+// divided by the pages read, which the trace counts whole, and the
+// sample gives the share of them used.
+func (w work) nsPerPage(caps model.Throttle) float64 {
+	if w.used <= 0 || w.sectors <= 0 {
+		return 0
+	}
+	t := w.busyNs
+	if caps.BytesPerSec > 0 {
+		t = max(t, w.sectors*512/caps.BytesPerSec*1e9)
+	}
+	if caps.IOPS > 0 {
+		t = max(t, w.requests/caps.IOPS*1e9)
+	}
+	return t / (w.sectors / 8) * w.resolved / w.used
+}
+
+// caps are the tighter of the device model's caps and its readers'.
+func (s Settings) caps() model.Throttle {
+	if s.Model == nil {
+		return s.Caps
+	}
+	return tighterCaps(s.Model.Throttle(), s.Caps)
 }
 
 // Evidence is the decayed evidence of the recent windows, as of the last
@@ -140,7 +190,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	st := Step{Evidence: ev}
 	whole := scale == 1
 	if whole {
-		r.measure(ev, w.BusyNs, s.LowWastePct, s.VerifyWindows)
+		r.measure(ev, w, s.LowWastePct, s.VerifyWindows)
 	}
 	if r.verify != nil {
 		if kib, msg, revert := r.check(ev, w, whole, s); revert {
@@ -159,7 +209,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
 		Evidence: r.mix, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
 		BackedOff: r.backedOff(w.Now)})
-	if v := r.verify; v != nil && v.used > 0 && st.Decision.KiB != s.CurrentKiB && (st.Decision.KiB < s.CurrentKiB) != (v.to < v.from) {
+	if v := r.verify; v != nil && v.counted.used > 0 && st.Decision.KiB != s.CurrentKiB && (st.Decision.KiB < s.CurrentKiB) != (v.to < v.from) {
 		// A move back while the change is verified ends its verification
 		// on the windows it counted: a regression makes the move the
 		// change's revert, with its back-off.
@@ -175,14 +225,16 @@ func (r *Road) Window(w Window, s Settings) Step {
 // reports a regression (the device time per used page beyond the
 // baseline by more than the tolerance, s.LowWastePct) with its message,
 // keeping the verification for Reverted; else the change is Verified.
+// Both sides are costed with the caps known now (work.nsPerPage).
 func (r *Road) verdict(s Settings) (string, bool) {
 	v := r.verify
-	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, MeasuredNs: v.busyNs / v.used}
-	if out.MeasuredNs > v.baselineNs*(1+s.LowWastePct/100) {
+	caps := s.caps()
+	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baseline.nsPerPage(caps), MeasuredNs: v.counted.nsPerPage(caps)}
+	if out.MeasuredNs > out.BaselineNs*(1+s.LowWastePct/100) {
 		out.Outcome = "Reverted"
 		r.Last = &out
 		return fmt.Sprintf("regression: %.0f ns of device time per used page at read_ahead_kb %d vs %.0f at %d (+%.1f %% > %.1f %%)",
-			out.MeasuredNs, v.to, v.baselineNs, v.from, 100*(out.MeasuredNs/v.baselineNs-1), s.LowWastePct), true
+			out.MeasuredNs, v.to, out.BaselineNs, v.from, 100*(out.MeasuredNs/out.BaselineNs-1), s.LowWastePct), true
 	}
 	out.Outcome = "Verified"
 	r.Last, r.verify = &out, nil
@@ -212,27 +264,29 @@ func (r *Road) decay(now time.Time, horizon time.Duration) {
 	r.mix, r.lat, r.mixAt = r.mix.Scaled(f), Latencies{}.plus(r.lat, f), now
 }
 
-// measure keeps the window's device time per used page for its kind of
-// reader, when it is of one kind and used pages: the last n such.
-func (r *Road) measure(ev Evidence, busyNs int64, tolPct float64, n int) {
-	if k := ev.kind(tolPct); k != Mixed && ev.Used() > 0 && busyNs > 0 {
-		r.perPage[k] = append(r.perPage[k], float64(busyNs)/ev.Used())
+// windowWork is the window's read-ahead work and used pages.
+func windowWork(ev Evidence, w Window) work {
+	return work{busyNs: float64(w.BusyNs), sectors: float64(w.AheadSectors), requests: float64(w.AheadRequests),
+		used: ev.Used(), resolved: ev.Resolved()}
+}
+
+// measure keeps the window's work for its kind of reader, when it is of
+// one kind and used pages: the last n such.
+func (r *Road) measure(ev Evidence, w Window, tolPct float64, n int) {
+	if k := ev.kind(tolPct); k != Mixed && ev.Used() > 0 && w.BusyNs > 0 {
+		r.perPage[k] = append(r.perPage[k], windowWork(ev, w))
 		r.perPage[k] = r.perPage[k][max(0, len(r.perPage[k])-max(n, 1)):]
 	}
 }
 
-// baseline is the mean of kind's last n measures (0: none).
-func (r *Road) baseline(k Kind, n int) float64 {
+// baseline is the summed work of kind's last n measures (zero: none).
+func (r *Road) baseline(k Kind, n int) work {
 	m := r.perPage[k]
-	m = m[max(0, len(m)-n):]
-	if len(m) == 0 {
-		return 0
+	var sum work
+	for _, x := range m[max(0, len(m)-n):] {
+		sum = sum.plus(x)
 	}
-	var sum float64
-	for _, x := range m {
-		sum += x
-	}
-	return sum / float64(len(m))
+	return sum
 }
 
 // backedOff is the predicate of the depths in back-off at now.
@@ -247,9 +301,9 @@ func (r *Road) backedOff(now time.Time) func(int) bool {
 // Commit records that the agent set the depth from → to at now, a change
 // the road decided (not a revert, nor a move to the policy's bounds): the
 // verification starts, on the kind of reader the change serves (random
-// readers for a cut, sequential ones for a raise), against the busy time
-// per used page last measured for that kind. A change with no such
-// measure is not verified (Last says so). The baseline is the mean of
+// readers for a cut, sequential ones for a raise), against the device
+// time per used page last measured for that kind. A change with no such
+// measure is not verified (Last says so). The baseline is the work of
 // as many of the kind's last windows as the verification counts. A change
 // that goes on in the direction of one still under verification extends
 // it: readers at the new depth are compared with the baseline before the
@@ -261,22 +315,22 @@ func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 		kind = SequentialKind
 	}
 	base := r.baseline(kind, s.VerifyWindows)
-	r.perPage = [3][]float64{}
+	r.perPage = [3][]work{}
 	if v := r.verify; v != nil && v.to == from && (to > from) == (v.to > v.from) {
 		// The same direction again: verified as one change, from the
 		// depth before the first.
-		v.to, v.left, v.seen, v.busyNs, v.used, v.until = to, s.VerifyWindows, 0, 0, 0, now.Add(s.Horizon)
+		v.to, v.left, v.seen, v.counted, v.until = to, s.VerifyWindows, 0, work{}, now.Add(s.Horizon)
 		return
 	}
 	if v := r.verify; v != nil {
-		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, Outcome: "Superseded"}
+		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baseline.nsPerPage(s.caps()), Outcome: "Superseded"}
 	}
 	r.verify = nil
-	if base <= 0 || s.VerifyWindows <= 0 {
+	if base.used <= 0 || s.VerifyWindows <= 0 {
 		r.Last = &Verification{FromKiB: from, ToKiB: to, Outcome: "NotVerified"}
 		return
 	}
-	r.verify = &pending{from: from, to: to, kind: kind, baselineNs: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
+	r.verify = &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
 }
 
 // Reverted records that the agent wrote the depth a regressed change
@@ -286,24 +340,30 @@ func (r *Road) Reverted(now time.Time, s Settings) {
 		r.backoffKiB, r.backoffLower, r.backoffUntil = v.from, v.to < v.from, now.Add(s.Backoff)
 	}
 	r.verify = nil
-	r.perPage = [3][]float64{}
+	r.perPage = [3][]work{}
 }
 
 // Forget drops the verification and the measures of the current depth:
 // the depth changed by other means (a bound, another writer, a restore).
 func (r *Road) Forget() {
 	r.verify = nil
-	r.perPage = [3][]float64{}
+	r.perPage = [3][]work{}
 }
 
 // readsAtNew reports whether the evidence's readers of the change's kind
 // read at its new depth: the mean depth their files were opened at is
-// nearer to it than to the old depth, on a log scale. A reader keeps the depth its file was opened
-// with (file_ra_state_init, mm/readahead.c): the windows after a change
-// may still be those of readers opened before it, which measure nothing
-// of the new depth.
+// nearer to it than to the old depth, on a log scale. A reader keeps the
+// depth its file was opened with (file_ra_state_init, mm/readahead.c):
+// the windows after a change may still be those of readers opened before
+// it, which measure nothing of the new depth. Sequential readers' short
+// windows count with their full ones: a reader whose read-ahead pages
+// reclaim took before it read them starts again with a window sized by
+// the pages it still finds (page_cache_sync_ra's context read-ahead),
+// shorter than its file's depth, and those are the windows a raise that
+// thrashes leaves.
 func (v *pending) readsAtNew(ev Evidence) bool {
 	c := ev.Sequential
+	c.Windows, c.Depth = c.Windows+ev.Short.Windows, c.Depth+ev.Short.Depth
 	if v.kind == RandomKind {
 		c = ev.Random
 	}
@@ -327,8 +387,7 @@ func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, ms
 	v := r.verify
 	v.seen++
 	if whole && ev.kind(s.LowWastePct) == v.kind && v.readsAtNew(ev) && ev.Used() > 0 && w.BusyNs > 0 {
-		v.busyNs += float64(w.BusyNs)
-		v.used += ev.Used()
+		v.counted = v.counted.plus(windowWork(ev, w))
 		v.left--
 	}
 	expired := !w.Now.Before(v.until) && v.seen >= s.VerifyWindows
@@ -339,7 +398,7 @@ func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, ms
 		}
 		return 0, "", false
 	case expired:
-		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baselineNs, Outcome: "Superseded"}
+		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baseline.nsPerPage(s.caps()), Outcome: "Superseded"}
 		r.verify = nil
 	}
 	return 0, "", false

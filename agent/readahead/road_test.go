@@ -1,6 +1,7 @@
 package readahead
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -39,14 +40,14 @@ func seqWindow(kib int, pages uint64) PageCache {
 func TestRoadCutVerified(t *testing.T) {
 	var r Road
 	s := settings(2560)
-	st := r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	st := r.Window(window(t0, randomWindow(2560, 1500), 1500*900e3), s)
 	if st.Decision.KiB != priorCut || st.Decision.Reason != ReasonWaste {
 		t.Fatalf("thrash: %d KiB (%s), want a cut to %d", st.Decision.KiB, st.Decision.Reason, priorCut)
 	}
 	r.Commit(2560, priorCut, t0, s)
 	s.CurrentKiB = priorCut
 	for i := 1; i <= 2; i++ {
-		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(priorCut, 3000), BusyNs: 3000 * 70e3}, s)
+		st = r.Window(window(t0.Add(time.Duration(i)*5*time.Second), randomWindow(priorCut, 3000), 3000*70e3), s)
 		if st.Revert || st.Decision.KiB != priorCut {
 			t.Fatalf("window %d after the cut: %+v", i, st)
 		}
@@ -64,12 +65,12 @@ func TestRoadCutVerified(t *testing.T) {
 func TestRoadCutReverted(t *testing.T) {
 	var r Road
 	s := settings(2560)
-	r.Window(Window{Now: t0, PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	r.Window(window(t0, randomWindow(2560, 1500), 1500*900e3), s)
 	r.Commit(2560, priorCut, t0, s)
 	s.CurrentKiB = priorCut
 	var st Step
 	for i := 1; i <= 2; i++ {
-		st = r.Window(Window{Now: t0.Add(time.Duration(i) * 5 * time.Second), PageCache: randomWindow(priorCut, 1500), BusyNs: 1500 * 1200e3}, s)
+		st = r.Window(window(t0.Add(time.Duration(i)*5*time.Second), randomWindow(priorCut, 1500), 1500*1200e3), s)
 	}
 	if !st.Revert || st.Decision.KiB != 2560 || !strings.HasPrefix(st.Message, "regression:") {
 		t.Fatalf("after a regression: %+v, want the revert to 2560", st)
@@ -79,11 +80,11 @@ func TestRoadCutReverted(t *testing.T) {
 	}
 	r.Reverted(t0.Add(10*time.Second), s)
 	s.CurrentKiB = 2560
-	st = r.Window(Window{Now: t0.Add(15 * time.Second), PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	st = r.Window(window(t0.Add(15*time.Second), randomWindow(2560, 1500), 1500*900e3), s)
 	if st.Decision.KiB != 2560 {
 		t.Errorf("a thrash within the back-off: %d KiB (%s), want it kept", st.Decision.KiB, st.Decision.Reason)
 	}
-	st = r.Window(Window{Now: t0.Add(31 * time.Minute), PageCache: randomWindow(2560, 1500), BusyNs: 1500 * 900e3}, s)
+	st = r.Window(window(t0.Add(31*time.Minute), randomWindow(2560, 1500), 1500*900e3), s)
 	if st.Decision.KiB != priorCut {
 		t.Errorf("a thrash after the back-off: %d KiB (%s), want the cut", st.Decision.KiB, st.Decision.Reason)
 	}
@@ -100,7 +101,7 @@ func TestRoadAlternating(t *testing.T) {
 	now := t0
 	step := func(pc PageCache, busy float64) Step {
 		now = now.Add(5 * time.Second)
-		st := r.Window(Window{Now: now, PageCache: pc, BusyNs: int64(busy)}, s)
+		st := r.Window(window(now, pc, float64(busy)), s)
 		if st.Decision.KiB != s.CurrentKiB && !st.Revert {
 			r.Commit(s.CurrentKiB, st.Decision.KiB, now, s)
 			s.CurrentKiB = st.Decision.KiB
@@ -134,10 +135,10 @@ func TestRoadAlternating(t *testing.T) {
 func TestRoadRaiseSuperseded(t *testing.T) {
 	var r Road
 	s := settings(128)
-	r.Window(Window{Now: t0, PageCache: seqWindow(128, 262144), BusyNs: 0.8e9}, s)
+	r.Window(window(t0, seqWindow(128, 262144), 0.8e9), s)
 	r.Commit(128, 2560, t0, s)
 	s.CurrentKiB = 2560
-	r.Window(Window{Now: t0.Add(5 * time.Second), PageCache: randomWindow(2560, 10), BusyNs: 1e6}, s)
+	r.Window(window(t0.Add(5*time.Second), randomWindow(2560, 10), 1e6), s)
 	if r.Last != nil {
 		t.Fatalf("verification ended early: %+v", r.Last)
 	}
@@ -184,18 +185,85 @@ func TestRoadHorizon(t *testing.T) {
 func TestRoadMoveBackEndsVerification(t *testing.T) {
 	var r Road
 	s := settings(16)
-	r.Window(Window{Now: t0, PageCache: seqWindow(16, 262144), BusyNs: 1e9}, s)
+	r.Window(window(t0, seqWindow(16, 262144), 1e9), s)
 	r.Commit(16, 2560, t0, s)
 	s.CurrentKiB = 2560
 	// New readers at 2560, 3 times the device time per used page: one
 	// window counted; then random readers thrash.
-	r.Window(Window{Now: t0.Add(5 * time.Second), PageCache: seqWindow(2560, 262144), BusyNs: 3e9}, s)
-	st := r.Window(Window{Now: t0.Add(10 * time.Second), PageCache: randomWindow(2560, 5000), BusyNs: 0}, s)
+	r.Window(window(t0.Add(5*time.Second), seqWindow(2560, 262144), 3e9), s)
+	st := r.Window(window(t0.Add(10*time.Second), randomWindow(2560, 5000), 0), s)
 	if !st.Revert || st.Decision.KiB != 16 || r.Last == nil || r.Last.Outcome != "Reverted" {
 		t.Fatalf("a move back after a measured regression: %+v (last %+v), want the revert to 16", st, r.Last)
 	}
 	r.Reverted(t0.Add(10*time.Second), s)
 	if f := r.backedOff(t0.Add(time.Minute)); f == nil || !f(2560) || f(16) {
+		t.Error("the raise is not backed off")
+	}
+}
+
+// window is a window traced whole of pc's pages and busy ns of read-ahead
+// requests, one request per read-ahead window.
+func window(now time.Time, pc PageCache, busyNs float64) Window {
+	ev := FromPageCache(pc)
+	return Window{Now: now, PageCache: pc, BusyNs: int64(busyNs), AheadSectors: int64(8 * ev.Pages()),
+		AheadRequests: int64(ev.Random.Windows + ev.Sequential.Windows + ev.Short.Windows)}
+}
+
+// TestWorkNsPerPage: the device time per used page is the time per page
+// read over the share of resolved pages used, whatever share of the
+// pages read resolved in the windows; under a token bucket the time its
+// rates need counts when the device's busy time is shorter.
+func TestWorkNsPerPage(t *testing.T) {
+	const page = 8 // sectors
+	// 1000 pages read in 100 requests, 1 ms busy: 1 µs a page.
+	base := work{busyNs: 1e6, sectors: 1000 * page, requests: 100}
+	with := func(w work, used, resolved float64) work { w.used, w.resolved = used, resolved; return w }
+	for _, c := range []struct {
+		name string
+		w    work
+		caps model.Throttle
+		want float64
+	}{
+		{"every page resolved and used", with(base, 1000, 1000), model.Throttle{}, 1000},
+		{"a tenth resolved, all used", with(base, 100, 100), model.Throttle{}, 1000},
+		{"half the resolved pages wasted", with(base, 50, 100), model.Throttle{}, 2000},
+		{"nothing used", with(base, 0, 100), model.Throttle{}, 0},
+		// 4 MB at 400 MB/s: 10 ms, ten times the busy time.
+		{"the bandwidth cap's time", with(base, 100, 100), model.Throttle{BytesPerSec: 1000 * 4096 / 10e-3}, 10e3},
+		// 100 requests at 1000 IOPS: 100 ms.
+		{"the IOPS cap's time", with(base, 100, 100), model.Throttle{IOPS: 1000}, 100e3},
+		// caps the device's reads stay below: the busy time.
+		{"caps the device does not reach", with(base, 100, 100), model.Throttle{IOPS: 1e6, BytesPerSec: 1e12}, 1000},
+	} {
+		if got := c.w.nsPerPage(c.caps); math.Abs(got-c.want) > 1e-6*c.want {
+			t.Errorf("%s: %.1f ns per used page, want %.1f", c.name, got, c.want)
+		}
+	}
+}
+
+// TestRoadRaiseThrashReverted: after a raise, new sequential readers
+// whose read-ahead reclaim takes before they read it leave short windows
+// (the context read-ahead of a reader that lost its pages) of files
+// opened at the new depth. They count towards the raise's verification:
+// nine in ten of their pages wasted at the same device time per page
+// read is a regression, and the move back the window decides is the
+// raise's revert, with its back-off.
+func TestRoadRaiseThrashReverted(t *testing.T) {
+	var r Road
+	s := settings(16)
+	r.Window(window(t0, seqWindow(16, 262144), 1e9), s)
+	r.Commit(16, 2560, t0, s)
+	s.CurrentKiB = 2560
+	const w = 4096 // short windows of 64 pages, of files opened at 2560 KiB
+	pages := uint64(w * 64)
+	short := PageCache{Measured: true, Windows: w, Pages: pages, Depth: w * 640,
+		Used: pages / 10, Wasted: pages - pages/10, ReadUsed: pages / 10, ReadWasted: pages - pages/10}
+	st := r.Window(window(t0.Add(5*time.Second), short, 1e9), s)
+	if !st.Revert || st.Decision.KiB != 16 || r.Last == nil || r.Last.Outcome != "Reverted" {
+		t.Fatalf("short windows of thrash after a raise: %+v (last %+v), want the revert to 16", st, r.Last)
+	}
+	r.Reverted(t0.Add(5*time.Second), s)
+	if f := r.backedOff(t0.Add(time.Minute)); f == nil || !f(2560) {
 		t.Error("the raise is not backed off")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,6 +56,113 @@ func MemCgroup(t testing.TB, limit int64) string {
 	return filepath.Join(dir, "cgroup.procs")
 }
 
+// SetMemLimit sets the limit, bytes, of the memory cgroup whose
+// cgroup.procs file is procs (MemCgroup), for the processes that join it
+// after: a phase of a load that needs less memory than the others.
+func SetMemLimit(t testing.TB, procs string, limit int64) {
+	t.Helper()
+	dir := filepath.Dir(procs)
+	limitFile := filepath.Join(dir, "memory.max")
+	if _, err := os.Stat(limitFile); err != nil {
+		limitFile = filepath.Join(dir, "memory.limit_in_bytes")
+	}
+	if err := os.WriteFile(limitFile, []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
+		t.Fatalf("%s: %v", limitFile, err)
+	}
+	t.Logf("memory cgroup %s: %s = %d", dir, filepath.Base(limitFile), limit)
+}
+
+// MemPinned is what the processes of the memory cgroup whose
+// cgroup.procs file is procs hold that reclaim cannot take back from
+// the page cache, bytes: their anonymous and shared memory and the file
+// pages they map (memory.stat: v1 rss, shmem, mapped_file; v2 anon,
+// shmem, file_mapped). The rest of the limit is the room for the page
+// cache of their reads.
+func MemPinned(t testing.TB, procs string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(procs), "memory.stat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			continue
+		}
+		switch f[0] {
+		case "rss", "shmem", "mapped_file", "anon", "file_mapped":
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatalf("memory.stat: %q: %v", line, err)
+			}
+			sum += n
+		}
+	}
+	return sum
+}
+
+// ThrottleCgroup creates a cgroup of the host's blk-throttle (cgroup v1
+// blkio, else cgroup v2 with the io controller) that caps the reads of
+// the device majMin ("MAJ:MIN") at iops requests and bps bytes a second
+// (0: that one uncapped), and returns its directory and cgroup.procs
+// file; it is removed when t ends (its processes must have exited by
+// then). Without blk-throttle t is skipped, or fails under CI=true.
+func ThrottleCgroup(t testing.TB, majMin string, iops, bps int) (dir, procs string) {
+	t.Helper()
+	name := fmt.Sprintf("shadowtune-test-blkio-%d", os.Getpid())
+	var files map[string]string
+	v2cap := func(n int) string {
+		if n == 0 {
+			return "max"
+		}
+		return strconv.Itoa(n)
+	}
+	switch {
+	case fileExists("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device"):
+		dir = filepath.Join("/sys/fs/cgroup/blkio", name)
+		files = map[string]string{
+			"blkio.throttle.read_iops_device": fmt.Sprintf("%s %d", majMin, iops),
+			"blkio.throttle.read_bps_device":  fmt.Sprintf("%s %d", majMin, bps),
+		}
+	case strings.Contains(readFileOr("/sys/fs/cgroup/cgroup.subtree_control"), "io"):
+		dir = filepath.Join("/sys/fs/cgroup", name)
+		files = map[string]string{"io.max": fmt.Sprintf("%s riops=%s rbps=%s", majMin, v2cap(iops), v2cap(bps))}
+	default:
+		need.Missing(t, "blk-throttle", "needs cgroup v1 blkio or cgroup v2's io controller")
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		need.Missing(t, "blk-throttle", "cannot create %s: %v", dir, err)
+	}
+	need.Have(t, "blk-throttle")
+	t.Cleanup(func() {
+		var err error
+		for range 50 { // the children have exited; the cgroup empties a moment later
+			if err = os.Remove(dir); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Errorf("remove cgroup %s: %v", dir, err)
+	})
+	for f, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	return dir, filepath.Join(dir, "cgroup.procs")
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func readFileOr(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
+
 // v1MemoryCgroup is this process's cgroup v1 memory cgroup directory, or
 // "" without one.
 func v1MemoryCgroup() string {
@@ -83,6 +191,13 @@ func v1MemoryCgroup() string {
 // combined output; a child that fails fails t.
 func RunChild(t testing.TB, procs, test, env string) (time.Time, string) {
 	t.Helper()
+	return RunChildIn(t, []string{procs}, test, env)
+}
+
+// RunChildIn is RunChild with the child moved into every cgroup whose
+// cgroup.procs file is in procs (a memory cgroup and a blk-throttle one).
+func RunChildIn(t testing.TB, procs []string, test, env string) (time.Time, string) {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env)
 	in, err := cmd.StdinPipe()
@@ -94,10 +209,12 @@ func RunChild(t testing.TB, procs, test, env string) (time.Time, string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(procs, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("move the child %s into %s: %v", test, procs, err)
+	for _, p := range procs {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("move the child %s into %s: %v", test, p, err)
+		}
 	}
 	start := time.Now()
 	_, _ = in.Write([]byte("go\n"))
@@ -106,6 +223,57 @@ func RunChild(t testing.TB, procs, test, env string) (time.Time, string) {
 		t.Fatalf("child %s (%s): %v\n%s", test, env, err, out.String())
 	}
 	return start, out.String()
+}
+
+// RunIn runs the command argv (a tool such as fio) in every cgroup whose
+// cgroup.procs file is in procs: a shell that waits for a line on its
+// stdin is moved into them, then execs argv. It waits for the command and
+// returns when it was let go and its combined output; a command that
+// fails fails t.
+func RunIn(t testing.TB, procs []string, argv ...string) (time.Time, string) {
+	t.Helper()
+	cmd := exec.Command("sh", append([]string{"-c", `read _ && exec "$@"`, "sh"}, argv...)...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("move %s into %s: %v", argv[0], p, err)
+		}
+	}
+	start := time.Now()
+	_, _ = in.Write([]byte("go\n"))
+	_ = in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out.String())
+	}
+	return start, out.String()
+}
+
+// Background starts the command argv (a competing load) in a process
+// group of its own, and kills the whole group when t ends, so that
+// nothing it started reads on into the next test. A process that leaves
+// the group (fio's job processes start sessions of their own: run fio
+// with --thread) is not killed.
+func Background(t testing.TB, argv ...string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", argv[0], err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	})
 }
 
 // AwaitGo is a RunChild child's wait for the line that lets it go, once
