@@ -501,6 +501,7 @@ func TestReadAheadRegressionLive(t *testing.T) {
 	}
 	limit := pinned + room
 	loopdev.SetMemLimit(t, fx.procs, limit)
+	loopdev.NoOOMKill(t, fx.procs) // read-ahead pages queued behind the cap cannot be reclaimed
 	fx.capped = capped
 	rate := fx.streams(t, fio, readers, 8)
 	a.waitWindowAfter(t, time.Now())

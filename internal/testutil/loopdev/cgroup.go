@@ -65,11 +65,40 @@ func SetMemLimit(t testing.TB, procs string, limit int64) {
 	limitFile := filepath.Join(dir, "memory.max")
 	if _, err := os.Stat(limitFile); err != nil {
 		limitFile = filepath.Join(dir, "memory.limit_in_bytes")
+	} else if high := strings.TrimSpace(readFileOr(filepath.Join(dir, "memory.high"))); high != "" && high != "max" {
+		limitFile = filepath.Join(dir, "memory.high") // NoOOMKill's limit
 	}
 	if err := os.WriteFile(limitFile, []byte(strconv.FormatInt(limit, 10)), 0); err != nil {
 		t.Fatalf("%s: %v", limitFile, err)
 	}
 	t.Logf("memory cgroup %s: %s = %d", dir, filepath.Base(limitFile), limit)
+}
+
+// NoOOMKill makes the memory cgroup whose cgroup.procs file is procs
+// reclaim, and make its processes wait, at its limit rather than kill
+// one: pages a process reads are locked while their I/O is queued (behind
+// a blk-throttle cap, for a while), and reclaim cannot take them until it
+// completes. cgroup v1: memory.oom_control's oom_kill_disable; v2: the
+// limit moves from memory.max to memory.high, the reclaim-and-throttle
+// limit.
+func NoOOMKill(t testing.TB, procs string) {
+	t.Helper()
+	dir := filepath.Dir(procs)
+	if fileExists(filepath.Join(dir, "memory.oom_control")) {
+		if err := os.WriteFile(filepath.Join(dir, "memory.oom_control"), []byte("1"), 0); err != nil {
+			t.Fatalf("memory.oom_control: %v", err)
+		}
+		return
+	}
+	limit, err := os.ReadFile(filepath.Join(dir, "memory.max"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for f, v := range map[string]string{"memory.high": strings.TrimSpace(string(limit)), "memory.max": "max"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
 }
 
 // MemPinned is what the processes of the memory cgroup whose
