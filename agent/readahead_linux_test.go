@@ -534,22 +534,34 @@ func TestReadAheadRegressionLive(t *testing.T) {
 // (loopdev.MemPinned: fio's own, which reclaim cannot take back).
 func (fx *raFixture) streamsPinned(t *testing.T, fio string, n int) int64 {
 	t.Helper()
-	stop, done := make(chan struct{}), make(chan int64)
+	type result struct {
+		most int64
+		err  error
+	}
+	stop, done := make(chan struct{}), make(chan result)
 	go func() {
-		var most int64
-		for {
+		var r result
+		for r.err == nil {
 			select {
 			case <-stop:
-				done <- most
+				done <- r
 				return
 			case <-time.After(50 * time.Millisecond):
-				most = max(most, loopdev.MemPinned(t, fx.procs))
+				var m int64
+				m, r.err = loopdev.MemPinned(fx.procs)
+				r.most = max(r.most, m)
 			}
 		}
+		<-stop
+		done <- r
 	}()
 	fx.streams(t, fio, n, 2)
 	close(stop)
-	most := <-done
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	most := r.most
 	t.Logf("%d fio readers pin %d MiB", n, most>>20)
 	return most
 }

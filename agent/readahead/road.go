@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // Settings are what a device's road needs from its policy and its
@@ -137,7 +138,7 @@ func (w work) plus(o work) work {
 }
 
 // nsPerPage is the device time per used page, ns (0: no used page): the
-// time per page read (4 KiB: 8 sectors) over the share of resolved pages
+// time per page read (pageSectors) over the share of resolved pages
 // used. The time is the busy time, or under a token bucket the time its
 // rates need for the requests and their bytes when that is longer, the
 // cost the line model charges a request (LineDevice: max of the line,
@@ -152,13 +153,16 @@ func (w work) nsPerPage(caps model.Throttle) float64 {
 	}
 	t := w.busyNs
 	if caps.BytesPerSec > 0 {
-		t = max(t, w.sectors*512/caps.BytesPerSec*1e9)
+		t = max(t, w.sectors*trace.SectorSize/caps.BytesPerSec*1e9)
 	}
 	if caps.IOPS > 0 {
 		t = max(t, w.requests/caps.IOPS*1e9)
 	}
-	return t / (w.sectors / 8) * w.resolved / w.used
+	return t / (w.sectors / pageSectors) * w.resolved / w.used
 }
+
+// pageSectors is the sectors of a page-cache page (4 KiB).
+const pageSectors = 4096 / trace.SectorSize
 
 // caps are the tighter of the device model's caps and its readers'.
 func (s Settings) caps() model.Throttle {
@@ -362,10 +366,10 @@ func (r *Road) Forget() {
 // shorter than its file's depth, and those are the windows a raise that
 // thrashes leaves.
 func (v *pending) readsAtNew(ev Evidence) bool {
-	c := ev.Sequential
-	c.Windows, c.Depth = c.Windows+ev.Short.Windows, c.Depth+ev.Short.Depth
-	if v.kind == RandomKind {
-		c = ev.Random
+	c := ev.Random
+	if v.kind != RandomKind {
+		c = ev.Sequential
+		c.Windows, c.Depth = c.Windows+ev.Short.Windows, c.Depth+ev.Short.Depth
 	}
 	if c.Windows <= 0 || c.Depth <= 0 {
 		return false

@@ -133,11 +133,7 @@ func TestRoadAlternating(t *testing.T) {
 // TestRoadRaiseSuperseded: a raise whose sequential readers read no more
 // ends Superseded once the evidence's horizon has passed.
 func TestRoadRaiseSuperseded(t *testing.T) {
-	var r Road
-	s := settings(128)
-	r.Window(window(t0, seqWindow(128, 262144), 0.8e9), s)
-	r.Commit(128, 2560, t0, s)
-	s.CurrentKiB = 2560
+	r, s := raisedFrom(128, 0.8e9)
 	r.Window(window(t0.Add(5*time.Second), randomWindow(2560, 10), 1e6), s)
 	if r.Last != nil {
 		t.Fatalf("verification ended early: %+v", r.Last)
@@ -183,11 +179,7 @@ func TestRoadHorizon(t *testing.T) {
 // decides to move back down, reverts the raise (with its back-off)
 // rather than making a new change.
 func TestRoadMoveBackEndsVerification(t *testing.T) {
-	var r Road
-	s := settings(16)
-	r.Window(window(t0, seqWindow(16, 262144), 1e9), s)
-	r.Commit(16, 2560, t0, s)
-	s.CurrentKiB = 2560
+	r, s := raisedFrom(16, 1e9)
 	// New readers at 2560, 3 times the device time per used page: one
 	// window counted; then random readers thrash.
 	r.Window(window(t0.Add(5*time.Second), seqWindow(2560, 262144), 3e9), s)
@@ -249,11 +241,7 @@ func TestWorkNsPerPage(t *testing.T) {
 // read is a regression, and the move back the window decides is the
 // raise's revert, with its back-off.
 func TestRoadRaiseThrashReverted(t *testing.T) {
-	var r Road
-	s := settings(16)
-	r.Window(window(t0, seqWindow(16, 262144), 1e9), s)
-	r.Commit(16, 2560, t0, s)
-	s.CurrentKiB = 2560
+	r, s := raisedFrom(16, 1e9)
 	const w = 4096 // short windows of 64 pages, of files opened at 2560 KiB
 	pages := uint64(w * 64)
 	short := PageCache{Measured: true, Windows: w, Pages: pages, Depth: w * 640,
@@ -266,4 +254,16 @@ func TestRoadRaiseThrashReverted(t *testing.T) {
 	if f := r.backedOff(t0.Add(time.Minute)); f == nil || !f(2560) {
 		t.Error("the raise is not backed off")
 	}
+}
+
+// raisedFrom is a road whose sequential readers at from KiB (a window of
+// 262,144 pages used, busyNs of device time) made it raise to 2560 KiB,
+// and its settings at the new depth: the raise's verification pending.
+func raisedFrom(from int, busyNs float64) (*Road, Settings) {
+	r := &Road{}
+	s := settings(from)
+	r.Window(window(t0, seqWindow(from, 262144), busyNs), s)
+	r.Commit(from, 2560, t0, s)
+	s.CurrentKiB = 2560
+	return r, s
 }

@@ -106,12 +106,14 @@ func NoOOMKill(t testing.TB, procs string) {
 // the page cache, bytes: their anonymous and shared memory and the file
 // pages they map (memory.stat: v1 rss, shmem, mapped_file; v2 anon,
 // shmem, file_mapped). The rest of the limit is the room for the page
-// cache of their reads.
-func MemPinned(t testing.TB, procs string) int64 {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(filepath.Dir(procs), "memory.stat"))
+// cache of their reads. It returns an error when memory.stat cannot be
+// read or parsed (it takes no testing.TB: a poller calls it beside the
+// test's goroutine).
+func MemPinned(procs string) (int64, error) {
+	stat := filepath.Join(filepath.Dir(procs), "memory.stat")
+	b, err := os.ReadFile(stat)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	var sum int64
 	for _, line := range strings.Split(string(b), "\n") {
@@ -123,12 +125,12 @@ func MemPinned(t testing.TB, procs string) int64 {
 		case "rss", "shmem", "mapped_file", "anon", "file_mapped":
 			n, err := strconv.ParseInt(f[1], 10, 64)
 			if err != nil {
-				t.Fatalf("memory.stat: %q: %v", line, err)
+				return 0, fmt.Errorf("%s: %q: %w", stat, line, err)
 			}
 			sum += n
 		}
 	}
-	return sum
+	return sum, nil
 }
 
 // ThrottleCgroup creates a cgroup of the host's blk-throttle (cgroup v1
@@ -229,29 +231,7 @@ func RunChildIn(t testing.TB, procs []string, test, env string) (time.Time, stri
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range procs {
-		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			t.Fatalf("move the child %s into %s: %v", test, p, err)
-		}
-	}
-	start := time.Now()
-	_, _ = in.Write([]byte("go\n"))
-	_ = in.Close()
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("child %s (%s): %v\n%s", test, env, err, out.String())
-	}
-	return start, out.String()
+	return runGated(t, cmd, procs, fmt.Sprintf("child %s (%s)", test, env))
 }
 
 // RunIn runs the command argv (a tool such as fio) in every cgroup whose
@@ -262,6 +242,15 @@ func RunChildIn(t testing.TB, procs []string, test, env string) (time.Time, stri
 func RunIn(t testing.TB, procs []string, argv ...string) (time.Time, string) {
 	t.Helper()
 	cmd := exec.Command("sh", append([]string{"-c", `read _ && exec "$@"`, "sh"}, argv...)...)
+	return runGated(t, cmd, procs, strings.Join(argv, " "))
+}
+
+// runGated starts cmd, which waits for a line on its stdin before it
+// does any work, moves it into every cgroup whose cgroup.procs file is in
+// procs, lets it go, and waits for it: it returns when it was let go and
+// its combined output. A move or a run that fails fails t, naming what.
+func runGated(t testing.TB, cmd *exec.Cmd, procs []string, what string) (time.Time, string) {
+	t.Helper()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -275,14 +264,14 @@ func RunIn(t testing.TB, procs []string, argv ...string) (time.Time, string) {
 		if err := os.WriteFile(p, []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
-			t.Fatalf("move %s into %s: %v", argv[0], p, err)
+			t.Fatalf("move %s into %s: %v", what, p, err)
 		}
 	}
 	start := time.Now()
 	_, _ = in.Write([]byte("go\n"))
 	_ = in.Close()
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(argv, " "), err, out.String())
+		t.Fatalf("%s: %v\n%s", what, err, out.String())
 	}
 	return start, out.String()
 }
