@@ -10,6 +10,7 @@ import glob
 import os
 import shlex
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -159,8 +160,11 @@ class Device:
                 sh(["umount", "-l", self.mnt])
 
     def offered_schedulers(self):
-        for mod in ("mq-deadline", "kyber-iosched", "bfq"):
-            subprocess.run(["modprobe", "-q", mod], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # A scheduler built as a module is offered once loaded; a host
+        # without kmod (modprobe) offers the built-in ones only.
+        if shutil.which("modprobe"):
+            for mod in ("mq-deadline", "kyber-iosched", "bfq"):
+                subprocess.run(["modprobe", "-q", mod], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return read(f"{self.q}/scheduler").replace("[", "").replace("]", "").split()
 
     def state(self):
