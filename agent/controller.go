@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -324,6 +325,12 @@ type deviceController struct {
 	// is multiplied in the decision (engine.Options.Corrections), from
 	// verified switches (learnCorrection); kept in the device's memo.
 	corrections map[string]float64
+	// counterfactual is the device's counterfactual error over its
+	// verified switches (agent/counterfactual), kept in its memo;
+	// cfHolding the part of it that holds this window's switch back
+	// (engine.Options.CounterfactualErrorPct).
+	counterfactual counterfactual.Record
+	cfHolding      float64
 
 	// proposed is the switch target the last evaluated window decided
 	// ("": none; confirmSwitch).
@@ -383,6 +390,11 @@ type verification struct {
 	realNs   int64   // real measure over the verified windows
 	prevNs   float64 // the previous setting's simulated measure × bias
 	targetNs float64 // the target's simulated measure × bias
+	// corrected is the target's learned correction over the previous
+	// setting's when the switch was decided: the decision compared
+	// corrected measures, so its predicted ratio is targetNs ÷ prevNs
+	// × corrected.
+	corrected float64
 }
 
 // errNoModel is returned when a controller is built without a model.
@@ -486,6 +498,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	// the whole window rather than of its last moments (model.WindowModel).
 	m := c.model.WindowModel()
 	c.narrow = c.verify == nil && c.alike.narrowed(in.Now)
+	c.cfHolding = c.counterfactual.Holding(in.Now, c.policy.Backoff, c.policy.Decide.MarginPct)
 	er, simReqs, screened, err := c.simulate(reqs, m)
 	if err != nil {
 		return rep, err
@@ -559,6 +572,7 @@ func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sli
 	if v.left > 0 {
 		return false
 	}
+	c.checkCounterfactual(v, now)
 	c.learnCorrection(v)
 	c.lastVerify = &verificationResult{What: fmt.Sprintf("%s -> %s", v.previous.Candidate.Name(), v.target.Candidate.Name()),
 		BaselineNs: v.prevNs, PredictedNs: v.targetNs, MeasuredNs: float64(v.realNs), Unit: "ns", Outcome: "Verified"}
@@ -593,7 +607,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 	}
 	target := c.current
 	rep.Reason = string(d.Reason)
-	if d.Reason == decide.ReasonNotReproduced {
+	if d.Reason == decide.ReasonNotReproduced || d.Reason == decide.ReasonCounterfactualError {
 		rep.Skipped = d.Message
 	}
 	// A read-ahead move is made alone, so that each verification measures
@@ -630,7 +644,8 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		return
 	}
 	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
-		verify: &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows}}
+		verify: &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows,
+			corrected: c.correctionOf(target) / c.correctionOf(c.current)}}
 	rep.Verifying = c.policy.VerifyWindows
 }
 
@@ -767,6 +782,7 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 	opt.Model = m
 	opt.CacheWarm = c.cacheWarm
 	opt.Corrections = c.corrections
+	opt.CounterfactualErrorPct = c.cfHolding
 	opt.Current = c.current.Candidate
 	opt.Decide = c.policy.Decide
 	opt.Guard = c.guard

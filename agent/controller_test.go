@@ -485,3 +485,92 @@ func TestPredictedForTheCounterfactual(t *testing.T) {
 		t.Errorf("narrowed window: %v, want kyber as none's 100 × its 1.5, none 100", got)
 	}
 }
+
+// TestCounterfactualErrorHoldsSwitches: a switch measured three times
+// slower than predicted counts one check far beyond the margin; while its
+// hold lasts (the back-off after the check), a window that predicts a gain
+// does not switch, and says why; past it, the switch is made again.
+func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	rep, err := stepConfirmed(t, c, w, now)
+	if err != nil || rep.Action.Kind != ActionApply {
+		t.Fatalf("first window: %v %+v", err, rep.Action)
+	}
+	var checked time.Time
+	for i := 2; i < 4; i++ {
+		checked = now.Add(time.Duration(i) * 5 * time.Second)
+		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), checked); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.counterfactual
+	if r.Checks != 1 || !r.At.Equal(checked) {
+		t.Fatalf("record %+v, want one check at %v", r, checked)
+	}
+	if r.Last.Predicted >= 1 || r.Last.Measured <= 1+c.policy.Decide.MarginPct/100 || r.ErrorPct() <= c.policy.Decide.MarginPct || r.WrongSigns != 1 {
+		t.Fatalf("record %+v (error %.1f pts): want a gain predicted, a slowdown measured, one wrong sign", r, r.ErrorPct())
+	}
+	if !c.memoDirty {
+		t.Fatal("the check was not marked for the memo")
+	}
+	st := counterfactualStatus(r, c.policy.Backoff, c.policy.Decide.MarginPct)
+	if st == nil || st.Checks != 1 || st.HoldUntil == nil || !st.HoldUntil.Time.Equal(checked.Add(RegressionBackoff)) {
+		t.Fatalf("status %+v, want one check held until %v", st, checked.Add(RegressionBackoff))
+	}
+	// Neither the regressed candidate's back-off nor its correction is
+	// what holds the switch here.
+	c.backoff, c.corrections = map[string]time.Time{}, map[string]float64{}
+	rep, err = step(c, w, checked.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind == ActionApply || rep.Reason != string(decide.ReasonCounterfactualError) || rep.Skipped == "" {
+		t.Fatalf("within the hold: action %+v, reason %q, skipped %q; want no switch, %s", rep.Action, rep.Reason, rep.Skipped, decide.ReasonCounterfactualError)
+	}
+	c.backoff, c.corrections = map[string]time.Time{}, map[string]float64{}
+	late := checked.Add(RegressionBackoff)
+	if _, err := step(c, w, late); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = step(c, shifted(w, w[0].Arrival+w[len(w)-1].Complete+1e6), late.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Action.Kind != ActionApply {
+		t.Fatalf("past the hold: action %+v, reason %q (%s); want the switch made", rep.Action, rep.Reason, rep.Skipped)
+	}
+}
+
+// TestCounterfactualCheckOfAKeptSwitch: a switch measured faster, by less
+// than predicted, counts a check with its sign right and its error in
+// points; the error holds switches back for the back-off after the check.
+func TestCounterfactualCheckOfAKeptSwitch(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	if err != nil || rep.Action.Kind != ActionApply {
+		t.Fatalf("first window: %v %+v", err, rep.Action)
+	}
+	for i := 2; i < 4; i++ {
+		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6), now.Add(time.Duration(i)*5*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := c.counterfactual
+	t.Logf("record %+v, error %.2f pts", r, r.ErrorPct())
+	if r.Checks != 1 || r.WrongSigns != 0 || r.Last.Measured >= 1 || r.Last.Predicted >= r.Last.Measured {
+		t.Fatalf("record %+v, want one check, faster as predicted, by less", r)
+	}
+	if want := 100 * (r.Last.Measured - r.Last.Predicted); math.Abs(r.ErrorPct()-want) > 1e-9 {
+		t.Fatalf("error %.3f pts, want %.3f", r.ErrorPct(), want)
+	}
+	m := c.policy.Decide.MarginPct
+	if h := r.Holding(r.At, c.policy.Backoff, m); (r.ErrorPct() > m) != (h == r.ErrorPct()) {
+		t.Fatalf("error %.1f pts, holding %.1f at the check", r.ErrorPct(), h)
+	}
+	if h := r.Holding(r.At.Add(c.policy.Backoff), c.policy.Backoff, m); h != 0 {
+		t.Fatalf("holding %.1f after the back-off", h)
+	}
+}

@@ -11,6 +11,9 @@ package agent
 
 import (
 	"math"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 )
 
 // Bounds and weight of a learned correction.
@@ -50,4 +53,28 @@ func (c *deviceController) learnCorrection(v *verification) {
 	}
 	c.corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
 	c.memoDirty = true
+}
+
+// correctionOf is the learned correction of s's candidate (1: none).
+func (c *deviceController) correctionOf(s Setting) float64 {
+	if f, ok := c.corrections[s.Candidate.Name()]; ok && f > 0 {
+		return f
+	}
+	return 1
+}
+
+// checkCounterfactual counts the finished verification v, at now, in the
+// device's counterfactual error: the ratio the decision predicted
+// (target over previous, corrected as the decision compared them)
+// against the measured one (the real measure over the previous
+// setting's simulated one × bias).
+func (c *deviceController) checkCounterfactual(v *verification, now time.Time) {
+	corrected := v.corrected
+	if corrected <= 0 {
+		corrected = 1
+	}
+	if chk, ok := counterfactual.NewCheck(v.prevNs, v.targetNs*corrected, float64(v.realNs)); ok {
+		c.counterfactual.Add(chk, now, c.policy.Decide.MarginPct)
+		c.memoDirty = true
+	}
 }

@@ -297,6 +297,7 @@ func (d *device) observeEvidence(m *metrics.Metrics) {
 	m.SetEvidence(d.sys.Name, ev.WastePct()/100, ev.Resolved() >= readahead.MinResolvedPages, c.corrections)
 	th := c.model.Throttle()
 	m.SetThrottle(d.sys.Name, th.IOPS, th.BytesPerSec)
+	m.SetCounterfactual(d.sys.Name, c.counterfactual.ErrorPct(), c.counterfactual.Checks, c.cfHolding > 0)
 }
 
 // act writes the action's setting to the device (the actuator records the

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -822,6 +823,44 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 	d.remember(e.act, testr.New(t))
 	if !d.ctrl.lastChange.Equal(changed) || d.gate(e.env).hold(d.ctrl.lastChange, changed.Add(time.Minute)) != HoldDwell {
 		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
+	}
+}
+
+// TestCounterfactualAcrossRestarts: a device's counterfactual error is
+// kept in its memo, so a restarted agent's device holds switches back as
+// before; an unsound record read back is dropped, not trusted.
+func TestCounterfactualAcrossRestarts(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	if st := e.confirmed(t, 1); st.Changes != 1 {
+		t.Fatalf("no change to start from: %+v", st)
+	}
+	at := e.d.ctrl.lastChange
+	rec := counterfactual.Record{Checks: 1, SumErrorPoints: 40, WrongSigns: 1, Last: counterfactual.Check{Predicted: 0.8, Measured: 1.2}, At: at}
+	restart := func(r counterfactual.Record) *device {
+		t.Helper()
+		e.d.ctrl.counterfactual = r
+		e.d.memorize(e.act, testr.New(t))
+		sd, err := sysfs.Read(e.root, "sda")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.remember(e.act, testr.New(t))
+		return d
+	}
+	d := restart(rec)
+	got := d.ctrl.counterfactual
+	if !got.At.Equal(rec.At) || got.Checks != 1 || got.SumErrorPoints != 40 || got.WrongSigns != 1 || got.Last != rec.Last || got.Holding(at.Add(time.Minute), d.ctrl.policy.Backoff, d.ctrl.policy.Decide.MarginPct) != 40 {
+		t.Fatalf("restarted device: %+v, want %+v holding", got, rec)
+	}
+	rec.SumErrorPoints = -5
+	if d := restart(rec); d.ctrl.counterfactual.Checks != 0 {
+		t.Fatalf("an unsound record was trusted: %+v", d.ctrl.counterfactual)
 	}
 }
 

@@ -9,7 +9,11 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -65,6 +69,25 @@ func (d *device) showEvidence() {
 	if v := c.lastVerify; v != nil {
 		st.LastVerification = verificationStatus(v)
 	}
+	st.Counterfactual = counterfactualStatus(c.counterfactual, c.policy.Backoff, c.policy.Decide.MarginPct)
+}
+
+// counterfactualStatus is r in the API's terms (nil without checks),
+// with the end of its hold when its error exceeds marginPct.
+func counterfactualStatus(r counterfactual.Record, backoff time.Duration, marginPct float64) *v1alpha1.CounterfactualState {
+	if r.Checks == 0 {
+		return nil
+	}
+	ratio := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	at := metav1.NewTime(r.At)
+	out := &v1alpha1.CounterfactualState{Checks: int32(min(r.Checks, 1<<30)), ErrorPercent: v1alpha1.FormatPercent(r.ErrorPct()),
+		WrongSigns: int32(min(r.WrongSigns, 1<<30)), LastPredictedRatio: ratio(r.Last.Predicted), LastMeasuredRatio: ratio(r.Last.Measured),
+		LastCheckTime: &at}
+	if r.ErrorPct() > marginPct {
+		until := metav1.NewTime(r.At.Add(backoff))
+		out.HoldUntil = &until
+	}
+	return out
 }
 
 // verificationStatus is v in the API's terms: ms of application wait for

@@ -52,9 +52,9 @@ func (a *Agent) claim(sel []selected) (kept []selected, owned []error) {
 	return kept, owned
 }
 
-// remember restores a new device's pacing and corrections from its memo
-// in the state directory, when one was kept for the same disk, and its
-// original read-ahead from the actuator's record.
+// remember restores a new device's pacing, corrections and counterfactual
+// error from its memo in the state directory, when one was kept for the
+// same disk, and its original read-ahead from the actuator's record.
 func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
 	if o, ok := act.Original(d.sys.Name); ok && o.State.ReadAheadKiB > 0 {
 		// The device was changed before this start: read-ahead is
@@ -77,16 +77,21 @@ func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
 			c.corrections[name] = f
 		}
 	}
+	if err := m.Counterfactual.Valid(); err != nil {
+		log.Error(err, "the device's memo holds an unsound counterfactual record; starting without it", "device", d.sys.Name)
+	} else {
+		c.counterfactual = m.Counterfactual
+	}
 }
 
-// memorize keeps the device's pacing and learned corrections in the state
-// directory (after every write to the device, and when a verification
-// taught a correction).
+// memorize keeps the device's pacing, learned corrections and
+// counterfactual error in the state directory (after every write to the
+// device, and when a verification taught a correction or a check).
 func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	c := d.ctrl
 	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
 		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
-		Corrections: maps.Clone(c.corrections)}
+		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual}
 	c.memoDirty = false
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)

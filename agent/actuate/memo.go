@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
@@ -38,6 +39,9 @@ type DeviceMemo struct {
 	// from verifying it on this device (measured ÷ predicted, relative to
 	// the setting it replaced).
 	Corrections map[string]float64 `json:"corrections,omitempty"`
+	// Counterfactual is the device's counterfactual error over its
+	// verified changes (agent/counterfactual).
+	Counterfactual counterfactual.Record `json:"counterfactual,omitzero"`
 }
 
 type memoFile struct {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/internal/sched"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 	"github.com/shadowtune/shadowtune/internal/testutil/need"
@@ -546,8 +547,9 @@ func TestDeviceMemo(t *testing.T) {
 		t.Fatalf("memo before any save: %v, %v", ok, err)
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	cf := counterfactual.Record{Checks: 2, SumErrorPoints: 31.5, WrongSigns: 1, Last: counterfactual.Check{Predicted: 0.7, Measured: 1.2}, At: at}
 	m := DeviceMemo{LastChange: at, GuardChanges: 3, GuardQuietChecks: 1, Pinned: true,
-		Backoff: map[string]time.Time{"bfq": at.Add(time.Hour)}}
+		Backoff: map[string]time.Time{"bfq": at.Add(time.Hour)}, Counterfactual: cf}
 	if err := e.a.SaveDeviceState("sda", m); err != nil {
 		t.Fatal(err)
 	}
@@ -556,6 +558,9 @@ func TestDeviceMemo(t *testing.T) {
 	got, ok, err := a.LoadDeviceState("sda")
 	if err != nil || !ok || !got.LastChange.Equal(at) || got.GuardChanges != 3 || got.GuardQuietChecks != 1 || !got.Pinned || !got.Backoff["bfq"].Equal(at.Add(time.Hour)) {
 		t.Fatalf("LoadDeviceState = %+v, %v, %v", got, ok, err)
+	}
+	if got.Counterfactual != cf {
+		t.Fatalf("counterfactual record %+v, want %+v", got.Counterfactual, cf)
 	}
 	if len(a.Originals()) != 0 || len(a.BadRecords()) != 0 {
 		t.Errorf("the memo was read as a record: %v %v", a.Originals(), a.BadRecords())

@@ -176,6 +176,9 @@ type Metrics struct {
 	throttleIOPS   *prometheus.GaugeVec
 	throttleBytes  *prometheus.GaugeVec
 	correction     *prometheus.GaugeVec
+	cfError        *prometheus.GaugeVec
+	cfChecks       *prometheus.GaugeVec
+	cfHolding      *prometheus.GaugeVec
 	cacheMode      *prometheus.GaugeVec
 	cacheHit       *prometheus.GaugeVec
 	cachePredHit   *prometheus.GaugeVec
@@ -271,6 +274,12 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"The bandwidth cap of the token bucket measured in front of the device; absent when none was measured.", dev),
 		correction: gauge("correction_ratio",
 			"Learned correction of a candidate on the device: the factor its predicted wait is multiplied by, from verified changes (above 1: measured slower than predicted).", devCand),
+		cfError: gauge("counterfactual_error_ratio",
+			"Mean absolute error of the predicted time ratio (new setting over previous) of the device's verified scheduler changes against the measured ratio (0.1: 10 percentage points); absent before the first.", dev),
+		cfChecks: gauge("counterfactual_checks",
+			"Verified scheduler changes counted in counterfactual_error_ratio.", dev),
+		cfHolding: gauge("counterfactual_holding",
+			"1 while the device's counterfactual error exceeds the policy's margin and holds switches on predictions alone back (until the back-off after the last check), else 0.", dev),
 		cacheMode: gauge("cache_mode_info",
 			"The mode of the dm-cache in front of the device (writethrough, passthrough or writeback); always 1.", []string{"device", "cache", "mode"}),
 		cacheHit: gauge("cache_read_hit_ratio",
@@ -299,7 +308,7 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 		m.realWindow, m.realTotal, m.predTotal, m.requests, m.windowEnd, m.predicted, m.simulated, m.modelError, m.gain,
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
-		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
+		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cfError, m.cfChecks, m.cfHolding, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -467,6 +476,29 @@ func (m *Metrics) SetEvidence(dev string, waste float64, measured bool, correcti
 	for c, f := range corrections {
 		m.correction.WithLabelValues(dev, labelValue(c)).Set(f)
 	}
+}
+
+// SetCounterfactual records dev's counterfactual error: errPct
+// (percentage points) over checks verified changes, and whether it holds
+// switches back now; with no checks the series are removed.
+func (m *Metrics) SetCounterfactual(dev string, errPct float64, checks int, holding bool) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	if checks == 0 {
+		for _, v := range []*prometheus.GaugeVec{m.cfError, m.cfChecks, m.cfHolding} {
+			v.DeleteLabelValues(dev)
+		}
+		return
+	}
+	m.cfError.WithLabelValues(dev).Set(errPct / 100)
+	m.cfChecks.WithLabelValues(dev).Set(float64(checks))
+	h := 0.0
+	if holding {
+		h = 1
+	}
+	m.cfHolding.WithLabelValues(dev).Set(h)
 }
 
 // SetThrottle records the caps of the token bucket measured in front of

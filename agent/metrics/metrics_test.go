@@ -52,6 +52,7 @@ func exercise(m *Metrics, dev string) {
 	m.SetThrashGuard(dev, 2, 0, false)
 	m.SetEvidence(dev, 0.97, true, map[string]float64{"mq-deadline": 1.3})
 	m.SetThrottle(dev, 3000, 131072000)
+	m.SetCounterfactual(dev, 12.5, 2, true)
 	m.SetCache(dev, &CacheState{Name: "c", Mode: "writethrough", HitRatio: 0.5, HitMeasured: true, Gain: 0.2, GainKnown: true,
 		PredictedHitRatio: 0.4, PredictedHitKnown: true})
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
@@ -117,6 +118,9 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_throttle_requests_per_second":          {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_throttle_bytes_per_second":             {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_correction_ratio":                      {dto.MetricType_GAUGE, []string{"candidate", "device"}},
+		"shadowtune_agent_counterfactual_error_ratio":            {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_counterfactual_checks":                 {dto.MetricType_GAUGE, []string{"device"}},
+		"shadowtune_agent_counterfactual_holding":                {dto.MetricType_GAUGE, []string{"device"}},
 		"shadowtune_agent_cache_mode_info":                       {dto.MetricType_GAUGE, []string{"cache", "device", "mode"}},
 		"shadowtune_agent_cache_read_hit_ratio":                  {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_cache_predicted_read_hit_ratio":        {dto.MetricType_GAUGE, []string{"cache", "device"}},
@@ -613,6 +617,28 @@ func TestSetEvidence(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.correction.WithLabelValues("sdc", "bfq")); got != 1.2 {
 		t.Errorf("bfq correction %v, want 1.2", got)
+	}
+}
+
+func TestSetCounterfactual(t *testing.T) {
+	m, err := New(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.SetCounterfactual("sdc", 12.5, 2, true)
+	if e, n, h := testutil.ToFloat64(m.cfError.WithLabelValues("sdc")), testutil.ToFloat64(m.cfChecks.WithLabelValues("sdc")),
+		testutil.ToFloat64(m.cfHolding.WithLabelValues("sdc")); e != 0.125 || n != 2 || h != 1 {
+		t.Fatalf("error %v, checks %v, holding %v; want 0.125, 2, 1", e, n, h)
+	}
+	m.SetCounterfactual("sdc", 3, 3, false)
+	if h := testutil.ToFloat64(m.cfHolding.WithLabelValues("sdc")); h != 0 {
+		t.Fatalf("holding %v, want 0", h)
+	}
+	m.SetCounterfactual("sdc", 0, 0, false)
+	for _, v := range []*prometheus.GaugeVec{m.cfError, m.cfChecks, m.cfHolding} {
+		if n := testutil.CollectAndCount(v); n != 0 {
+			t.Errorf("%d series without checks, want 0", n)
+		}
 	}
 }
 

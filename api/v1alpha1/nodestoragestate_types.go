@@ -322,6 +322,11 @@ type DeviceState struct {
 	// lastVerification is the outcome of the last verified change.
 	// +optional
 	LastVerification *Verification `json:"lastVerification,omitempty"`
+	// counterfactual is how well the simulation predicted this device's
+	// verified scheduler changes: each change's predicted time ratio (new
+	// setting over previous) against the measured one.
+	// +optional
+	Counterfactual *CounterfactualState `json:"counterfactual,omitempty"`
 	// cache is the dm-cache in front of the device, when there is one
 	// and the policy has spec.cache.enabled: its mode, counters and the
 	// last decision about it.
@@ -603,6 +608,46 @@ type Verification struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	Unit string `json:"unit,omitempty"`
+}
+
+// CounterfactualState is a device's counterfactual error: over its
+// verified scheduler changes, how far the predicted time ratio of the new
+// setting to the previous one was from the measured ratio (the time the
+// new setting took over what the previous one would have taken, its
+// simulated time scaled by the model's measured bias).
+type CounterfactualState struct {
+	// checks is the number of verified changes counted.
+	// +kubebuilder:validation:Minimum=0
+	Checks int32 `json:"checks"`
+	// errorPercent is the mean absolute error of the predicted ratio,
+	// percentage points, decimal string ("12.5").
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^-?[0-9]+(\.[0-9]+)?$`
+	ErrorPercent string `json:"errorPercent"`
+	// wrongSigns counts the changes predicted faster that measured slower
+	// by more than the margin, or the reverse.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	WrongSigns int32 `json:"wrongSigns,omitempty"`
+	// lastPredictedRatio is the last change's predicted ratio, new over
+	// previous (below 1: faster), decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	LastPredictedRatio string `json:"lastPredictedRatio,omitempty"`
+	// lastMeasuredRatio is the last change's measured ratio, new over
+	// previous, decimal string.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	LastMeasuredRatio string `json:"lastMeasuredRatio,omitempty"`
+	// lastCheckTime is when the last change's verification ended.
+	// +optional
+	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
+	// holdUntil is set while the error exceeds the policy's margin: until
+	// then (the policy's back-off after the last check) the device does
+	// not switch on predictions alone, and its recommendation's reason
+	// says so when a switch is predicted.
+	// +optional
+	HoldUntil *metav1.Time `json:"holdUntil,omitempty"`
 }
 
 // Recommendation is the decision of one window for one device.

@@ -131,6 +131,14 @@ type Input struct {
 	// device's queueing, and its predictions for other settings are not
 	// trusted (ReasonNotReproduced).
 	ResponseRatio float64
+	// CounterfactualErrorPct is the device's counterfactual error that
+	// holds now, percentage points: the mean absolute error of the
+	// predicted time ratio of its verified changes against the measured
+	// one (agent/counterfactual), while it exceeds the margin and its
+	// hold lasts; 0 when none holds. While it exceeds Config.MarginPct
+	// a predicted gain is not acted on (ReasonCounterfactualError): the
+	// margin does not absorb an error larger than itself.
+	CounterfactualErrorPct float64
 }
 
 // State is the thrash guard's memory, carried from one check to the next.
@@ -169,6 +177,11 @@ const (
 	// response time within Config.MaxResponseRatio; no switch, and the
 	// guard counts no change.
 	ReasonNotReproduced Reason = "NotReproduced"
+	// ReasonCounterfactualError: a change is predicted, but the device's
+	// verified changes showed its predictions off by more than the
+	// margin (Input.CounterfactualErrorPct); no switch, and the guard
+	// counts no change.
+	ReasonCounterfactualError Reason = "CounterfactualErrorAboveMargin"
 	// ReasonBelowMargin: a candidate is faster but not by the margin once
 	// the switch cost is added.
 	ReasonBelowMargin Reason = "BelowMargin"
@@ -236,7 +249,7 @@ type eval struct {
 type link func(e *eval) (d Decision, next State, ok bool)
 
 // chain is the order in which checks run; the last link always settles.
-var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, notReproduced, thrashGuard, better}
+var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, notReproduced, counterfactualError, thrashGuard, better}
 
 // Decide runs one check. It returns an error, and the unchanged state, for
 // an invalid config or malformed input; otherwise the decision and the
@@ -253,7 +266,9 @@ var chain = []link{noCandidates, pinned, alreadyBest, belowMargin, notReproduced
 //     ConsecutiveChanges. Otherwise a change is predicted. If the current
 //     setting's simulated mean response time is off the measured one by more
 //     than MaxResponseRatio (either way), NotReproduced: no switch, and
-//     ConsecutiveChanges is reset as for no change. Else, if it would be the
+//     ConsecutiveChanges is reset as for no change; likewise
+//     CounterfactualError when Input.CounterfactualErrorPct exceeds the
+//     margin. Else, if it would be the
 //     GuardChanges-th change in consecutive checks, the guard trips instead:
 //     Target = Default (a switch only if the device is not on it already),
 //     Pinned = true. Else the switch to Best is made (ReasonBetter) and
@@ -290,6 +305,9 @@ func (e *eval) prepare() error {
 	}
 	if math.IsNaN(in.ResponseRatio) || math.IsInf(in.ResponseRatio, 0) || in.ResponseRatio < 0 {
 		return fmt.Errorf("%w: response ratio %v must be a finite number ≥ 0", ErrBadInput, in.ResponseRatio)
+	}
+	if !(in.CounterfactualErrorPct >= 0) || math.IsInf(in.CounterfactualErrorPct, 0) {
+		return fmt.Errorf("%w: counterfactual error %v must be a finite number ≥ 0", ErrBadInput, in.CounterfactualErrorPct)
 	}
 	if len(in.Candidates) == 0 {
 		return nil
@@ -451,6 +469,21 @@ func notReproduced(e *eval) (Decision, State, bool) {
 		Reason: ReasonNotReproduced,
 		Message: fmt.Sprintf("%q predicted %.1f%% faster, but the simulated mean response time of %q is %.2f× the measured one (trusted within %g×)",
 			e.best.Name, e.improvement(e.best.Name, e.best.TotalNs), e.in.Current, r, limit),
+	}, State{}, true
+}
+
+// counterfactualError settles when a change is predicted on a device
+// whose verified changes showed its predictions off by more than the
+// margin.
+func counterfactualError(e *eval) (Decision, State, bool) {
+	if ce := e.in.CounterfactualErrorPct; ce <= e.cfg.MarginPct {
+		return Decision{}, State{}, false
+	}
+	return Decision{
+		Target: e.in.Current,
+		Reason: ReasonCounterfactualError,
+		Message: fmt.Sprintf("%q predicted %.1f%% faster, but this device's verified changes were predicted %.1f points off on average (trusted within the %g%% margin)",
+			e.best.Name, e.improvement(e.best.Name, e.best.TotalNs), e.in.CounterfactualErrorPct, e.cfg.MarginPct),
 	}, State{}, true
 }
 

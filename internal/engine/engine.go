@@ -159,6 +159,10 @@ type Options struct {
 	// per-request dispatch (CPU) cost on a fast device, are measured on the
 	// node.
 	Corrections map[string]float64
+	// CounterfactualErrorPct is the device's counterfactual error that
+	// holds now, percentage points (decide.Input.CounterfactualErrorPct;
+	// 0: none).
+	CounterfactualErrorPct float64
 	// DispatchCostNs is each scheduler's CPU time per request beyond
 	// none's, ns, as measured on the node (agent/schedcost); CPUs is the
 	// number of CPUs that serve the block layer (0: runtime.NumCPU()). The
@@ -393,6 +397,7 @@ func Evaluate(w *sim.Window, cands []Candidate, opt Options) (Report, error) {
 	d, guard, err := decide.Decide(decide.Input{
 		Current: opt.Current.Name(), Candidates: dc,
 		Pending: rep.PendingAtSwitch, MeanServiceNs: meanSvc, ResponseRatio: rep.ResponseRatio,
+		CounterfactualErrorPct: opt.CounterfactualErrorPct,
 	}, cfg, opt.Guard)
 	if err != nil {
 		return Report{}, err

@@ -258,6 +258,12 @@ func runRow(d v1alpha1.DeviceState) []string {
 	if v := d.LastVerification; v != nil {
 		note += fmt.Sprintf("  %s %s: %s %s measured vs %s", strings.ToLower(v.Outcome), v.Change, v.Measured, v.Unit, v.Baseline)
 	}
+	if cf := d.Counterfactual; cf != nil {
+		note += fmt.Sprintf("  counterfactual error %s pts over %d change(s)", cf.ErrorPercent, cf.Checks)
+		if cf.HoldUntil != nil {
+			note += ", switches held until " + cf.HoldUntil.UTC().Format(time.RFC3339)
+		}
+	}
 	if ow := d.OtherWriter; ow != nil {
 		note += "  OtherWriter: " + ow.Change
 		if ow.Writer != "" {
