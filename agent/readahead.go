@@ -144,7 +144,8 @@ func (d *device) logReadAhead(log logr.Logger) {
 	}
 	log.V(1).Info("read-ahead", "disk", d.sys.Name, "current", d.ctrl.current.ReadAheadKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
-		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)))
+		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)),
+		"rows", lat.String(), "windowRows", st.Latencies.String())
 }
 
 // classText is the evidence's classes in a log line.

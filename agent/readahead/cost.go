@@ -3,6 +3,7 @@ package readahead
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -56,6 +57,36 @@ func (l Latencies) Requests(alone bool) float64 {
 		return l.alone
 	}
 	return n - l.alone
+}
+
+// MeanNs is the mean service time, ns, of the requests counted in the
+// row of sectors (model.RowOf) on the far or near side, and their
+// number; 0, 0 when none was.
+func (l Latencies) MeanNs(sectors uint32, far bool) (ns, n float64) {
+	i, r := farIndex(far), model.RowOf(sectors)
+	if l.n[i][r] == 0 {
+		return 0, 0
+	}
+	return l.ns[i][r] / l.n[i][r], l.n[i][r]
+}
+
+// String is the rows counted, near then far, each as "KiB:requests@µs"
+// (its upper size, its decayed count, its mean), e.g. "near 4:120@85
+// 128:64@410; far 4:3@90".
+func (l Latencies) String() string {
+	var b strings.Builder
+	for i, side := range []string{"near", "far"} {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(side)
+		for r := range model.NumRows {
+			if n := l.n[i][r]; n >= 0.5 {
+				fmt.Fprintf(&b, " %d:%.0f@%.0f", model.RowSectors(r)/2, n, l.ns[i][r]/n/1e3)
+			}
+		}
+	}
+	return b.String()
 }
 
 func farIndex(far bool) int {

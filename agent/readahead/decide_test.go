@@ -256,3 +256,23 @@ func TestLineDeviceFit(t *testing.T) {
 		t.Errorf("a rotational device's random read costs no more than its sequential one: %s", hdd)
 	}
 }
+
+func TestLatenciesString(t *testing.T) {
+	var l Latencies
+	if got := l.String(); got != "near; far" {
+		t.Errorf("empty: %q", got)
+	}
+	l.Add(8, false, true, 80_000)
+	l.Add(8, false, false, 100_000)
+	l.Add(256, false, false, 400_000)
+	l.Add(2560*2, true, false, 3_000_000)
+	if got, want := l.String(), "near 4:2@90 128:1@400; far 2560:1@3000"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	if ns, n := l.MeanNs(8, false); ns != 90_000 || n != 2 {
+		t.Errorf("MeanNs(8, near) = %v, %v; want 90000, 2", ns, n)
+	}
+	if ns, n := l.MeanNs(8, true); ns != 0 || n != 0 {
+		t.Errorf("MeanNs(8, far) = %v, %v; want 0, 0", ns, n)
+	}
+}

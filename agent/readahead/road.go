@@ -63,11 +63,12 @@ type Window struct {
 
 // Step is the road's answer to a window.
 type Step struct {
-	// Evidence is the window's own; Decision the decision over it and
-	// the recent windows' evidence; Device the costs it used.
-	Evidence Evidence
-	Decision Decision
-	Device   LineDevice
+	// Evidence and Latencies are the window's own; Decision the decision
+	// over it and the recent windows' evidence; Device the costs it used.
+	Evidence  Evidence
+	Latencies Latencies
+	Decision  Decision
+	Device    LineDevice
 	// Revert: the last change regressed; Decision.KiB is the depth it
 	// replaced, which the agent must write back (a revert passes every
 	// gate but Observe and a pause), and Message says why.
@@ -191,7 +192,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	ev := FromPageCache(scaleRead(w.PageCache, scale))
 	r.decay(w.Now, s.Horizon)
 	r.mix, r.lat = r.mix.Plus(ev, 1), r.lat.plus(w.Latencies, 1)
-	st := Step{Evidence: ev}
+	st := Step{Evidence: ev, Latencies: w.Latencies}
 	whole := scale == 1
 	if whole {
 		r.measure(ev, w, s.LowWastePct, s.VerifyWindows)
