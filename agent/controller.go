@@ -82,6 +82,11 @@ const (
 	// predicted gain that the window before did not decide; it is made
 	// when the next window decides it again (confirmSwitch).
 	ReasonAwaitingConfirmation = "AwaitingConfirmation"
+	// ReasonSampleMissed: the window was traced for its last part only,
+	// and that part held far fewer requests than its share of the
+	// window's (sampleMissed); it predicts nothing, and the next window
+	// is traced whole.
+	ReasonSampleMissed = "SampleMissedTheWork"
 )
 
 // withKnobDefaults fills the agent's own knobs left zero.
@@ -272,6 +277,11 @@ type windowInput struct {
 	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
 	// pages only while a device is traced.
 	ReadScale float64
+	// Missed, when not empty, says the sampled window's traced part
+	// missed the window's work (sampleMissed): the window is learned and
+	// its read-ahead evidence taken, but nothing is simulated, and Missed
+	// is the report's Skipped.
+	Missed string
 	// Caps are the blk-throttle caps of the device's readers in the
 	// window (blkcaps), for the read-ahead road.
 	Caps model.Throttle
@@ -489,6 +499,14 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	rep.DeviceVariationPct = l.varPct
 	c.raShare, c.raStreams = c.readAheadShare(reqs)
 	c.stepReadAhead(in)
+	if in.Missed != "" {
+		// The read-ahead road's evidence is the page cache's over the
+		// whole window (sampling.go); the simulation's would be the
+		// sample's alone.
+		rep.Skipped, rep.Reason = in.Missed, ReasonSampleMissed
+		c.decideReadAhead(&rep, in)
+		return rep, nil
+	}
 	if l.requests < c.policy.MinRequests {
 		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
 		c.decideReadAhead(&rep, in)

@@ -43,6 +43,12 @@ type device struct {
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool
+	// iosStart and iosSample are the device's completed reads and
+	// writes (its stat file) at the window's start (the last window's
+	// end) and at its sample's start (markSample); their ok flags say
+	// they were read.
+	iosStart, iosSample     uint64
+	iosStartOK, iosSampleOK bool
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -172,6 +178,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if d.sampled {
 		in.ReadScale = e.readScale
 	}
+	in.Missed = d.checkSample(e.hostRoot, e.readScale)
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
@@ -200,6 +207,39 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		d.memorize(e.act, e.log)
 	}
 	d.refresh(e.act, in.Gate)
+}
+
+// completedIOs is the reads and writes the device has completed (its
+// stat file under hostRoot); false when the file cannot be read.
+func (d *device) completedIOs(hostRoot string) (uint64, bool) {
+	st, err := sysfs.ReadStat(hostRootOr(hostRoot), d.sys.Name)
+	if err != nil {
+		return 0, false
+	}
+	return st.ReadIOs + st.WriteIOs, true
+}
+
+// markSample notes the device's completed requests as its sample starts
+// (the tracing of a sampled window resumes).
+func (d *device) markSample(hostRoot string) {
+	d.iosSample, d.iosSampleOK = d.completedIOs(hostRoot)
+}
+
+// checkSample ends the window's count of completed requests, at its end,
+// and says whether a sampled window's sample missed its work
+// (sampleMissed): "" when it did not, or when the window was not sampled
+// or its counts were not read. scale is the window's length over the
+// sample's.
+func (d *device) checkSample(hostRoot string, scale float64) string {
+	end, ok := d.completedIOs(hostRoot)
+	start, sample := d.iosStart, d.iosSample
+	known := ok && d.iosStartOK && d.iosSampleOK && start <= sample && sample <= end
+	d.iosStart, d.iosStartOK, d.iosSampleOK = end, ok, false
+	if !d.sampled || !known {
+		return ""
+	}
+	msg, _ := sampleMissed(end-start, end-sample, scale)
+	return msg
 }
 
 // report puts a window's report into the status and the metrics.
@@ -249,7 +289,11 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	r := rep.Report
 	if r == nil {
 		if m != nil {
-			m.SkipWindow(d.sys.Name, metrics.SkipTooFewRequests)
+			reason := metrics.SkipTooFewRequests
+			if rep.Reason == ReasonSampleMissed {
+				reason = metrics.SkipSampleMissed
+			}
+			m.SkipWindow(d.sys.Name, reason)
 		}
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -203,7 +204,7 @@ func newGateEnvOn(t *testing.T, root, dev string, p *v1alpha1.StorageTuning) *ga
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.env = &windowEnv{act: e.act, log: testr.New(t), grant: func(name string, pol *v1alpha1.StorageTuning) bool {
+	e.env = &windowEnv{act: e.act, log: testr.New(t), hostRoot: e.root, grant: func(name string, pol *v1alpha1.StorageTuning) bool {
 		e.asked = append(e.asked, name+"/"+pol.Name)
 		return e.allow
 	}}
@@ -823,6 +824,51 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 	d.remember(e.act, testr.New(t))
 	if !d.ctrl.lastChange.Equal(changed) || d.gate(e.env).hold(d.ctrl.lastChange, changed.Add(time.Minute)) != HoldDwell {
 		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
+	}
+}
+
+// TestSampleMissedTheWork: a sampled window whose traced part (its last
+// tenth) held far fewer of the requests the device's stat file counted
+// than its share predicts nothing, says why, and brings the next window
+// back whole; one whose traced part holds its share is evaluated.
+func TestSampleMissedTheWork(t *testing.T) {
+	e := newGateEnv(t, "sda", testTuning("fleet", 1, v1alpha1.ModeObserve, nil))
+	completed := uint64(0)
+	stat := func(add uint64) {
+		completed += add
+		line := fmt.Sprintf("%d 0 %d 0 0 0 0 0 0 0 0\n", completed, 8*completed)
+		if err := os.WriteFile(filepath.Join(e.root, "sys", "block", "sda", "stat"), []byte(line), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stat(0)
+	e.window(t, 1) // whole: the window's start count is known from here on
+	e.env.readScale = 10
+	sampled := func(before, during uint64) v1alpha1.DeviceState {
+		t.Helper()
+		e.d.sampled, e.d.ctrl.settled = true, SettleWindows
+		stat(before)
+		e.d.markSample(e.root)
+		stat(during)
+		return e.window(t, 1)
+	}
+	st := sampled(80_000, 2000) // 82,000 in the window, a tenth of which is 8,200
+	if !strings.Contains(st.Window.Skipped, "held 2000 of the 82000 requests") || st.Window.Best != "" {
+		t.Fatalf("a sample that missed the work: window %+v; want it skipped, nothing predicted", st.Window)
+	}
+	if e.d.ctrl.settled >= SettleWindows {
+		t.Fatalf("settled %d after a missed sample: the next window would be sampled", e.d.ctrl.settled)
+	}
+	if st := sampled(18_000, 2000); st.Window.Skipped != "" || st.Window.Best == "" {
+		t.Fatalf("a sample that holds its share: window %+v", st.Window)
+	}
+	// A window not sampled is never judged so.
+	e.d.sampled = false
+	stat(80_000)
+	e.d.markSample(e.root)
+	stat(10)
+	if st := e.window(t, 1); st.Window.Skipped != "" {
+		t.Fatalf("a whole window: skipped %q", st.Window.Skipped)
 	}
 }
 

@@ -28,12 +28,17 @@ package agent
 // decide it too (confirmSwitch). Caps of a token bucket that one window
 // showed are confirmed on the next, whole, window too (checkThrottle): a
 // sample of a second holds too few phases of a varied load to show both
-// caps. A device whose policy governs a cache is traced whole: the
+// caps. A sample that holds far fewer requests than its share of what
+// the device completed over the window (sampleMissed) missed the window's
+// work: it predicts nothing, and the next window is traced whole. A
+// device whose policy governs a cache is traced whole: the
 // simulated cache is carried warm from window to window
 // (engine.CacheWarm).
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -129,7 +134,7 @@ func nextSettle(rep *WindowReport, err error, minRequests int, pending bool) set
 		(rep.Report == nil || !rep.Report.Decision.Switch)
 	idle := rep.Requests < minRequests
 	switch {
-	case quiet && (rep.Sampled && idle || rep.Reason == string(decide.ReasonNotReproduced)):
+	case quiet && (rep.Sampled && idle || rep.Reason == string(decide.ReasonNotReproduced) || rep.Reason == ReasonSampleMissed):
 		return settleRecheck
 	case quiet && idle:
 		return settleKeep
@@ -161,6 +166,32 @@ func (c *deviceController) sampleInput(enabled, cache bool) sampleInput {
 		Proposed:  c.proposed != "", CapsPending: c.capsPending(),
 		Cache: cache,
 	}
+}
+
+// sampleMissed reports whether a sampled window's traced part missed
+// the window's work, and says so: the device completed completed
+// requests over the whole window and inSample of them during its traced
+// part, 1/scale of the window (both from its stat file, part_stat_show
+// in block/genhd.c, which the tracer's delivery does not delay). At a
+// steady rate the traced part holds its share, completed/scale. It missed the work when it holds less than half of
+// that share, so that the rest of the window ran at more than twice the
+// traced part's rate (a burst, a phase that ended before the sample: a
+// load other than the one traced, where a steady one's rate varies by
+// percents), and when that shortfall is more than three standard
+// deviations of a Poisson count of that mean (below 0.2 % at a steady
+// rate), so that a handful of requests never counts as a missed load.
+// Predictions from such a traced part would be about another load than
+// the window's.
+func sampleMissed(completed, inSample uint64, scale float64) (string, bool) {
+	if scale <= 1 || completed == 0 {
+		return "", false
+	}
+	want := float64(completed) / scale
+	if float64(inSample) >= want/2 || float64(inSample) >= want-3*math.Sqrt(want) {
+		return "", false
+	}
+	return fmt.Sprintf("the traced last 1/%.0f of the window held %d of the %d requests the device completed in it (%.0f at a steady rate): "+
+		"its work came before the sample, which predicts nothing; the next window is traced whole", scale, inSample, completed, want), true
 }
 
 // sampleLen is the traced part of a sampled window, 0 when the agent
@@ -220,6 +251,11 @@ func (a *Agent) sampledNext() []uint32 {
 // resumeSamples resumes the tracing of every device; the windows stay
 // marked sampled until they end.
 func (a *Agent) resumeSamples() {
+	for _, d := range a.devs {
+		if d.sampled {
+			d.markSample(a.opt.HostRoot)
+		}
+	}
 	a.setPaused(nil)
 }
 

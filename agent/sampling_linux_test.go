@@ -5,6 +5,7 @@ package agent_test
 import (
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,81 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 	if (lost > 2 && pv < 0.01) || fd.EventsDropped != 0 {
 		t.Errorf("lost %d, dropped %d requests of %.0f traced; whole tracing lost %d of %.0f: the pauses lost requests (p = %.2g)",
 			fd.EventsLost, fd.EventsDropped, sampledTraced, cd.EventsLost, ctlTraced, pv)
+	}
+}
+
+// TestAgentSampleMissedLive: on a loop device under steady random reads
+// the agent's sampled windows hold their share of the device's requests
+// and are evaluated. Then each window's reads come in a burst right after
+// the window before ended, so that the window's traced last second holds
+// none of them: each such sampled window says its sample missed the work
+// (the device's stat file counted the burst), predicts nothing, and the
+// next window is traced whole.
+func TestAgentSampleMissedLive(t *testing.T) {
+	fio := loopdev.NeedHeavyIO(t, "creates loop devices and loads BPF programs")
+	dev := loopdev.NewForTest(t, 256<<20)
+	name := dev.Name
+	spec := v1alpha1.StorageTuningSpec{
+		Mode:       v1alpha1.ModeObserve,
+		Devices:    v1alpha1.DeviceSelector{Include: []string{name}},
+		Schedulers: v1alpha1.SchedulerPolicy{Candidates: []v1alpha1.SchedulerName{v1alpha1.SchedulerName(loopdev.Current(dev.Queue["scheduler"]))}},
+		ReadAhead:  v1alpha1.ReadAheadPolicy{Enabled: ptr.To(false)},
+		Evaluation: v1alpha1.EvaluationPolicy{Window: &metav1.Duration{Duration: 3 * time.Second}, CPUBudgetPercent: ptr.To[int32](50)},
+	}
+	spec.Default()
+	a := startAgent(t, agent.Options{StateDir: t.TempDir(), Spec: spec, Tracer: tracer.KindEBPF, Log: testr.New(t), TraceSample: time.Second})
+	reads := func(args ...string) {
+		t.Helper()
+		base := []string{"--name=reads", "--filename=/dev/" + name, "--direct=1", "--rw=randread", "--bs=4k", "--output-format=terse"}
+		if out, err := exec.Command(fio, append(base, args...)...).CombinedOutput(); err != nil {
+			a.stop(t)
+			t.Fatalf("fio: %v\n%s", err, out)
+		}
+	}
+	reads("--ioengine=libaio", "--iodepth=4", "--rate_iops=2000", "--time_based", "--runtime=16")
+	steady := len(a.windows())
+	// A burst of 3,000 reads at the start of each window: well within its
+	// first two seconds, before its traced last second.
+	for range 8 {
+		a.waitWindowAfter(t, time.Now())
+		reads("--ioengine=psync", "--number_ios=3000", "--size=200m")
+	}
+	a.waitWindowAfter(t, time.Now())
+	wins := a.windows()
+	a.stop(t)
+	var log []string
+	steadySampled, missed := 0, 0
+	for i, s := range wins {
+		d, ok := deviceStatus(s, name)
+		if !ok || i == 0 {
+			continue
+		}
+		isMissed := strings.Contains(d.Skipped, "its work came before the sample")
+		log = append(log, fmt.Sprintf("w%d %d%s%s", s.Windows, d.Requests, map[bool]string{true: " sampled"}[d.Sampled], map[bool]string{true: " MISSED"}[isMissed]))
+		switch {
+		case i < steady && isMissed:
+			t.Errorf("w%d: a sample of steady reads was judged to miss the work: %s", s.Windows, d.Skipped)
+		case i < steady && d.Sampled && d.Skipped == "":
+			steadySampled++
+		case isMissed && !d.Sampled:
+			t.Errorf("w%d: a whole window was judged to miss the work", s.Windows)
+		case isMissed:
+			missed++
+			if d.Best != "" {
+				t.Errorf("w%d: a sample that missed the work predicted %s", s.Windows, d.Best)
+			}
+			if i+1 < len(wins) {
+				if n, ok := deviceStatus(wins[i+1], name); ok && n.Sampled {
+					t.Errorf("w%d: the window after a missed sample was sampled", wins[i+1].Windows)
+				}
+			}
+		}
+	}
+	t.Logf("windows (steady until w%d): %v", steady, log)
+	if steadySampled == 0 {
+		t.Errorf("no sampled window of the steady reads was evaluated")
+	}
+	if missed < 2 {
+		t.Errorf("%d sampled windows said their sample missed the bursts, want 2 or more", missed)
 	}
 }

@@ -78,6 +78,9 @@ const (
 	SkipModelNotReady = "model_not_ready"
 	// SkipError: the evaluation failed.
 	SkipError = "error"
+	// SkipSampleMissed: the window was traced for its last part only,
+	// and that part missed the window's work.
+	SkipSampleMissed = "sample_missed"
 )
 
 // otherValue replaces a label value outside its closed set.
@@ -87,7 +90,7 @@ var (
 	revertReasons = []string{RevertRegression, RevertObserve, RevertShutdown, RevertManual}
 	// openFileOutcomes are AddOpenFiles' outcomes, in its arguments' order.
 	openFileOutcomes = []string{"followed", "left_marked", "left_own", "failed"}
-	skipReasons      = []string{SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady, SkipError}
+	skipReasons      = []string{SkipCPUBudget, SkipTooFewRequests, SkipModelNotReady, SkipError, SkipSampleMissed}
 	tracers          = []string{TracerEBPF, TracerTracefs}
 )
 
