@@ -262,7 +262,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		evalCPU: counter("evaluation_cpu_seconds_total",
 			"CPU time spent evaluating windows.", dev),
 		windowsSkipped: counter("windows_skipped_total",
-			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).", []string{"device", "reason"}),
+			"Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, sample_missed, other).", []string{"device", "reason"}),
 		screened: counter("windows_screened_total",
 			"Windows evaluated by a screening pass over their newest requests only, which found the setting settled (no switch, and no candidate within 1.5 points of the switching margin).", dev),
 		otherWriter: counter("other_writer_changes_total",

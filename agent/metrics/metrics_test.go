@@ -371,11 +371,12 @@ shadowtune_agent_thrash_guard_pinned{device="sdc"} 1
 # HELP shadowtune_agent_thrash_guard_quiet_checks Thrash guard: consecutive checks, while pinned, that predicted no change.
 # TYPE shadowtune_agent_thrash_guard_quiet_checks gauge
 shadowtune_agent_thrash_guard_quiet_checks{device="sdc"} 3
-# HELP shadowtune_agent_windows_skipped_total Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, other).
+# HELP shadowtune_agent_windows_skipped_total Windows not evaluated, by reason (cpu_budget, too_few_requests, model_not_ready, error, sample_missed, other).
 # TYPE shadowtune_agent_windows_skipped_total counter
 shadowtune_agent_windows_skipped_total{device="sdc",reason="cpu_budget"} 0
 shadowtune_agent_windows_skipped_total{device="sdc",reason="error"} 0
 shadowtune_agent_windows_skipped_total{device="sdc",reason="model_not_ready"} 0
+shadowtune_agent_windows_skipped_total{device="sdc",reason="sample_missed"} 0
 shadowtune_agent_windows_skipped_total{device="sdc",reason="too_few_requests"} 0
 `
 	names := []string{
