@@ -34,6 +34,20 @@ const (
 	// online policy that does not know the streams' lengths does better
 	// than 2 (§4.2), and a file keeps the depth it was opened at, for
 	// readers the evidence has not seen.
+	//
+	// The value is not free: behind a token bucket of I requests and B
+	// bytes a second, the random window the ratio admits ends at 2B/I
+	// (130 KiB at the decision benchmark's 3,000 IOPS and 200 MB/s), two
+	// percent above the 128 KiB candidate. Halving the ratio moved that
+	// benchmark's cut to 64 KiB and its total 7.4 % slower
+	// (docs/runs/2026-12-06-sensitivity-2.md), and a fitted line a few
+	// percent steeper moves it the same way (docs/agent.md, the
+	// competitive depth). Measured there, a sequential reader behind the
+	// bucket (backup-oltp's) read 128 MiB/s at 64 KiB (the agent with the
+	// ratio halved) and 183 MiB/s at 128 KiB (none/128,
+	// docs/runs/2026-12-06-full-5.md): 0.49 and 0.68 ms a window, a
+	// per-window cost of about 0.3 ms that the device's service times
+	// (60-100 µs fixed) do not show.
 	CompetitiveRatio = 2
 )
 
