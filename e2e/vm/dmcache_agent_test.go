@@ -334,40 +334,38 @@ func poorFill(z cacheCase) bool {
 	return z.Decision == "writethrough" && z.MeasuredReadHitPct > 0 && z.MeasuredReadHitPct < z.PredictedReadHitPct-10
 }
 
-// rateCheck returns how the test reports a failed rate check: t.Errorf
-// where the guest keeps up with the disk, else t.Logf. The rates are the
-// cache's only where the guest keeps up with the disk: beside the agent,
-// its best zipf passthrough slice must reach the throttle's rate within
-// 3 % (a guest that keeps up measures 2,030 IOPS behind QEMU's 2,000 and
-// 509 behind 500; the first slice can share the CPU with the agent's
-// start). Under TCG every read costs guest CPU, and on a slow host the
+// rateCheck returns how the test reports a failed rate check: t.Errorf.
+// The rates are the cache's only where the guest keeps up with the disk:
+// beside the agent, the median of its zipf passthrough slices must reach
+// the throttle's rate within 3 % (a guest that keeps up measures 2,030
+// IOPS behind QEMU's 2,000 and 500-509 behind 500; the first slice can
+// share the CPU with the agent's start). Under TCG every read costs guest CPU, and on a slow host the
 // guest is the bottleneck: behind a 3,000 IOPS throttle, machines of this
 // project's kind reached 1,973-2,796 IOPS in passthrough beside the agent
 // and 4,154-5,801 with the cache on (7,219-8,700 with no agent,
 // TestDMCache), where another machine gave 3,050 and 9,000-10,000; hence
 // agentCacheDisk's 500.
-// Where even that is out of the guest's reach the rate checks measure the
-// host's CPU, not the cache or its prediction: they are then logged and
-// recorded in the summary (rateChecks), not asserted; the decisions, the
-// restore, the revert after a SIGKILL and the data are checked on every
-// host.
+// Where even that is out of the guest's reach the rate checks would
+// measure the host's CPU, not the cache or its prediction: the test then
+// fails, saying so (recorded in the summary, rateChecks), rather than
+// pass without them.
 func rateCheck(t *testing.T, sl []slice) func(format string, args ...any) {
 	t.Helper()
 	ptSlices := iopsOf(sl, "zipf", "passthrough")
-	best := 0.0
+	med := 0.0
 	if len(ptSlices) > 0 {
-		best = slices.Max(ptSlices)
+		med = median(ptSlices)
 	}
-	if best >= 0.97*float64(agentCacheDisk.IOPS) {
+	if med >= 0.97*float64(agentCacheDisk.IOPS) {
 		set("rateChecks", "asserted")
 		return t.Errorf
 	}
-	note := fmt.Sprintf("not asserted: the guest's best passthrough slice beside the agent was %.0f IOPS (slices %v), "+
+	note := fmt.Sprintf("cannot be asserted: the median of the guest's passthrough slices beside the agent was %.0f IOPS (slices %v), "+
 		"below 97 %% of the disk's %d: the guest's CPU, not the disk, bounds the rates on this host",
-		best, ptSlices, agentCacheDisk.IOPS)
-	t.Logf("rate checks %s", note)
+		med, ptSlices, agentCacheDisk.IOPS)
+	t.Errorf("rate checks %s", note)
 	set("rateChecks", note)
-	return func(format string, args ...any) { t.Logf("rate check (not asserted): "+format, args...) }
+	return t.Errorf
 }
 
 func iopsOf(sl []slice, phase, mode string) []float64 {
@@ -434,17 +432,12 @@ func cacheCaseOf(name, phase, cache string, sl []slice, log []string) cacheCase 
 	// passthrough slices measured less (the first slice shares the guest's
 	// CPU with the agent's start: 1,860 IOPS once, then 3,041), as in
 	// TestDMCache: that must not make the cache look better than it is.
-	// The final rate is the best of the last three slices when the cache
-	// is on, else their median: the cache's hits cost guest CPU, which
-	// TCG shares with the host's other work (a busy host measured 1,983
-	// and 3,582 IOPS in two slices of the same phase), while passthrough
-	// runs at the throttle's rate whatever the host does. TestDMCache
-	// takes the cache's best run for the same reason.
+	// The final rate is the median of the last three slices, the cache
+	// on or off: behind agentCacheDisk's 500 IOPS the guest keeps up
+	// with the disk (rateCheck), so a slice is the cache's rate, not the
+	// host's CPU share.
 	c.PassthroughIOPS, c.FinalIOPS = max(median(pt), float64(agentCacheDisk.IOPS)), median(last)
 	c.FinalMedianIOPS = c.FinalIOPS
-	if c.Decision == "writethrough" && len(last) > 0 {
-		c.FinalIOPS = slices.Max(last)
-	}
 	if c.FinalIOPS > 0 && c.PassthroughIOPS > 0 {
 		c.MeasuredGainPct = math.Round(1000*(1-c.PassthroughIOPS/c.FinalIOPS)) / 10
 	}
