@@ -145,7 +145,18 @@ func (d *device) logReadAhead(log logr.Logger) {
 	log.V(1).Info("read-ahead", "disk", d.sys.Name, "current", d.ctrl.current.ReadAheadKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
 		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)),
-		"rows", lat.String(), "windowRows", st.Latencies.String())
+		"rows", lat.String(), "windowRows", st.Latencies.String(),
+		"verifying", st.Verifying, "lastVerification", verificationText(d.ctrl.road.Last))
+}
+
+// verificationText is a read-ahead change's verification in a log line
+// ("" when none ended yet), e.g. "32 -> 256 Reverted: 4293 vs 21051 ns
+// per used page".
+func verificationText(v *readahead.Verification) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d -> %d %s: %.0f vs %.0f ns per used page", v.FromKiB, v.ToKiB, v.Outcome, v.BaselineNs, v.MeasuredNs)
 }
 
 // classText is the evidence's classes in a log line.
