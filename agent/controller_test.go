@@ -390,27 +390,38 @@ func TestConfirmSwitch(t *testing.T) {
 // TestCorrectionAfterRefutedSwitch: a switch that measured slower than
 // predicted leaves a correction > 1 for its target, large enough that the
 // same window no longer predicts a gain for it.
-func TestCorrectionAfterRefutedSwitch(t *testing.T) {
-	c := newTestController(t, true)
-	now := time.Unix(1000, 0)
-	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+// switchMeasured makes the controller switch on window w at now
+// (stepConfirmed), then runs the two windows that verify the switch,
+// their real times scale times the model's: the switch's target and the
+// time of the window that ended its verification.
+func switchMeasured(t *testing.T, c *deviceController, w []trace.Request, now time.Time, scale float64) (string, time.Time) {
+	t.Helper()
 	rep, err := stepConfirmed(t, c, w, now)
 	if err != nil || rep.Action.Kind != ActionApply {
 		t.Fatalf("first window: %v %+v", err, rep.Action)
 	}
-	target := rep.Action.Setting.Candidate.Name()
+	var at time.Time
 	for i := 2; i < 4; i++ {
-		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second)); err != nil {
+		at = now.Add(time.Duration(i) * 5 * time.Second)
+		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, scale), at); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return rep.Action.Setting.Candidate.Name(), at
+}
+
+func TestCorrectionAfterRefutedSwitch(t *testing.T) {
+	c := newTestController(t, true)
+	now := time.Unix(1000, 0)
+	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	target, _ := switchMeasured(t, c, w, now, 3)
 	f := c.corrections[target]
 	if f <= 1 {
 		t.Fatalf("correction of %s = %.2f after a refuted switch, want > 1 (all: %v)", target, f, c.corrections)
 	}
 	// Past its back-off, the same window no longer predicts a gain for it.
 	c.backoff = map[string]time.Time{}
-	rep, err = step(c, w, now.Add(time.Hour))
+	rep, err := step(c, w, now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,17 +505,7 @@ func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
 	w := fifoWindow(1, 2000, 4, 4, 0, 1)
-	rep, err := stepConfirmed(t, c, w, now)
-	if err != nil || rep.Action.Kind != ActionApply {
-		t.Fatalf("first window: %v %+v", err, rep.Action)
-	}
-	var checked time.Time
-	for i := 2; i < 4; i++ {
-		checked = now.Add(time.Duration(i) * 5 * time.Second)
-		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), checked); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, checked := switchMeasured(t, c, w, now, 3)
 	r := c.counterfactual
 	if r.Checks != 1 || !r.At.Equal(checked) {
 		t.Fatalf("record %+v, want one check at %v", r, checked)
@@ -522,7 +523,7 @@ func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 	// Neither the regressed candidate's back-off nor its correction is
 	// what holds the switch here.
 	c.backoff, c.corrections = map[string]time.Time{}, map[string]float64{}
-	rep, err = step(c, w, checked.Add(time.Minute))
+	rep, err := step(c, w, checked.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -549,15 +550,7 @@ func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 func TestCounterfactualCheckOfAKeptSwitch(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
-	if err != nil || rep.Action.Kind != ActionApply {
-		t.Fatalf("first window: %v %+v", err, rep.Action)
-	}
-	for i := 2; i < 4; i++ {
-		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6), now.Add(time.Duration(i)*5*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	switchMeasured(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now, 0.6)
 	r := c.counterfactual
 	t.Logf("record %+v, error %.2f pts", r, r.ErrorPct())
 	if r.Checks != 1 || r.WrongSigns != 0 || r.Last.Measured >= 1 || r.Last.Predicted >= r.Last.Measured {

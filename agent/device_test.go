@@ -802,6 +802,22 @@ func TestSecondAgentRefused(t *testing.T) {
 	}
 }
 
+// restarted is the env's device as a restarted agent builds it under
+// policy p: a new device over the same disk, its memo read back.
+func (e *gateEnv) restarted(t *testing.T, p *v1alpha1.StorageTuning) *device {
+	t.Helper()
+	sd, err := sysfs.Read(e.root, "sda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.remember(e.act, testr.New(t))
+	return d
+}
+
 // TestMinDwellAcrossRestarts: the time of a device's last change is kept
 // in the state directory, so a restarted agent still keeps the setting
 // for spec.rollout.minDwell (issue 16, finding 7).
@@ -813,15 +829,7 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 		t.Fatalf("no change to start from: %+v", st)
 	}
 	changed := e.d.ctrl.lastChange
-	sd, err := sysfs.Read(e.root, "sda")
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.remember(e.act, testr.New(t))
+	d := e.restarted(t, p)
 	if !d.ctrl.lastChange.Equal(changed) || d.gate(e.env).hold(d.ctrl.lastChange, changed.Add(time.Minute)) != HoldDwell {
 		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
 	}
@@ -888,16 +896,7 @@ func TestCounterfactualAcrossRestarts(t *testing.T) {
 		t.Helper()
 		e.d.ctrl.counterfactual = r
 		e.d.memorize(e.act, testr.New(t))
-		sd, err := sysfs.Read(e.root, "sda")
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.remember(e.act, testr.New(t))
-		return d
+		return e.restarted(t, p)
 	}
 	d := restart(rec)
 	got := d.ctrl.counterfactual
