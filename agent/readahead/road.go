@@ -117,11 +117,15 @@ type Road struct {
 	Last *Verification
 }
 
-// pending is a change under verification.
+// pending is a change under verification. baseLeft is how many windows
+// of readers still at the old depth may yet make its baseline: all the
+// verification counts when the change was made with no measure of the
+// old depth, else none.
 type pending struct {
 	from, to   int
 	kind       Kind
 	baseline   work
+	baseLeft   int
 	left, seen int
 	counted    work
 	until      time.Time
@@ -212,7 +216,7 @@ func (r *Road) Window(w Window, s Settings) Step {
 	}
 	st.Device = NewLineDevice(r.lat, s.Model, s.Caps)
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
-		Evidence: r.mix, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
+		Evidence: r.mix, Window: ev, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
 		BackedOff: r.backedOff(w.Now)})
 	if v := r.verify; v != nil && v.counted.used > 0 && st.Decision.KiB != s.CurrentKiB && (st.Decision.KiB < s.CurrentKiB) != (v.to < v.from) {
 		// A move back while the change is verified ends its verification
@@ -229,12 +233,18 @@ func (r *Road) Window(w Window, s Settings) Step {
 // verdict ends the pending verification on the windows it counted: it
 // reports a regression (the device time per used page beyond the
 // baseline by more than the tolerance, s.LowWastePct) with its message,
-// keeping the verification for Reverted; else the change is Verified.
-// Both sides are costed with the caps known now (work.nsPerPage).
+// keeping the verification for Reverted; else the change is Verified,
+// or NotVerified when no window measured the old depth. Both sides are costed with the caps known now (work.nsPerPage).
 func (r *Road) verdict(s Settings) (string, bool) {
 	v := r.verify
 	caps := s.caps()
 	out := Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baseline.nsPerPage(caps), MeasuredNs: v.counted.nsPerPage(caps)}
+	if out.BaselineNs <= 0 {
+		// No window measured the old depth, before the change or after it.
+		out.Outcome = "NotVerified"
+		r.Last, r.verify = &out, nil
+		return "", false
+	}
 	if out.MeasuredNs > out.BaselineNs*(1+s.LowWastePct/100) {
 		out.Outcome = "Reverted"
 		r.Last = &out
@@ -307,9 +317,15 @@ func (r *Road) backedOff(now time.Time) func(int) bool {
 // the road decided (not a revert, nor a move to the policy's bounds): the
 // verification starts, on the kind of reader the change serves (random
 // readers for a cut, sequential ones for a raise), against the device
-// time per used page last measured for that kind. A change with no such
-// measure is not verified (Last says so). The baseline is the work of
-// as many of the kind's last windows as the verification counts. A change
+// time per used page last measured for that kind. The baseline is the
+// work of as many of the kind's last windows as the verification counts.
+// A change with no such measure (the window that decided it was of mixed
+// readers) takes its baseline from the windows after it whose readers of
+// that kind still read at the old depth: a reader keeps the depth its
+// file was opened with (file_ra_state_init, mm/readahead.c), so the
+// readers that asked for the change go on at the old depth until they
+// open their files again; a verification that found none ends
+// NotVerified (Last says so). A change
 // that goes on in the direction of one still under verification extends
 // it: readers at the new depth are compared with the baseline before the
 // first, and a regression reverts to the depth before the first. A change
@@ -331,11 +347,15 @@ func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 		r.Last = &Verification{FromKiB: v.from, ToKiB: v.to, BaselineNs: v.baseline.nsPerPage(s.caps()), Outcome: "Superseded"}
 	}
 	r.verify = nil
-	if base.used <= 0 || s.VerifyWindows <= 0 {
+	if s.VerifyWindows <= 0 {
 		r.Last = &Verification{FromKiB: from, ToKiB: to, Outcome: "NotVerified"}
 		return
 	}
-	r.verify = &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
+	v := &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
+	if base.used <= 0 {
+		v.baseline, v.baseLeft = work{}, s.VerifyWindows
+	}
+	r.verify = v
 }
 
 // Reverted records that the agent wrote the depth a regressed change
@@ -367,17 +387,33 @@ func (r *Road) Forget() {
 // shorter than its file's depth, and those are the windows a raise that
 // thrashes leaves.
 func (v *pending) readsAtNew(ev Evidence) bool {
+	f, ok := v.meanDepth(ev)
+	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
+	return ok && math.Abs(f-to) < math.Abs(f-from)
+}
+
+// readsAtOld reports whether the evidence's readers of the change's kind
+// read at its old depth: the mean depth their files were opened at is
+// nearer to it than to the new depth, on a log scale (readsAtNew).
+func (v *pending) readsAtOld(ev Evidence) bool {
+	f, ok := v.meanDepth(ev)
+	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
+	return ok && math.Abs(f-from) < math.Abs(f-to)
+}
+
+// meanDepth is the log of the mean depth, in pages, the evidence's
+// readers of the change's kind opened their files at; false when there
+// are none.
+func (v *pending) meanDepth(ev Evidence) (float64, bool) {
 	c := ev.Random
 	if v.kind != RandomKind {
 		c = ev.Sequential
 		c.Windows, c.Depth = c.Windows+ev.Short.Windows, c.Depth+ev.Short.Depth
 	}
 	if c.Windows <= 0 || c.Depth <= 0 {
-		return false
+		return 0, false
 	}
-	f := math.Log(c.Depth / c.Windows)
-	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
-	return math.Abs(f-to) < math.Abs(f-from)
+	return math.Log(c.Depth / c.Windows), true
 }
 
 // check counts the window towards the pending verification: windows
@@ -391,9 +427,15 @@ func (v *pending) readsAtNew(ev Evidence) bool {
 func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, msg string, revert bool) {
 	v := r.verify
 	v.seen++
-	if whole && ev.kind(s.LowWastePct) == v.kind && v.readsAtNew(ev) && ev.Used() > 0 && w.BusyNs > 0 {
-		v.counted = v.counted.plus(windowWork(ev, w))
-		v.left--
+	if whole && ev.kind(s.LowWastePct) == v.kind && ev.Used() > 0 && w.BusyNs > 0 {
+		switch {
+		case v.readsAtNew(ev):
+			v.counted = v.counted.plus(windowWork(ev, w))
+			v.left--
+		case v.baseLeft > 0 && v.readsAtOld(ev):
+			v.baseline = v.baseline.plus(windowWork(ev, w))
+			v.baseLeft--
+		}
 	}
 	expired := !w.Now.Before(v.until) && v.seen >= s.VerifyWindows
 	switch {

@@ -267,3 +267,74 @@ func raisedFrom(from int, busyNs float64) (*Road, Settings) {
 	s.CurrentKiB = 2560
 	return r, s
 }
+
+// plusPC is the page-cache counts of two windows' readers together.
+func plusPC(a, b PageCache) PageCache {
+	return PageCache{Measured: a.Measured || b.Measured, Used: a.Used + b.Used, Wasted: a.Wasted + b.Wasted,
+		ReadUsed: a.ReadUsed + b.ReadUsed, ReadWasted: a.ReadWasted + b.ReadWasted, Mapped: a.Mapped + b.Mapped,
+		Windows: a.Windows + b.Windows, Pages: a.Pages + b.Pages, AroundWindows: a.AroundWindows + b.AroundWindows,
+		AroundPages: a.AroundPages + b.AroundPages, Depth: a.Depth + b.Depth, AroundDepth: a.AroundDepth + b.AroundDepth,
+		FullWindows: a.FullWindows + b.FullWindows, FullPages: a.FullPages + b.FullPages, FullDepth: a.FullDepth + b.FullDepth,
+		FaultAsync: a.FaultAsync + b.FaultAsync}
+}
+
+// mixedRaise is a road that raised from 32 KiB in a window whose
+// sequential readers came with the tail of random ones (more than the
+// tolerance's share of its pages): no measure of the sequential readers
+// at 32 KiB before the raise.
+func mixedRaise(t *testing.T) (*Road, Settings) {
+	t.Helper()
+	r := &Road{}
+	s := settings(32)
+	pc := plusPC(seqWindow(32, 262144), randomWindow(32, 2500))
+	st := r.Window(window(t0, pc, 1e9), s)
+	if st.Decision.KiB <= 32 {
+		t.Fatalf("mixed window: %d KiB (%s), want a raise", st.Decision.KiB, st.Decision.Reason)
+	}
+	if b := r.baseline(SequentialKind, s.VerifyWindows); b.used > 0 {
+		t.Fatalf("the mixed window measured the sequential readers: %+v", b)
+	}
+	r.Commit(32, st.Decision.KiB, t0, s)
+	s.CurrentKiB = st.Decision.KiB
+	return r, s
+}
+
+// TestRoadRaiseBaselineAfter: a raise decided in a window of mixed
+// readers takes its baseline from the windows after it whose sequential
+// readers still read at the old depth (their files opened before the
+// raise); readers at the new depth that cost more device time per used
+// page revert it to the old depth.
+func TestRoadRaiseBaselineAfter(t *testing.T) {
+	r, s := mixedRaise(t)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 2 * time.Second) }
+	for i := 1; i <= 2; i++ { // the readers opened at 32 KiB: the baseline
+		if st := r.Window(window(at(i), seqWindow(32, 262144), 1e9), s); st.Revert || st.Verifying != 2 {
+			t.Fatalf("old-depth window %d: %+v, want the verification still counting 2", i, st)
+		}
+	}
+	var st Step
+	for i := 3; i <= 4; i++ { // new readers at the raised depth, 4 times the time per page
+		st = r.Window(window(at(i), seqWindow(s.CurrentKiB, 262144), 4e9), s)
+	}
+	if !st.Revert || st.Decision.KiB != 32 || r.Last == nil || r.Last.Outcome != "Reverted" {
+		t.Fatalf("after the raise: %+v (last %+v), want the revert to 32", st, r.Last)
+	}
+	if math.Abs(r.Last.MeasuredNs/r.Last.BaselineNs-4) > 1e-9 {
+		t.Errorf("measured %.0f vs baseline %.0f ns per used page, want 4 times", r.Last.MeasuredNs, r.Last.BaselineNs)
+	}
+}
+
+// TestRoadRaiseNoBaseline: a raise with no window of its readers at the
+// old depth, before or after it, ends NotVerified once its windows at
+// the new depth are counted, however slow they are: there is nothing to
+// compare them with.
+func TestRoadRaiseNoBaseline(t *testing.T) {
+	r, s := mixedRaise(t)
+	var st Step
+	for i := 1; i <= 2; i++ {
+		st = r.Window(window(t0.Add(time.Duration(i)*2*time.Second), seqWindow(s.CurrentKiB, 262144), 4e9), s)
+	}
+	if st.Revert || r.Last == nil || r.Last.Outcome != "NotVerified" || r.verify != nil {
+		t.Fatalf("no baseline: %+v (last %+v), want NotVerified and no revert", st, r.Last)
+	}
+}
