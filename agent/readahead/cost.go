@@ -132,8 +132,10 @@ type LineDevice struct {
 // requests or more: up to 128 KiB (the papers' rows) where two sizes or
 // more qualify there, else all sizes (a larger request is split and
 // served beside others in flight, and its time measures that sharing as
-// much as its size). Every request is fitted, those dispatched behind
-// others as well as those dispatched to an idle device. On a rotational
+// much as its size). A fit that does not rise with the size or whose
+// fixed time is negative is not taken. Every request is fitted, those
+// dispatched behind others as well as those dispatched to an idle
+// device. On a rotational
 // device (m's class HDD) the near and far lines are fitted apart (a
 // seek); elsewhere both together.
 // A line with fewer than two sizes to fit is the class's prior
@@ -175,7 +177,8 @@ func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
 }
 
 // fitRows fits the line to the sizes of the first rows rows; false when
-// fewer than two sizes qualify or the line does not rise with the size.
+// fewer than two sizes qualify, or the line does not rise with the size
+// or has a negative fixed time.
 func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
 	var sw, sx, sy, sxx, sxy float64
 	fitted := 0
@@ -201,11 +204,13 @@ func fitRows(lat Latencies, sides []int, rows int) (line, bool) {
 	}
 	b := (sw*sxy - sx*sy) / den
 	a := (sy - b*sx) / sw
-	switch {
-	case b <= 0:
+	if b <= 0 || a < 0 {
+		// A line that does not rise, or that crosses zero time at a
+		// positive size, is not a device's: every request pays a fixed
+		// time before its transfer (command, interrupt, completion).
+		// Such rows measure the sharing of requests in flight more than
+		// their sizes.
 		return line{}, false
-	case a < 0: // through the origin
-		return line{perSector: sxy / sxx}, true
 	}
 	return line{fixed: a, perSector: b}, true
 }

@@ -35,8 +35,12 @@ type Input struct {
 	// MinKiB and MaxKiB are the policy's bounds (spec.readAhead).
 	MinKiB, MaxKiB int
 	// Evidence is the readers' evidence: the window's, with the recent
-	// windows' decayed (Road).
+	// windows' decayed (Road). It prices the depths.
 	Evidence Evidence
+	// Window is the window's own evidence. It says which way the depth
+	// may move (moves): a cut needs waste measured in it, a raise
+	// sequential readers using what read-ahead brought.
+	Window Evidence
 	// Device predicts the reads' service times.
 	Device Device
 	// MarginPct is the predicted gain a change needs, percent
@@ -83,8 +87,10 @@ type Decision struct {
 // by the margin. Of depths that serve the evidence alike, the deepest
 // serves a sequential reader to come best, and a cut stops at the depth
 // that keeps both kinds of reader within twice their least (EuroSys 2007
-// §4). A change needs its own gain. Depths in back-off are not chosen.
-// Decide is pure.
+// §4). A change needs its own gain, and a direction the window's own
+// evidence calls for (moves): the decayed evidence holds readers that
+// may be gone, which choose how far a change goes, not whether one is
+// made. Depths in back-off are not chosen. Decide is pure.
 func Decide(in Input) Decision {
 	cur := in.CurrentKiB
 	switch {
@@ -110,12 +116,14 @@ func Decide(in Input) Decision {
 	}
 	near, limit := best*(1+in.MarginPct/100), curNs*(1-in.MarginPct/100)
 	floor := competitiveKiB(in.Device, d.Costs)
+	cut, raise := moves(in.Window, in.LowWastePct)
 	choice := cur
 	for _, c := range d.Costs { // ascending: the deepest eligible depth wins
+		allowed := (c.KiB < cur && cut) || (c.KiB > cur && raise)
 		switch eligible := c.Ns <= near || c.KiB <= floor; {
 		case c.KiB == cur && eligible:
 			choice = cur // no cut below a depth that serves alike
-		case c.KiB != cur && eligible && c.Ns <= limit && (in.BackedOff == nil || !in.BackedOff(c.KiB)):
+		case allowed && eligible && c.Ns <= limit && (in.BackedOff == nil || !in.BackedOff(c.KiB)):
 			choice = c.KiB
 		}
 	}
@@ -127,6 +135,20 @@ func Decide(in Input) Decision {
 		d.Reason = ReasonSequential
 	}
 	return d
+}
+
+// moves says which ways the window's own evidence w lets the depth move.
+// A cut, when w resolved enough pages to judge (MinResolvedPages) and
+// wasted more than lowWastePct of them: there is waste to cut. A raise,
+// when w's sequential readers (windows as long as their files' depth)
+// resolved enough pages and wasted at most lowWastePct of them: streams
+// that use what read-ahead brings, whose next windows a deeper depth
+// serves in fewer requests.
+func moves(w Evidence, lowWastePct float64) (cut, raise bool) {
+	cut = w.Resolved() >= th.resolved && w.WastePct() > lowWastePct
+	s := w.Sequential
+	raise = s.Resolved() >= th.resolved && s.WastePct() <= lowWastePct
+	return cut, raise
 }
 
 // competitiveKiB is the competitive depth among the candidates: the

@@ -85,6 +85,15 @@ func TestDecide(t *testing.T) {
 		{"no depth above the original on flash", func(in *Input) {
 			in.CurrentKiB, in.OriginalKiB, in.Evidence.Sequential = 128, 128, seqAt128
 		}, 128, ReasonKeep},
+		{"the recent readers call for a cut, the window wasted nothing: kept", func(in *Input) {
+			in.Evidence, in.Window = Evidence{Random: thrash, Sequential: scan}, Evidence{Sequential: scan}
+		}, 2560, ReasonKeep},
+		{"the recent readers call for a raise, the window's readers thrash: kept", func(in *Input) {
+			in.CurrentKiB = 16
+			in.Evidence = Evidence{Random: Class{Windows: 1549, Pages: 1549 * 4, Used: 1550, Wasted: 3000},
+				Sequential: Class{Windows: 65536, Pages: 262144, Used: 262144}}
+			in.Window = Evidence{Random: Class{Windows: 1549, Pages: 1549 * 4, Used: 1550, Wasted: 3000}}
+		}, 16, ReasonKeep},
 		{"a rotational device's streams seek: above the original", func(in *Input) {
 			in.CurrentKiB, in.OriginalKiB, in.Seeks, in.Evidence.Sequential = 128, 128, true, seqAt128
 			in.Device = flash{overheadNs: 200e3, bytesPerSec: 150e6, seekNs: 8e6}
@@ -94,12 +103,21 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			in := base
 			tc.edit(&in)
+			if in.Window == (Evidence{}) {
+				in.Window = in.Evidence // a single window's evidence
+			}
 			d := Decide(in)
 			if d.KiB != tc.want || d.Reason != tc.reason {
 				t.Errorf("Decide = %d KiB (%s), want %d KiB (%s); costs %v", d.KiB, d.Reason, tc.want, tc.reason, d.Costs)
 			}
 		})
 	}
+}
+
+// single is in decided on one window: its evidence is the window's own.
+func single(in Input) Input {
+	in.Window = in.Evidence
+	return in
 }
 
 // TestDecideMargin: the decision is not balanced on the margin's exact
@@ -110,15 +128,15 @@ func TestDecideMargin(t *testing.T) {
 	for _, m := range []float64{2.5, 5, 10} {
 		in := Input{CurrentKiB: 2560, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, Device: loopDev, MarginPct: m, LowWastePct: 5,
 			Evidence: Evidence{Random: thrash}}
-		if d := Decide(in); d.KiB != 128 {
+		if d := Decide(single(in)); d.KiB != 128 {
 			t.Errorf("margin %.1f %%: random thrash cut to %d KiB, want 128 (the competitive depth)", m, d.KiB)
 		}
 		in.Evidence = Evidence{Random: thrash, Sequential: scan}
-		if d := Decide(in); d.KiB < 256 || d.KiB > 512 {
+		if d := Decide(single(in)); d.KiB < 256 || d.KiB > 512 {
 			t.Errorf("margin %.1f %%: both readers, %d KiB, want 256 or 512", m, d.KiB)
 		}
 		in.CurrentKiB, in.Evidence = 128, Evidence{Sequential: Class{Windows: 8192, Pages: 262144, Used: 262144}}
-		if d := Decide(in); d.KiB != 2560 {
+		if d := Decide(single(in)); d.KiB != 2560 {
 			t.Errorf("margin %.1f %%: sequential after a cut, %d KiB, want 2560", m, d.KiB)
 		}
 	}
@@ -131,11 +149,11 @@ func TestLowWaste(t *testing.T) {
 	for _, low := range []float64{2.5, 5, 10} {
 		in := Input{CurrentKiB: 128, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, Device: loopDev, MarginPct: 5, LowWastePct: low,
 			Evidence: Evidence{Sequential: Class{Windows: 8192, Pages: 262144, Used: 261000, Wasted: 1144}}}
-		if d := Decide(in); d.KiB != 2560 {
+		if d := Decide(single(in)); d.KiB != 2560 {
 			t.Errorf("low waste %.1f %%: a sequential reader wasting 0.4 %% after a cut, %d KiB, want 2560", low, d.KiB)
 		}
 		in.CurrentKiB, in.Evidence = 2560, Evidence{Random: thrash}
-		if d := Decide(in); d.KiB != 128 {
+		if d := Decide(single(in)); d.KiB != 128 {
 			t.Errorf("low waste %.1f %%: random thrash, %d KiB, want 128", low, d.KiB)
 		}
 	}
@@ -168,7 +186,7 @@ func TestCompetitiveDepth(t *testing.T) {
 			th.ratio = tc.ratio
 			in := Input{CurrentKiB: 2560, OriginalKiB: 2560, MinKiB: 16, MaxKiB: 4096, Device: tc.dev, MarginPct: 5, LowWastePct: 5,
 				Evidence: Evidence{Random: thrash}}
-			if d := Decide(in); d.KiB != tc.want || d.Reason != ReasonWaste {
+			if d := Decide(single(in)); d.KiB != tc.want || d.Reason != ReasonWaste {
 				t.Errorf("random thrash: %d KiB (%s), want a cut to %d", d.KiB, d.Reason, tc.want)
 			}
 		})
@@ -215,7 +233,8 @@ func TestFromPageCache(t *testing.T) {
 // TestLineDeviceFit: the line through the sizes read 64 times or more
 // up to 128 KiB costs every size, read or not; requests of 1280 KiB
 // served two at a time do not bend it; a size read a few times is not
-// fitted; with one size to fit, the class's prior is used.
+// fitted; with one size to fit, or a line with a negative fixed time, the
+// class's prior is used.
 func TestLineDeviceFit(t *testing.T) {
 	var lat Latencies
 	for range 64 {
@@ -243,6 +262,16 @@ func TestLineDeviceFit(t *testing.T) {
 	}
 	if got, prior := NewLineDevice(one, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
 		t.Errorf("one size: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
+	}
+	var shared Latencies // a scan's 64 KiB requests, and 640 KiB ones served beside others in flight
+	for range 1000 {
+		shared.Add(128, false, true, 150_000)
+	}
+	for range 100 {
+		shared.Add(1280, false, false, 2_600_000)
+	}
+	if got, prior := NewLineDevice(shared, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
+		t.Errorf("a fit with a negative fixed time: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
 	}
 	capped := NewLineDevice(one, m, model.Throttle{IOPS: 3000, BytesPerSec: 200e6})
 	if got := capped.ReadNs(8, true); math.Abs(got-1e9/3000) > 1 {

@@ -582,10 +582,11 @@ type Verification struct {
 	// change is what was verified ("none -> bfq", "read_ahead_kb 2560 -> 16").
 	// +kubebuilder:validation:MaxLength=512
 	Change string `json:"change"`
-	// outcome is Verified, Reverted, or Superseded: a read-ahead cut
-	// whose verification ended when sequential readers used read-ahead
-	// again, and the depth was restored.
-	// +kubebuilder:validation:Enum=Verified;Reverted;Superseded
+	// outcome is Verified, Reverted, Superseded (a read-ahead change
+	// whose readers did not read again, or that a change the other way
+	// replaced), or NotVerified (a read-ahead change with no measure of
+	// its readers at the old depth, before or after it).
+	// +kubebuilder:validation:Enum=Verified;Reverted;Superseded;NotVerified
 	Outcome string `json:"outcome"`
 	// baseline is what the previous setting would have taken (simulated,
 	// scaled by the model's measured bias) or, for read-ahead, took
