@@ -58,7 +58,11 @@
 // within the policy's margin of the least (DADS §4.2's 5 %), and a cut
 // stops at the competitive depth (§4.1, CompetitiveRatio), which keeps
 // readers the evidence has not seen within twice their least. A change
-// must beat the current depth by the margin.
+// must beat the current depth by the margin, and go the way the window's
+// own evidence calls for: a cut needs waste measured in the window, a
+// raise sequential readers in it using what read-ahead brought. The
+// decayed evidence chooses how far a change goes, not whether one is
+// made: it holds readers that may be gone.
 //
 // # Gates and verification
 //
@@ -67,7 +71,10 @@
 // operator's grant, and is held only in Observe mode, by a paused policy,
 // or when the agent yields to another writer. Every change is verified:
 // the device's busy time per used page over the next windows of the same
-// kind of reader is compared with the window before the change; a
+// kind of reader at the new depth is compared with windows of that kind
+// at the old depth: those before the change, or, when the window that
+// decided it held other readers too, those after it whose files were
+// opened before it; a
 // regression beyond the tolerance reverts it and backs off that direction
 // for the policy's back-off.
 //
