@@ -18,7 +18,7 @@ import (
 // The model is checked request by request on service time (the model
 // error), but a decision compares queueing, which magnifies a wrong
 // device parallelism or a biased service time many times over. On the
-// decision benchmark (docs/bench-decisions.md, "Predictions the
+// decision benchmark (docs/runs/2026-12-03-history.md, "Predictions the
 // simulation could not reproduce"), every window that decided a scheduler
 // switch on a loop device had simulated `none` at 7.5 to 8,301 times its
 // measured mean response time (a model of one server for a device that

@@ -53,7 +53,7 @@ type serverFit struct {
 // change with its depth or it never ran deep: on the decision benchmark's
 // loop device it gave 1, the device had up to 128 requests in flight, and
 // the simulated response times were 4 to 78 times the measured ones
-// (docs/bench-decisions.md). It does nothing for a rotational model (k =
+// (docs/runs/2026-12-03-history.md). It does nothing for a rotational model (k =
 // 1, DESIGN §3), while a change is being verified (the verification
 // compares against the current model), or where no decision waits on it.
 // Within serversSearchEvery windows of the last search it searches only a

@@ -138,7 +138,7 @@ func NewPageCacheProbe(opt PageCacheOptions) (*PageCacheProbe, error) {
 // page-cache event of the node runs the attached programs, a tracked
 // device's or not: on 4 KiB reads of a device not tracked, about 10 ms of
 // each second of reading (hack/bench-bpf-programs.sh,
-// docs/bench-decisions.md); the light hooks run on faults, read-ahead
+// docs/runs/2026-12-03-history.md); the light hooks run on faults, read-ahead
 // windows and folios added or evicted, not on every read(). Leaving the
 // full state forgets the per-page and per-task state, which the read()
 // events missed meanwhile would leave stale.
