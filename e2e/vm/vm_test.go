@@ -21,7 +21,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -207,8 +206,7 @@ exit 7
 // /dev/vdb, 128-sector blocks; measures zipf(1.2) 4 KiB random reads
 // from two fio jobs at iodepth 8 each (16 in all, one job per guest CPU:
 // under TCG a cache hit costs guest CPU) through it (a 10 s warm-up that
-// populates the cache, then 5 s runs: three, and up to six until one reaches @WANT@ IOPS, which
-// the test sets well above twice the origin's throttle), switches it to
+// populates the cache, then five runs of 5 s), switches it to
 // passthrough online (suspend, reload, resume) and measures again; then
 // removes it through the cleaner policy. md5 lines: the origin before,
 // the cached view, the origin after.
@@ -229,12 +227,8 @@ fiorun() {
 }
 fiorun warmup 10
 echo "status-warm $(dmsetup status cached)"
-best=0
-for i in 1 2 3 4 5 6; do
+for i in 1 2 3 4 5; do
 	fiorun writethrough$i 5
-	v=$(cut -d';' -f8 /tmp/fio.writethrough$i)
-	if awk "BEGIN { exit !($v > $best) }"; then best=$v; fi
-	if [ $i -ge 3 ] && awk "BEGIN { exit !($best >= @WANT@) }"; then break; fi
 done
 echo "status-writethrough $(dmsetup status cached)"
 echo "md5-cached $(md5sum </dev/mapper/cached | cut -d' ' -f1)"
@@ -260,17 +254,18 @@ echo "md5-after $(md5sum <$O | cut -d' ' -f1)"
 
 // TestDMCache: dm-cache over a throttled cloud-like disk gives at least
 // twice the IOPS of the same device in passthrough (the origin's), the
-// mode switches online, and removing the cache leaves the origin's data
-// as it was (md5 in the guest and of the image on the host).
+// median of five runs; the mode switches online, and removing the cache
+// leaves the origin's data as it was (md5 in the guest and of the image
+// on the host). The origin is a 500 IOPS volume (agentCacheDisk): the
+// disk, not the TCG guest's CPU, bounds the cache's rate there (the
+// misses' share of the throttle), so the median judges the cache on a
+// busy host too.
 func TestDMCache(t *testing.T) {
 	img := filepath.Join(t.TempDir(), "origin.img")
 	want := randomImage(t, img, 256<<20)
 	loadBefore := loadAvg()
-	// The script stops measuring the cache once a run reaches 2.5 times
-	// the origin's throttle (else it runs six).
-	script := strings.ReplaceAll(dmCacheScript, "@WANT@", strconv.Itoa(vmlab.CloudDisk.IOPS*5/2))
-	r := boot(t, script, vmlab.Options{Disks: []vmlab.Disk{
-		{SizeMiB: 16}, {Image: img, Throttle: &vmlab.CloudDisk}}}, 0)
+	r := boot(t, dmCacheScript, vmlab.Options{Disks: []vmlab.Disk{
+		{SizeMiB: 16}, {Image: img, Throttle: &agentCacheDisk}}}, 0)
 	load := loadBefore + " → " + loadAvg()
 	out := r.Output
 
@@ -282,27 +277,24 @@ func TestDMCache(t *testing.T) {
 		}
 		return v
 	}
-	// The cache's reads cost guest CPU, which TCG shares with the host's
-	// other work, and a busy host can halve one 5 s run: the best of the
-	// runs (three, up to six while none is well above twice the origin's)
-	// is the cache's rate. The origin's rate is the throttle's.
+	// The cache's rate is the median of its five runs.
 	warm, pt := iops("warmup"), iops("passthrough")
 	var wts []float64
 	for i := 1; strings.Contains(out, fmt.Sprintf("iops-writethrough%d ", i)); i++ {
 		wts = append(wts, iops(fmt.Sprintf("writethrough%d", i)))
 	}
-	if len(wts) < 3 {
-		t.Fatalf("%d writethrough runs in the output, want 3 to 6:\n%s", len(wts), out)
+	if len(wts) != 5 {
+		t.Fatalf("%d writethrough runs in the output, want 5:\n%s", len(wts), out)
 	}
-	wt := slices.Max(wts)
+	wt := median(wts)
 	// The ratio is taken against the throttle's rate when the passthrough
 	// run measured less: a busy host also slows the throttle's timers
 	// (one run measured 689 IOPS), and that must not make the cache look
 	// better than it is.
-	origin := max(pt, float64(vmlab.CloudDisk.IOPS))
+	origin := max(pt, float64(agentCacheDisk.IOPS))
 	ratio := wt / origin
-	t.Logf("zipf(1.2) 4 KiB randread, 2 jobs x iodepth 8: warm-up %.0f IOPS, writethrough %.0f (best of %.0f), passthrough (origin) %.0f (throttle %d): %.2fx",
-		warm, wt, wts, pt, vmlab.CloudDisk.IOPS, ratio)
+	t.Logf("zipf(1.2) 4 KiB randread, 2 jobs x iodepth 8: warm-up %.0f IOPS, writethrough %.0f (median of %.0f), passthrough (origin) %.0f (throttle %d): %.2fx",
+		warm, wt, wts, pt, agentCacheDisk.IOPS, ratio)
 	if ratio < 2 {
 		t.Errorf("the cache gives %.2fx the origin's IOPS (%.0f vs %.0f), want at least 2x (host load average %s on %d CPUs: under TCG the cache's rate is the guest's CPU share)",
 			ratio, wt, origin, load, runtime.NumCPU())
@@ -343,7 +335,7 @@ func TestDMCache(t *testing.T) {
 	}
 	intact(ok)
 	set("dmCache", map[string]any{
-		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2, 2 jobs x iodepth 8: 10 s warm-up, writethrough best of 3 to 6 x 5 s (stops at 2.5x the throttle), passthrough 8 s",
+		"originMiB": 256, "cacheMiB": 60, "blockSectors": 128, "policy": "smq", "workload": "fio randread 4k zipf:1.2, 2 jobs x iodepth 8: 10 s warm-up, writethrough median of 5 x 5 s, passthrough 8 s", "originIOPS": agentCacheDisk.IOPS,
 		"writethroughIOPS": round(wt), "writethroughRunsIOPS": wts, "passthroughIOPS": round(pt), "ratio": round(ratio*100) / 100,
 		"readHitPct":     round(hitPct*10) / 10,    // over the warm-up and the measured runs
 		"runsReadHitPct": round(runHitPct*10) / 10, // over the measured runs
