@@ -234,7 +234,8 @@ func (r *Road) Window(w Window, s Settings) Step {
 // reports a regression (the device time per used page beyond the
 // baseline by more than the tolerance, s.LowWastePct) with its message,
 // keeping the verification for Reverted; else the change is Verified,
-// or NotVerified when no window measured the old depth. Both sides are costed with the caps known now (work.nsPerPage).
+// or NotVerified when no window measured the old depth. Both sides are
+// costed with the caps known now (work.nsPerPage).
 func (r *Road) verdict(s Settings) (string, bool) {
 	v := r.verify
 	caps := s.caps()
