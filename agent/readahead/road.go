@@ -353,8 +353,8 @@ func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 		return
 	}
 	v := &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
-	if base.used <= 0 {
-		v.baseline, v.baseLeft = work{}, s.VerifyWindows
+	if base.used <= 0 { // measures have used pages: base is empty
+		v.baseLeft = s.VerifyWindows
 	}
 	r.verify = v
 }
@@ -376,50 +376,36 @@ func (r *Road) Forget() {
 	r.perPage = [3][]work{}
 }
 
-// readsAtNew reports whether the evidence's readers of the change's kind
-// read at its new depth: the mean depth their files were opened at is
-// nearer to it than to the old depth, on a log scale. A reader keeps the
-// depth its file was opened with (file_ra_state_init, mm/readahead.c):
-// the windows after a change may still be those of readers opened before
-// it, which measure nothing of the new depth. Sequential readers' short
-// windows count with their full ones: a reader whose read-ahead pages
-// reclaim took before it read them starts again with a window sized by
-// the pages it still finds (page_cache_sync_ra's context read-ahead),
-// shorter than its file's depth, and those are the windows a raise that
-// thrashes leaves.
-func (v *pending) readsAtNew(ev Evidence) bool {
-	f, ok := v.meanDepth(ev)
-	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
-	return ok && math.Abs(f-to) < math.Abs(f-from)
-}
-
-// readsAtOld reports whether the evidence's readers of the change's kind
-// read at its old depth: the mean depth their files were opened at is
-// nearer to it than to the new depth, on a log scale (readsAtNew).
-func (v *pending) readsAtOld(ev Evidence) bool {
-	f, ok := v.meanDepth(ev)
-	from, to := math.Log(float64(v.from)/4), math.Log(float64(v.to)/4)
-	return ok && math.Abs(f-from) < math.Abs(f-to)
-}
-
-// meanDepth is the log of the mean depth, in pages, the evidence's
-// readers of the change's kind opened their files at; false when there
-// are none.
-func (v *pending) meanDepth(ev Evidence) (float64, bool) {
+// readsAt reports whether the evidence's readers of the change's kind
+// read at its new depth or at its old one: the mean depth their files
+// were opened at is nearer to that one than to the other, on a log scale
+// (neither when there are none). A reader keeps the depth its file was
+// opened with (file_ra_state_init, mm/readahead.c): the windows after a
+// change may still be those of readers opened before it, which measure
+// nothing of the new depth but measure the old one. Sequential readers'
+// short windows count with their full ones: a reader whose read-ahead
+// pages reclaim took before it read them starts again with a window
+// sized by the pages it still finds (page_cache_sync_ra's context
+// read-ahead), shorter than its file's depth, and those are the windows
+// a raise that thrashes leaves.
+func (v *pending) readsAt(ev Evidence) (atNew, atOld bool) {
 	c := ev.Random
 	if v.kind != RandomKind {
 		c = ev.Sequential
 		c.Windows, c.Depth = c.Windows+ev.Short.Windows, c.Depth+ev.Short.Depth
 	}
 	if c.Windows <= 0 || c.Depth <= 0 {
-		return 0, false
+		return false, false
 	}
-	return math.Log(c.Depth / c.Windows), true
+	f := math.Log(c.Depth / c.Windows)
+	toNew, toOld := math.Abs(f-math.Log(float64(v.to)/4)), math.Abs(f-math.Log(float64(v.from)/4))
+	return toNew < toOld, toOld < toNew
 }
 
 // check counts the window towards the pending verification: windows
 // traced whole whose readers are of the kind the change was made for,
-// reading at its new depth (readsAtNew).
+// reading at its new depth (readsAt), and, for a change made with no
+// baseline, those reading at its old depth as the baseline.
 // After VerifyWindows of them it decides: a busy time per used page
 // beyond the baseline by more than the tolerance (s.LowWastePct, the
 // policy's tolerated regression) reverts the change. Past its deadline
@@ -429,11 +415,11 @@ func (r *Road) check(ev Evidence, w Window, whole bool, s Settings) (kib int, ms
 	v := r.verify
 	v.seen++
 	if whole && ev.kind(s.LowWastePct) == v.kind && ev.Used() > 0 && w.BusyNs > 0 {
-		switch {
-		case v.readsAtNew(ev):
+		switch atNew, atOld := v.readsAt(ev); {
+		case atNew:
 			v.counted = v.counted.plus(windowWork(ev, w))
 			v.left--
-		case v.baseLeft > 0 && v.readsAtOld(ev):
+		case v.baseLeft > 0 && atOld:
 			v.baseline = v.baseline.plus(windowWork(ev, w))
 			v.baseLeft--
 		}
