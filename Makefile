@@ -99,10 +99,14 @@ scale: ## Operator scale test on a real API server: 1,000 simulated agents (SHAD
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/k8s-bins.sh --print-dir)}" $(GO) test -count=1 -run '^TestScale$$' -v ./operator/controller/ | grep -v '^{'
 
 .PHONY: e2e
-e2e: $(HELM) ## End to end on a real single-node cluster (root): a new e2e/cluster, the image loaded, go test -tags e2e ./e2e/, then down (logs kept).
+e2e: $(HELM) ## End to end on real clusters built here (root): TestEndToEnd on a new single-node e2e/cluster, then TestRolloutMultiNode on a new three-node one (SHADOWTUNE_E2E_NODES=3); each part's time printed, down after each (logs kept).
 	e2e/cluster down --purge # every run on a new cluster: no objects or events of an earlier run
-	e2e/cluster up && e2e/cluster load || { e2e/cluster down; exit 1; }
-	set +e; HELM=$(HELM) $(GO) test -tags e2e -count=1 -v -timeout 45m ./e2e/ 2>&1 | grep -v '^{'; rc=$${PIPESTATUS[0]}; e2e/cluster down; exit $$rc # +e: down after a failure too
+	t0=$$(date +%s); e2e/cluster up && e2e/cluster load || { e2e/cluster down; exit 1; }; \
+	set +e; HELM=$(HELM) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '^TestEndToEnd$$' ./e2e/ 2>&1 | grep -v '^{'; rc=$${PIPESTATUS[0]}; \
+	e2e/cluster down; echo "e2e: single-node part $$(( $$(date +%s) - t0 )) s, exit $$rc"; exit $$rc # +e: down after a failure too
+	t0=$$(date +%s); SHADOWTUNE_E2E_NODES=3 e2e/cluster up || { e2e/cluster down; exit 1; }; \
+	set +e; HELM=$(HELM) SHADOWTUNE_E2E_ARTIFACTS=$(BIN)/e2e-artifacts/multinode $(GO) test -tags e2e -count=1 -v -timeout 45m -run '^TestRolloutMultiNode$$' ./e2e/ 2>&1 | grep -v '^{'; rc=$${PIPESTATUS[0]}; \
+	e2e/cluster down; echo "e2e: three-node part $$(( $$(date +%s) - t0 )) s, exit $$rc"; exit $$rc
 
 .PHONY: envtest-assets
 envtest-assets: ## kube-apiserver + etcd for envtest in ~/.cache/shadowtune (hack/k8s-bins.sh; K8S_BINS="kubelet ..." adds more).
@@ -225,7 +229,7 @@ db-bench-image: ## Image tarball of RocksDB's db_bench (Debian's rocksdb-tools, 
 		$$(ldd "$$(command -v db_bench)" | awk '$$2 == "=>" && $$3 ~ /^\// { print "-file", $$3 } $$1 ~ /^\// { print "-file", $$1 }')
 
 .PHONY: e2e-cluster-up
-e2e-cluster-up: ## Start the local single-node Kubernetes cluster for e2e tests (root; e2e/cluster up).
+e2e-cluster-up: ## Start the local Kubernetes cluster for e2e tests (root; e2e/cluster up; SHADOWTUNE_E2E_NODES=N for N kubelets).
 	e2e/cluster up
 
 .PHONY: e2e-cluster-down

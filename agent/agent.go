@@ -240,6 +240,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.act = act
 	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
 	a.notes = append(a.notes, recoveryNotes(act, a.opt.Log)...)
+	a.notes = append(a.notes, restoreUnverified(act, a.opt.Log)...)
 	now := time.Now()
 	unclean, err := markRunning(a.opt.StateDir, now)
 	if err != nil {

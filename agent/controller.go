@@ -380,6 +380,9 @@ type deviceController struct {
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
 	memoDirty bool
+	// memoUnverified is the memo's Unverified as last written; changing
+	// is true while a change that starts a verification is written.
+	memoUnverified, changing bool
 	// throttleCaps are the caps the previous window showed (checkThrottle;
 	// zero: none), and throttleOver tells whether it ran well above the
 	// model's caps: a class change needs two windows in a row.
@@ -570,6 +573,13 @@ func (c *deviceController) learnBias(realNs, simNs int64) {
 		return
 	}
 	c.bias, c.biasKnown = r, true
+}
+
+// unverified reports whether the device holds a change that is not
+// verified yet: being written, or under verification (a scheduler switch
+// or the read-ahead road's change).
+func (c *deviceController) unverified() bool {
+	return c.changing || c.verify != nil || c.road.Verifying()
 }
 
 // verifyWindow counts the window towards the verification of the last

@@ -203,7 +203,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if err == nil && in.Skip == "" {
 		d.cacheAfter(rep, in.Gate, now, e)
 	}
-	if d.ctrl.memoDirty {
+	if d.ctrl.memoDirty || d.ctrl.memoUnverified != d.ctrl.unverified() {
 		d.memorize(e.act, e.log)
 	}
 	d.refresh(e.act, in.Gate)
@@ -350,7 +350,14 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.current
 	s := a.Setting
 	st := &d.status
-	if !d.write(s, prev, e) {
+	if a.verify != nil || a.ra == raDecided {
+		// The memo says a change is unverified before the device has it.
+		d.ctrl.changing = true
+		d.memorize(e.act, e.log)
+	}
+	written := d.write(s, prev, e)
+	d.ctrl.changing = false
+	if !written {
 		return
 	}
 	d.ctrl.commit(a, now)

@@ -974,3 +974,69 @@ func TestWindowShowsDispatchCharges(t *testing.T) {
 		t.Errorf("factors bfq %s, mq-deadline %s; want both above 1, their excesses as 4.4 to 3", got[0].Factor, got[1].Factor)
 	}
 }
+
+// TestUnverifiedChangeRestoredAtStart (issue 44, an agent killed during
+// a roll-out): the memo says a change is unverified from just before it
+// is written until its verification ends, and a start that finds it so
+// puts the device's original back exactly; a verified change is kept.
+func TestUnverifiedChangeRestoredAtStart(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, func(s *v1alpha1.StorageTuningSpec) {
+		s.Rollout.MinDwell = &metav1.Duration{}
+	})
+	unverified := func(e *gateEnv) bool {
+		t.Helper()
+		m, ok, err := e.act.LoadDeviceState("sda")
+		if err != nil || !ok {
+			t.Fatalf("memo: %v, %v", ok, err)
+		}
+		return m.Unverified
+	}
+	for _, verified := range []bool{false, true} {
+		t.Run(fmt.Sprintf("verified=%v", verified), func(t *testing.T) {
+			e := newGateEnv(t, "sda", p)
+			e.allow = true
+			before, err := e.fake.Snapshot("sda")
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := e.confirmed(t, 1)
+			if st.Applied == nil || st.VerifyingWindows == 0 {
+				t.Fatalf("want a change under verification: applied %+v, verifying %d", st.Applied, st.VerifyingWindows)
+			}
+			if !unverified(e) {
+				t.Fatal("the memo does not say the change under verification is unverified")
+			}
+			changed, err := e.fake.Snapshot("sda")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if verified {
+				for e.d.ctrl.verify != nil {
+					if st = e.window(t, 1); st.Reverts != 0 {
+						t.Fatalf("the change reverted: %+v", st.LastVerification)
+					}
+				}
+				if unverified(e) {
+					t.Fatal("the memo still says unverified after the verification")
+				}
+			}
+			// The agent ends here (SIGKILL: nothing else runs); the next
+			// start reads the memo.
+			notes := restoreUnverified(e.act, testr.New(t))
+			now, err := e.fake.Snapshot("sda")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := before
+			if verified {
+				want = changed
+			}
+			if !maps.Equal(now, want) {
+				t.Errorf("after the start: %v, want %v (notes %q)", now, want, notes)
+			}
+			if _, ok := e.act.Original("sda"); ok == !verified {
+				t.Errorf("record kept: %v, want %v", ok, verified)
+			}
+		})
+	}
+}

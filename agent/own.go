@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"github.com/go-logr/logr"
 
@@ -91,9 +93,43 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	c := d.ctrl
 	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
 		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
-		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual}
-	c.memoDirty = false
+		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual, Unverified: c.unverified()}
+	c.memoDirty, c.memoUnverified = false, m.Unverified
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)
 	}
+}
+
+// restoreUnverified puts back, exactly as recorded, every device whose
+// memo says its last change was still unverified when the previous run
+// ended (DeviceMemo.Unverified: killed during the change's verification
+// windows). The verification died with that run, and a change is kept
+// only once verified; the windows after the start decide it again, under
+// a new grant. It runs once, at start, before the policies are taken (a
+// policy change while running must not undo a verification in progress).
+// It returns the status notes of what it did and could not do.
+func restoreUnverified(act *actuate.Actuator, log logr.Logger) []string {
+	var notes, done []string
+	for _, dev := range slices.Sorted(maps.Keys(act.Originals())) {
+		m, ok, err := act.LoadDeviceState(dev)
+		if err != nil || !ok || !m.Unverified {
+			continue
+		}
+		err = act.Revert(dev)
+		var left *actuate.LeftError
+		var rerr *actuate.RecordError
+		switch {
+		case errors.As(err, &left) && !errors.As(err, &rerr):
+			log.Info("restored a device whose change was not verified, except what another writer changed since", "device", dev, "left", left.Error())
+		case err != nil:
+			notes = append(notes, fmt.Sprintf("the unverified change of %s not put back: %v", dev, err))
+			continue
+		}
+		done = append(done, dev)
+	}
+	if len(done) > 0 {
+		log.Info("restored devices whose last change the previous run did not verify", "devices", done)
+		notes = append(notes, "restored at start, their change not verified by the previous run: "+strings.Join(done, ", "))
+	}
+	return notes
 }

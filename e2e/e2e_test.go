@@ -1,11 +1,13 @@
 //go:build e2e
 
-// Package e2e is the end-to-end test on a real single-node Kubernetes
-// cluster (e2e/cluster up): helm install, StorageTuning in Observe then
-// Apply on loop devices under real fio load, bad input, overlap, faults,
-// clean uninstall. Run it with `make e2e` (as root); it prints the kubectl
-// views it saw and saves logs and a JSON summary under the artifacts
-// directory ($SHADOWTUNE_E2E_ARTIFACTS, default bin/e2e-artifacts).
+// Package e2e is the end-to-end tests on real Kubernetes clusters built
+// here (e2e/cluster up). On one node, TestEndToEnd: helm install,
+// StorageTuning in Observe then Apply on loop devices under real fio
+// load, bad input, overlap, faults, clean uninstall. On three,
+// TestRolloutMultiNode: the roll-out across nodes. Run them with `make
+// e2e` (as root); they print the kubectl views they saw and save logs and
+// a JSON summary under the artifacts directory
+// ($SHADOWTUNE_E2E_ARTIFACTS, default bin/e2e-artifacts).
 package e2e
 
 import (

@@ -42,6 +42,11 @@ type DeviceMemo struct {
 	// Counterfactual is the device's counterfactual error over its
 	// verified changes (agent/counterfactual).
 	Counterfactual counterfactual.Record `json:"counterfactual,omitzero"`
+	// Unverified is true from just before the agent writes a change
+	// whose verification starts until that verification ends: a run
+	// that ends between the two leaves a change nobody verified, which
+	// the next start puts back (agent's restoreUnverified).
+	Unverified bool `json:"unverified,omitempty"`
 }
 
 type memoFile struct {

@@ -369,6 +369,9 @@ func (r *Road) Reverted(now time.Time, s Settings) {
 	r.perPage = [3][]work{}
 }
 
+// Verifying reports whether a change is being verified.
+func (r *Road) Verifying() bool { return r.verify != nil }
+
 // Forget drops the verification and the measures of the current depth:
 // the depth changed by other means (a bound, another writer, a restore).
 func (r *Road) Forget() {

@@ -302,3 +302,21 @@ func AwaitGo(t testing.TB) {
 		t.Fatal(err)
 	}
 }
+
+// CapReads sets the read cap of the device majMin ("MAJ:MIN") in the
+// blk-throttle cgroup dir that ThrottleCgroup made to iops requests a
+// second (0: uncapped); it takes effect for the requests its processes
+// issue from then on.
+func CapReads(t testing.TB, dir, majMin string, iops int) {
+	t.Helper()
+	file, v := "blkio.throttle.read_iops_device", fmt.Sprintf("%s %d", majMin, iops)
+	if !fileExists(filepath.Join(dir, file)) {
+		file, v = "io.max", fmt.Sprintf("%s riops=%d", majMin, iops)
+		if iops == 0 {
+			v = majMin + " riops=max"
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+}

@@ -73,6 +73,22 @@ func NewForTest(t testing.TB, sizeBytes int64) *Dev {
 		t.Fatal(err)
 	}
 	f.Close()
+	return Over(t, img)
+}
+
+// Over attaches a fresh loop device (direct I/O on) to the test's own file
+// img, as NewForTest does, for a device over a file the test made
+// elsewhere (on a file system on another of its loop devices, say). It
+// fails t when the device is not backed by img. When t ends, every queue
+// setting the test changed is put back and the device is detached; the
+// file is left to its maker.
+func Over(t testing.TB, img string) *Dev {
+	t.Helper()
+	NeedLoop(t, "creates loop devices")
+	st, err := os.Stat(img)
+	if err != nil {
+		t.Fatal(err)
+	}
 	devPath := attach(t, img)
 	name := filepath.Base(devPath)
 	b, err := os.ReadFile(filepath.Join("/sys/block", name, "loop/backing_file"))
@@ -85,7 +101,7 @@ func NewForTest(t testing.TB, sizeBytes int64) *Dev {
 	// run last-in first-out).
 	attached := SnapshotQueue(t, name)
 	t.Cleanup(func() { RestoreQueue(t, name, attached) })
-	return &Dev{Name: name, Path: devPath, Backing: img, SizeBytes: sizeBytes, Queue: maps.Clone(attached)}
+	return &Dev{Name: name, Path: devPath, Backing: img, SizeBytes: st.Size(), Queue: maps.Clone(attached)}
 }
 
 // attach attaches img to a free loop device with direct I/O and returns
@@ -355,4 +371,14 @@ func LockHeavyIO(t testing.TB) {
 		t.Logf("waited %.1f s for the other heavy I/O tests", w.Seconds())
 	}
 	t.Cleanup(func() { f.Close() })
+}
+
+// MajMin returns the device's "MAJ:MIN" (sysfs dev).
+func (d *Dev) MajMin(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/sys/block", d.Name, "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
 }
