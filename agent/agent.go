@@ -137,6 +137,10 @@ type Agent struct {
 	mu     sync.Mutex
 	update *policySet
 	poke   chan struct{}
+	// policies are the policies last taken (configure); disks is the
+	// host's /sys/block as last read (disksAppeared).
+	policies policySet
+	disks    map[string]string
 	byDev  map[uint32]*device
 	last   Status
 
@@ -254,6 +258,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}
+	a.disksAppeared() // the disks the policies were taken with
 	configured := len(a.notes) // the notes configure put in the status
 	// Measured once devices are selected (a policy that selects none
 	// fails first) and before any is traced.
@@ -426,6 +431,9 @@ func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock)
 		a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
 	}
 	a.retryDispatch(ctx, now, clk.idle.share())
+	if a.disksAppeared() {
+		a.requeue()
+	}
 	clk.lastStats = stats
 	clk.cpuMark = processCPU()
 	clk.start = now

@@ -73,6 +73,7 @@ func (a *Agent) configure(ps policySet) error {
 	}
 	a.mu.Unlock()
 	a.st.Mode = runMode(pols, sel, a.cluster)
+	a.policies = ps
 	if a.cluster {
 		a.others = others
 	}

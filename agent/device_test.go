@@ -1040,3 +1040,50 @@ func TestUnverifiedChangeRestoredAtStart(t *testing.T) {
 		})
 	}
 }
+
+// TestDiskAppearsSelected: a disk that appears in /sys/block after the
+// policies were taken (hot-plugged; a loop device attached for a volume)
+// is governed once the window ends, without a policy change; the devices
+// already governed keep their controllers.
+func TestDiskAppearsSelected(t *testing.T) {
+	root, _, act := fakeActuator(t)
+	away := filepath.Join(t.TempDir(), "vda")
+	if err := os.Rename(filepath.Join(root, "sys/block/vda"), away); err != nil {
+		t.Fatal(err)
+	}
+	p := testTuning("p", 1, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) { s.Devices.Include = []string{"sda", "vda"} })
+	a := New(Options{HostRoot: root, StateDir: t.TempDir(), Policies: []*v1alpha1.StorageTuning{p}, Log: testr.New(t)})
+	a.act = act
+	if err := a.configure(a.initialPolicies()); err != nil {
+		t.Fatal(err)
+	}
+	if a.disksAppeared() {
+		t.Fatal("the first look reports a new disk")
+	}
+	sda := a.devs[0]
+	if got := a.names(); !slices.Equal(got, []string{"sda"}) {
+		t.Fatalf("governed %v, want [sda]", got)
+	}
+	if a.disksAppeared() {
+		t.Fatal("nothing changed, yet a disk appeared")
+	}
+	if err := os.Rename(away, filepath.Join(root, "sys/block/vda")); err != nil {
+		t.Fatal(err)
+	}
+	if !a.disksAppeared() {
+		t.Fatal("vda appeared, not seen")
+	}
+	a.requeue()
+	if !a.reconfigure() {
+		t.Fatal("the policies were not taken again")
+	}
+	if got := a.names(); !slices.Equal(got, []string{"sda", "vda"}) {
+		t.Fatalf("governed %v, want [sda vda]", got)
+	}
+	if a.devs[0] != sda {
+		t.Error("sda's controller was replaced")
+	}
+	if a.disksAppeared() {
+		t.Error("vda reported again")
+	}
+}

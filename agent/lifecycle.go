@@ -11,7 +11,10 @@ package agent
 // device attached under the name): nothing the agent set is ever carried
 // over to the device that takes the name. A disk that comes
 // back as the same disk after a reboot is restored at the next start
-// (agent/actuate's identity rule).
+// (agent/actuate's identity rule). A disk that appears while the agent runs
+// (a new name in /sys/block, or a name on another device) has the policies
+// taken again at the end of the window, so that one they select is
+// governed as if it had been there at the start.
 
 import (
 	"errors"
@@ -94,4 +97,41 @@ func (a *Agent) dropGone() bool {
 		a.trackPageCache()
 	}
 	return gone
+}
+
+// disksAppeared reports whether a disk appeared in the host's
+// /sys/block since the last call: a new name, or a name now on another
+// device (Disks' identity). The first call only records. A disk that
+// appears after the policies were taken (hot-plugged, attached for a new
+// volume) is selected only when they are taken again (requeue).
+func (a *Agent) disksAppeared() bool {
+	now, err := sysfs.Disks(a.opt.HostRoot)
+	if err != nil {
+		a.opt.Log.Error(err, "look for new disks")
+		return false
+	}
+	first := a.disks == nil
+	appeared := false
+	for name, id := range now {
+		if a.disks[name] != id {
+			appeared = true
+		}
+	}
+	a.disks = now
+	return appeared && !first
+}
+
+// requeue has the loop take the current policies again (reconfigure),
+// unless newer ones already wait.
+func (a *Agent) requeue() {
+	a.mu.Lock()
+	if a.update == nil {
+		cur := a.policies
+		a.update = &cur
+	}
+	a.mu.Unlock()
+	select {
+	case a.poke <- struct{}{}:
+	default:
+	}
 }

@@ -634,3 +634,27 @@ func PartitionDevs(hostRoot, disk string) ([]uint32, error) {
 	}
 	return out, nil
 }
+
+// Disks returns, for every entry of hostRoot/sys/block, its identity:
+// "MAJOR:MINOR/DISKSEQ" (its dev and diskseq files; DISKSEQ empty before
+// Linux 5.15), so that a disk that appears, or another one under a name
+// (a loop device detached and attached again), shows as a new key. An
+// entry that vanishes while it is read is left out. The error is the
+// listing's.
+func Disks(hostRoot string) (map[string]string, error) {
+	dir := blockDir(hostRoot)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("sysfs: list block devices: %w", err)
+	}
+	out := make(map[string]string, len(ents))
+	for _, e := range ents {
+		dev, err := os.ReadFile(filepath.Join(dir, e.Name(), "dev"))
+		if err != nil {
+			continue
+		}
+		seq, _ := os.ReadFile(filepath.Join(dir, e.Name(), "diskseq"))
+		out[e.Name()] = strings.TrimSpace(string(dev)) + "/" + strings.TrimSpace(string(seq))
+	}
+	return out, nil
+}
