@@ -137,20 +137,20 @@ type Agent struct {
 	mu     sync.Mutex
 	update *policySet
 	poke   chan struct{}
-	// policies are the policies last taken (configure); disks is the
-	// host's /sys/block as last read (disksAppeared).
-	policies policySet
-	disks    map[string]string
 	byDev  map[uint32]*device
 	last   Status
 
 	// The loop's own state, on Start's goroutine only.
-	act    *actuate.Actuator
-	tr     tracer.Tracer
-	devs   []*device
-	others []sysfs.Device
-	st     Status
-	notes  []string // the tracer's notes
+	// policies are the policies last taken (configure); disks is the
+	// host's /sys/block as last read (disksAppeared).
+	policies policySet
+	disks    map[string]string
+	act      *actuate.Actuator
+	tr       tracer.Tracer
+	devs     []*device
+	others   []sysfs.Device
+	st       Status
+	notes    []string // the tracer's notes
 	// dispatch is the schedulers' CPU cost per request on this node
 	// (dispatchcost.go), or schedcost.Prior when it could not be
 	// measured.
@@ -258,7 +258,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.configure(a.initialPolicies()); err != nil {
 		return err
 	}
-	a.disksAppeared() // the disks the policies were taken with
+	// The disks the policies were taken with.
+	a.disksAppeared()
 	configured := len(a.notes) // the notes configure put in the status
 	// Measured once devices are selected (a policy that selects none
 	// fails first) and before any is traced.
