@@ -126,8 +126,8 @@ func TestRolloutMultiNode(t *testing.T) {
 	k.kubectl("delete", "namespace", namespace, "--wait", "--timeout=2m")
 }
 
-// stagedRollout runs the staged roll-out, with the agent of the second
-// node killed while it verifies its change.
+// stagedRollout runs the staged roll-out, with the agent pod of the second
+// node deleted as soon as it has made its change.
 func (k *cluster) stagedRollout(w *grantWatch, fio string, nodes []string, before map[string]map[string]string) {
 	t := k.t
 	var loads []func()
@@ -145,13 +145,13 @@ func (k *cluster) stagedRollout(w *grantWatch, fio string, nodes []string, befor
 	changed := loopdev.SnapshotQueue(t, vdev)
 	restored := watchRestore(t, vdev, before[vdev])
 	k.deleteAgent(victim)
-	killedAt := time.Now()
+	deletedAt := time.Now()
 	n, err := k.nss(victim)
 	if err != nil || n.Spec.Grant == nil || n.Spec.Grant.Policy != "e2e-stage" {
 		t.Fatalf("%s changed %s at %s without a grant of e2e-stage: %+v, %v", victim, vdev, changedAt, n.Spec.Grant, err)
 	}
 	grant := *n.Spec.Grant
-	k.record("killed", map[string]any{"node": victim, "changedAt": changedAt, "killedAt": killedAt, "grantUntil": grant.Until.Time,
+	k.record("deleted", map[string]any{"node": victim, "changedAt": changedAt, "deletedAt": deletedAt, "grantUntil": grant.Until.Time,
 		"changed": loopdev.Diff(before[vdev], changed)})
 	eventually(t, 6*time.Minute, "every node's device changed (the roll-out completes)", func() error {
 		for _, n := range nodes {
@@ -166,7 +166,7 @@ func (k *cluster) stagedRollout(w *grantWatch, fio string, nodes []string, befor
 		return nil
 	})
 	at, ok := restored()
-	k.record("restoredAfterKill", at)
+	k.record("restoredAfterDelete", at)
 	if !ok {
 		k.errorf("%s/%s: not put back when its agent pod was deleted", victim, vdev)
 	}
@@ -175,9 +175,9 @@ func (k *cluster) stagedRollout(w *grantWatch, fio string, nodes []string, befor
 	for _, g := range gs {
 		switch {
 		case g.node == victim && g.until.Equal(grant.Until.Time) && g.last.After(grant.Until.Add(15*time.Second)):
-			k.errorf("the killed agent's grant, until %s, was still there at %s", g.until, g.last)
-		case g.node != victim && g.first.After(killedAt) && g.first.Before(grant.Until.Add(-time.Second)):
-			k.errorf("%s granted at %s, before the killed agent's grant expired (%s)", g.node, g.first, grant.Until)
+			k.errorf("the deleted agent's grant, until %s, was still there at %s", g.until, g.last)
+		case g.node != victim && g.first.After(deletedAt) && g.first.Before(grant.Until.Add(-time.Second)):
+			k.errorf("%s granted at %s, before the deleted agent's grant expired (%s)", g.node, g.first, grant.Until)
 		}
 	}
 	k.show("staged", "get", "events", "--field-selector", "involvedObject.name=e2e-stage", "--sort-by=.lastTimestamp")
