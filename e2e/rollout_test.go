@@ -338,8 +338,11 @@ func (k *cluster) killedMidVerification(fio, mem, node string, before map[string
 		"restoredAt": at, "changed": loopdev.Diff(before[d.Name], changed)})
 	eventually(t, time.Minute, "the restarted agent's log says why it restored", func() error {
 		out, err := k.run("kubectl", "-n", namespace, "logs", pod, "-c", "agent")
-		if err != nil || !strings.Contains(out, "restored devices whose last change the previous run did not verify") || !strings.Contains(out, `"`+d.Name+`"`) {
-			return fmt.Errorf("not in the log of %s (%v)", pod, err)
+		if err != nil {
+			return fmt.Errorf("kubectl logs %s: %w", pod, err)
+		}
+		if !strings.Contains(out, "restored devices whose last change the previous run did not verify") || !strings.Contains(out, `"`+d.Name+`"`) {
+			return fmt.Errorf("not in the log of %s", pod)
 		}
 		return nil
 	})
