@@ -102,7 +102,7 @@ func (a *Agent) reconfigure() bool {
 		a.opt.Log.Error(err, "take the new policies")
 		return false
 	}
-	a.opt.Log.Info("the policies changed", "devices", a.names(), "mode", a.st.Mode, "window", a.window)
+	a.opt.Log.Info("the policies taken", "devices", a.names(), "mode", a.st.Mode, "window", a.window)
 	return true
 }
 

@@ -118,6 +118,9 @@ func (a *Agent) disksAppeared() bool {
 		}
 	}
 	a.disks = now
+	if appeared && !first {
+		a.opt.Log.Info("a disk appeared: the policies are taken again")
+	}
 	return appeared && !first
 }
 
