@@ -100,6 +100,19 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	}
 }
 
+// revert puts dev back exactly as recorded (Actuator.Revert). A knob
+// another writer changed since keeps the writer's value, which is not an
+// error: left then names it (empty when none was left).
+func revert(act *actuate.Actuator, dev string) (left string, err error) {
+	err = act.Revert(dev)
+	var l *actuate.LeftError
+	var rerr *actuate.RecordError
+	if errors.As(err, &l) && !errors.As(err, &rerr) {
+		return l.Error(), nil
+	}
+	return "", err
+}
+
 // restoreUnverified puts back, exactly as recorded, every device whose
 // memo says its last change was still unverified when the previous run
 // ended (DeviceMemo.Unverified: killed during the change's verification
@@ -115,15 +128,13 @@ func restoreUnverified(act *actuate.Actuator, log logr.Logger) []string {
 		if err != nil || !ok || !m.Unverified {
 			continue
 		}
-		err = act.Revert(dev)
-		var left *actuate.LeftError
-		var rerr *actuate.RecordError
-		switch {
-		case errors.As(err, &left) && !errors.As(err, &rerr):
-			log.Info("restored a device whose change was not verified, except what another writer changed since", "device", dev, "left", left.Error())
-		case err != nil:
+		left, err := revert(act, dev)
+		if err != nil {
 			notes = append(notes, fmt.Sprintf("the unverified change of %s not put back: %v", dev, err))
 			continue
+		}
+		if left != "" {
+			log.Info("restored a device whose change was not verified, except what another writer changed since", "device", dev, "left", left)
 		}
 		done = append(done, dev)
 	}

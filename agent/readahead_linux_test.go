@@ -473,11 +473,7 @@ func TestReadAheadRegressionLive(t *testing.T) {
 	)
 	fio := loopdev.NeedFio(t)
 	fx := newRAFixture(t)
-	b, err := os.ReadFile(filepath.Join("/sys/block", fx.l.Name, "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, capped := loopdev.ThrottleCgroup(t, strings.TrimSpace(string(b)), 0, bps)
+	_, capped := loopdev.ThrottleCgroup(t, fx.l.MajMin(t), 0, bps)
 	fx.capped = capped
 	pinned := fx.streamsPinned(t, fio, readers)
 	fx.capped = ""

@@ -84,12 +84,9 @@ func restoreUngoverned(act *actuate.Actuator, sel []selected, m *metrics.Metrics
 		if applyDevs[dev] {
 			continue
 		}
-		err := act.Revert(dev)
-		var left *actuate.LeftError
-		var rerr *actuate.RecordError
-		if errors.As(err, &left) && !errors.As(err, &rerr) {
-			log.Info("restored a device except what another writer changed since", "device", dev, "left", left.Error())
-			err = nil
+		left, err := revert(act, dev)
+		if left != "" {
+			log.Info("restored a device except what another writer changed since", "device", dev, "left", left)
 		}
 		if err != nil {
 			if errors.Is(err, actuate.ErrDeviceGone) {

@@ -67,16 +67,21 @@ func (k *cluster) errorf(format string, args ...any) {
 	k.t.Error(msg)
 }
 
+// stateDir is the e2e cluster's state directory (e2e/cluster:
+// SHADOWTUNE_E2E_DIR, default /var/tmp/shadowtune-e2e).
+func stateDir() string {
+	if s := os.Getenv("SHADOWTUNE_E2E_DIR"); s != "" {
+		return s
+	}
+	return "/var/tmp/shadowtune-e2e"
+}
+
 func newCluster(t *testing.T) *cluster {
 	root, err := kubeenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := os.Getenv("SHADOWTUNE_E2E_DIR")
-	if state == "" {
-		state = "/var/tmp/shadowtune-e2e"
-	}
-	kc := filepath.Join(state, "kubeconfig")
+	kc := filepath.Join(stateDir(), "kubeconfig")
 	if _, err := os.Stat(kc); err != nil {
 		t.Fatalf("no cluster: %v (run e2e/cluster up, or make e2e)", err)
 	}
@@ -223,18 +228,7 @@ func TestEndToEnd(t *testing.T) {
 	need.Root(t, "loop devices, fio, and the cluster's privileged agent")
 	k := newCluster(t)
 	ctx := context.Background()
-	started := time.Now()
-	defer func() {
-		k.saveLogs("final")
-		k.record("passed", !t.Failed())
-		k.record("seconds", time.Since(started).Seconds())
-		b, _ := json.MarshalIndent(k.summary, "", "  ")
-		_ = os.WriteFile(filepath.Join(k.artifacts, "summary.json"), b, 0o644)
-		t.Logf("artifacts in %s", k.artifacts)
-		if len(k.failures) > 0 {
-			t.Logf("%d failed check(s), in order:\n  %s", len(k.failures), strings.Join(k.failures, "\n  "))
-		}
-	}()
+	defer k.finish(time.Now())
 
 	var nodes corev1.NodeList
 	if err := k.c.List(ctx, &nodes); err != nil || len(nodes.Items) != 1 {
@@ -247,17 +241,7 @@ func TestEndToEnd(t *testing.T) {
 	// whose Pod Security admission enforces baseline on new namespaces
 	// (e2e/cluster's AdmissionConfiguration).
 	t0 := time.Now()
-	for _, args := range readmeInstall(t, k.root) {
-		name := args[0]
-		if name == "bin/helm" {
-			name = k.helm
-		}
-		t.Logf("[install, README] $ %s", strings.Join(args, " "))
-		if out, err := k.run(name, args[1:]...); err != nil {
-			k.saveLogs("install")
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	k.installREADME()
 	uninstalled := false
 	defer func() {
 		if !uninstalled {
@@ -562,10 +546,36 @@ spec:
 
 // agentStateDir is the agent's state directory on the host
 // (e2e/values-local.yaml agent.stateHostPath).
-func agentStateDir() string {
-	state := os.Getenv("SHADOWTUNE_E2E_DIR")
-	if state == "" {
-		state = "/var/tmp/shadowtune-e2e"
+func agentStateDir() string { return filepath.Join(stateDir(), "agent-state") }
+
+// finish, deferred by a test with the time it started, saves the logs
+// and the JSON summary, and repeats every failed check at the end.
+func (k *cluster) finish(started time.Time) {
+	t := k.t
+	k.saveLogs("final")
+	k.record("passed", !t.Failed())
+	k.record("seconds", time.Since(started).Seconds())
+	b, _ := json.MarshalIndent(k.summary, "", "  ")
+	_ = os.WriteFile(filepath.Join(k.artifacts, "summary.json"), b, 0o644)
+	t.Logf("artifacts in %s", k.artifacts)
+	if len(k.failures) > 0 {
+		t.Logf("%d failed check(s), in order:\n  %s", len(k.failures), strings.Join(k.failures, "\n  "))
 	}
-	return filepath.Join(state, "agent-state")
+}
+
+// installREADME runs the README walkthrough's install, as written (its
+// namespace created and labelled privileged, then bin/helm install).
+func (k *cluster) installREADME() {
+	t := k.t
+	for _, args := range readmeInstall(t, k.root) {
+		name := args[0]
+		if name == "bin/helm" {
+			name = k.helm
+		}
+		t.Logf("[install, README] $ %s", strings.Join(args, " "))
+		if out, err := k.run(name, args[1:]...); err != nil {
+			k.saveLogs("install")
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }

@@ -57,18 +57,7 @@ func TestRolloutMultiNode(t *testing.T) {
 	k := newCluster(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	started := time.Now()
-	defer func() {
-		k.saveLogs("final")
-		k.record("passed", !t.Failed())
-		k.record("seconds", time.Since(started).Seconds())
-		b, _ := json.MarshalIndent(k.summary, "", "  ")
-		_ = os.WriteFile(filepath.Join(k.artifacts, "summary.json"), b, 0o644)
-		t.Logf("artifacts in %s", k.artifacts)
-		if len(k.failures) > 0 {
-			t.Logf("%d failed check(s), in order:\n  %s", len(k.failures), strings.Join(k.failures, "\n  "))
-		}
-	}()
+	defer k.finish(time.Now())
 	nodes := k.nodeNames(ctx)
 	if len(nodes) != 3 {
 		t.Fatalf("want three nodes (SHADOWTUNE_E2E_NODES=3 e2e/cluster up), have %q", nodes)
@@ -246,9 +235,9 @@ func (k *cluster) haltedRollout(w *grantWatch, fio, mem string, nodes []string, 
 	k.startPolicy("e2e-halt", devs, nodes)
 	fdev := devs[first]
 	changedAt := awaitChange(t, 4*time.Minute, fdev, before[fdev])
-	loopdev.CapReads(t, cg, lower.MajMin(t), 100)
+	loopdev.CapReads(t, cg, lower.MajMin(t), 100, 0)
 	capped := time.Now()
-	defer loopdev.CapReads(t, cg, lower.MajMin(t), 0)
+	defer loopdev.CapReads(t, cg, lower.MajMin(t), 0, 0)
 	var revertedAt time.Time
 	eventually(t, 2*time.Minute, first+" reverts the change that regressed", func() error {
 		n, err := k.nss(first)
@@ -317,9 +306,7 @@ func (k *cluster) killedMidVerification(fio, mem, node string, before map[string
 	loopdev.WriteRandom(t, mapped, 512<<20)
 	setQueue(t, d.Name, "read_ahead_kb", "512")
 	before[d.Name] = loopdev.SnapshotQueue(t, d.Name)
-	if out, err := k.run(filepath.Join(k.root, "e2e", "cluster"), "attach", node, d.Name); err != nil {
-		t.Fatalf("e2e/cluster attach %s %s: %v\n%s", node, d.Name, err, out)
-	}
+	k.clusterCmd("attach", node, d.Name)
 	defer mmapThrash(t, fio, mapped, []string{mem})()
 	k.startPolicy("e2e-kill", map[string]string{node: d.Name}, []string{node})
 	changedAt := awaitChange(t, 4*time.Minute, d.Name, before[d.Name])
@@ -367,9 +354,7 @@ func (k *cluster) nodeDevices(nodes []string, before map[string]map[string]strin
 		d, _ := mk(n)
 		devs[n] = d.Name
 		before[d.Name] = loopdev.SnapshotQueue(t, d.Name)
-		if out, err := k.run(filepath.Join(k.root, "e2e", "cluster"), "attach", n, d.Name); err != nil {
-			t.Fatalf("e2e/cluster attach %s %s: %v\n%s", n, d.Name, err, out)
-		}
+		k.clusterCmd("attach", n, d.Name)
 	}
 	k.record("devices-"+strings.Join(slices.Sorted(maps.Values(devs)), ","), devs)
 	return devs
@@ -451,16 +436,7 @@ func (k *cluster) deletePolicy(name string, devs map[string]string, before map[s
 func (k *cluster) install(ctx context.Context, nodes []string) {
 	t := k.t
 	start := metav1.NewTime(time.Now().Truncate(time.Second)) // heartbeats have whole seconds
-	for _, args := range readmeInstall(t, k.root) {
-		name := args[0]
-		if name == "bin/helm" {
-			name = k.helm
-		}
-		if out, err := k.run(name, args[1:]...); err != nil {
-			k.saveLogs("install")
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	k.installREADME()
 	k.show("install", "-n", namespace, "get", "pods", "-o", "wide")
 	eventually(t, 2*time.Minute, "every node's agent reports", func() error {
 		for _, n := range nodes {
@@ -489,9 +465,8 @@ func (k *cluster) nodeNames(ctx context.Context) []string {
 	return names
 }
 
-// deleteAgent deletes the agent pod on node (SIGTERM, its grace period),
-// without waiting; the DaemonSet makes a new one.
-func (k *cluster) deleteAgent(node string) {
+// agentPod returns the agent pod on node; the test fails without one.
+func (k *cluster) agentPod(node string) corev1.Pod {
 	t := k.t
 	var pods corev1.PodList
 	if err := k.c.List(context.Background(), &pods, client.InNamespace(namespace),
@@ -500,12 +475,19 @@ func (k *cluster) deleteAgent(node string) {
 	}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == node {
-			k.kubectl("-n", namespace, "delete", "pod", p.Name, "--wait=false")
-			t.Logf("deleted the agent pod on %s (%s)", node, p.Name)
-			return
+			return p
 		}
 	}
 	t.Fatalf("no agent pod on %s", node)
+	return corev1.Pod{}
+}
+
+// deleteAgent deletes the agent pod on node (SIGTERM, its grace period),
+// without waiting; the DaemonSet makes a new one.
+func (k *cluster) deleteAgent(node string) {
+	p := k.agentPod(node)
+	k.kubectl("-n", namespace, "delete", "pod", p.Name, "--wait=false")
+	k.t.Logf("deleted the agent pod on %s (%s)", node, p.Name)
 }
 
 // killAgent SIGKILLs the agent container on node through its containerd
@@ -513,24 +495,22 @@ func (k *cluster) deleteAgent(node string) {
 // kubelet restarts it in the same pod.
 func (k *cluster) killAgent(node string) (pod string) {
 	t := k.t
-	var pods corev1.PodList
-	if err := k.c.List(context.Background(), &pods, client.InNamespace(namespace),
-		client.MatchingLabels{"app.kubernetes.io/component": "agent"}); err != nil {
-		t.Fatal(err)
+	p := k.agentPod(node)
+	if len(p.Status.ContainerStatuses) == 0 {
+		t.Fatalf("the agent pod on %s (%s) has no container yet", node, p.Name)
 	}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName != node || len(p.Status.ContainerStatuses) == 0 {
-			continue
-		}
-		id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
-		if out, err := k.run(filepath.Join(k.root, "e2e", "cluster"), "ctr", node, "tasks", "kill", "-s", "SIGKILL", id); err != nil {
-			t.Fatalf("SIGKILL the agent on %s (pod %s, container %s): %v\n%s", node, p.Name, id, err, out)
-		}
-		t.Logf("SIGKILLed the agent on %s (pod %s)", node, p.Name)
-		return p.Name
+	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	k.clusterCmd("ctr", node, "tasks", "kill", "-s", "SIGKILL", id)
+	t.Logf("SIGKILLed the agent on %s (pod %s)", node, p.Name)
+	return p.Name
+}
+
+// clusterCmd runs e2e/cluster with args; the test fails if it does.
+func (k *cluster) clusterCmd(args ...string) {
+	k.t.Helper()
+	if out, err := k.run(filepath.Join(k.root, "e2e", "cluster"), args...); err != nil {
+		k.t.Fatalf("e2e/cluster %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	t.Fatalf("no agent pod with a container on %s", node)
-	return ""
 }
 
 func (k *cluster) lastVerification(node, dev string) any {
@@ -546,13 +526,7 @@ func (k *cluster) lastVerification(node, dev string) any {
 
 // nodeStateDir is node's agent state directory on the host (e2e/cluster:
 // nodes/NAME/agent-state).
-func nodeStateDir(node string) string {
-	state := os.Getenv("SHADOWTUNE_E2E_DIR")
-	if state == "" {
-		state = "/var/tmp/shadowtune-e2e"
-	}
-	return filepath.Join(state, "nodes", node, "agent-state")
-}
+func nodeStateDir(node string) string { return filepath.Join(stateDir(), "nodes", node, "agent-state") }
 
 // directReads keeps d busy with fio's direct random reads (no page cache:
 // no read-ahead evidence) until stopped.

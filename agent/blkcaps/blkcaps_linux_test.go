@@ -2,10 +2,7 @@ package blkcaps
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -19,7 +16,7 @@ import (
 // reads more.
 func TestReadLive(t *testing.T) {
 	dev := loopdev.NewForTest(t, 64<<20)
-	majMin := strings.TrimSpace(readFile(t, filepath.Join("/sys/block", dev.Name, "dev")))
+	majMin := dev.MajMin(t)
 	dir, procs := loopdev.ThrottleCgroup(t, majMin, 3000, 200_000_000)
 	r := New("")
 	if _, err := r.Read(); err != nil {
@@ -47,13 +44,4 @@ func TestReadLive(t *testing.T) {
 	if got, err = r.Read(); err != nil || got[majMin].Enabled() {
 		t.Fatalf("after a larger uncapped read: %v, %v; want %s uncapped", got, err, majMin)
 	}
-}
-
-func readFile(t *testing.T, p string) string {
-	t.Helper()
-	b, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -142,23 +142,11 @@ func MemPinned(procs string) (int64, error) {
 func ThrottleCgroup(t testing.TB, majMin string, iops, bps int) (dir, procs string) {
 	t.Helper()
 	name := fmt.Sprintf("shadowtune-test-blkio-%d", os.Getpid())
-	var files map[string]string
-	v2cap := func(n int) string {
-		if n == 0 {
-			return "max"
-		}
-		return strconv.Itoa(n)
-	}
 	switch {
 	case fileExists("/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device"):
 		dir = filepath.Join("/sys/fs/cgroup/blkio", name)
-		files = map[string]string{
-			"blkio.throttle.read_iops_device": fmt.Sprintf("%s %d", majMin, iops),
-			"blkio.throttle.read_bps_device":  fmt.Sprintf("%s %d", majMin, bps),
-		}
 	case strings.Contains(readFileOr("/sys/fs/cgroup/cgroup.subtree_control"), "io"):
 		dir = filepath.Join("/sys/fs/cgroup", name)
-		files = map[string]string{"io.max": fmt.Sprintf("%s riops=%s rbps=%s", majMin, v2cap(iops), v2cap(bps))}
 	default:
 		need.Missing(t, "blk-throttle", "needs cgroup v1 blkio or cgroup v2's io controller")
 	}
@@ -176,11 +164,7 @@ func ThrottleCgroup(t testing.TB, majMin string, iops, bps int) (dir, procs stri
 		}
 		t.Errorf("remove cgroup %s: %v", dir, err)
 	})
-	for f, v := range files {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-	}
+	CapReads(t, dir, majMin, iops, bps)
 	return dir, filepath.Join(dir, "cgroup.procs")
 }
 
@@ -303,20 +287,29 @@ func AwaitGo(t testing.TB) {
 	}
 }
 
-// CapReads sets the read cap of the device majMin ("MAJ:MIN") in the
-// blk-throttle cgroup dir that ThrottleCgroup made to iops requests a
-// second (0: uncapped); it takes effect for the requests its processes
-// issue from then on.
-func CapReads(t testing.TB, dir, majMin string, iops int) {
+// CapReads sets the read caps of the device majMin ("MAJ:MIN") in the
+// blk-throttle cgroup dir that ThrottleCgroup made: iops requests and bps
+// bytes a second (0: that one uncapped), through cgroup v1's
+// blkio.throttle.read_{iops,bps}_device or v2's io.max, whichever dir
+// has. It takes effect for the requests its processes issue from then on.
+func CapReads(t testing.TB, dir, majMin string, iops, bps int) {
 	t.Helper()
-	file, v := "blkio.throttle.read_iops_device", fmt.Sprintf("%s %d", majMin, iops)
-	if !fileExists(filepath.Join(dir, file)) {
-		file, v = "io.max", fmt.Sprintf("%s riops=%d", majMin, iops)
-		if iops == 0 {
-			v = majMin + " riops=max"
-		}
+	files := map[string]string{
+		"blkio.throttle.read_iops_device": fmt.Sprintf("%s %d", majMin, iops),
+		"blkio.throttle.read_bps_device":  fmt.Sprintf("%s %d", majMin, bps),
 	}
-	if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0); err != nil {
-		t.Fatalf("%s: %v", file, err)
+	if !fileExists(filepath.Join(dir, "blkio.throttle.read_iops_device")) {
+		v2cap := func(n int) string {
+			if n == 0 {
+				return "max"
+			}
+			return strconv.Itoa(n)
+		}
+		files = map[string]string{"io.max": fmt.Sprintf("%s riops=%s rbps=%s", majMin, v2cap(iops), v2cap(bps))}
+	}
+	for f, v := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(v), 0); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
 	}
 }
