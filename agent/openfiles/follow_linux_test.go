@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -62,6 +63,11 @@ func TestFollowChild(t *testing.T) {
 		}
 		fmt.Println("done", sink%2) // sink used, so the loads are kept
 	}
+	// The descriptors must stay open while the parent lists them: an
+	// os.File nothing refers to is closed by its finalizer at a GC, and
+	// the mapping alone (vma->vm_file) is not in the task's file table.
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(r)
 }
 
 // TestFollowReadAheadReachesOpenFiles: on ext4 over a loop device, a
