@@ -177,7 +177,7 @@ func (d *device) cacheBefore(e *windowEnv) {
 			e.metrics.SetCache(d.sys.Name, nil)
 		}
 		d.cache, d.status.Cache = nil, nil
-		d.ctrl.cacheActive = false
+		d.ctrl.dmCache, d.ctrl.cacheActive = false, false
 		return
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
@@ -188,7 +188,7 @@ func (d *device) cacheBefore(e *windowEnv) {
 		d.cache.prev, d.cache.havePrev = d.cache.info, true
 	}
 	d.cache.info = info
-	d.ctrl.cacheActive = info.Mode == decide.CacheOn
+	d.ctrl.dmCache, d.ctrl.cacheActive = true, info.Mode == decide.CacheOn
 	if d.ctrl.cacheActive {
 		d.ctrl.cacheWarm = engine.CacheWarm{} // the next time it is off, the simulation starts afresh
 	}
@@ -219,12 +219,19 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		}
 	}
 	c.hitPct = -1
-	if in.Active && c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
-		in.ReadHits, in.ReadMisses = c.info.ReadHits-c.prev.ReadHits, c.info.ReadMisses-c.prev.ReadMisses
-		in.Promotions = c.info.Promotions - min(c.prev.Promotions, c.info.Promotions)
+	if c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
+		hits, misses := c.info.ReadHits-c.prev.ReadHits, c.info.ReadMisses-c.prev.ReadMisses
 		in.ReadNs, in.BlockReadNs = d.ctrl.readNs, d.ctrl.blockReadNs
-		if n := in.ReadHits + in.ReadMisses; n > 0 {
-			c.hitPct = 100 * float64(in.ReadHits) / float64(n)
+		if !in.Active {
+			// Off, the counters count the reads of blocks the cache
+			// holds (decide.CacheInput.ResidentHits).
+			in.ResidentHits, in.ResidentMisses = hits, misses
+		} else {
+			in.ReadHits, in.ReadMisses = hits, misses
+			in.Promotions = c.info.Promotions - min(c.prev.Promotions, c.info.Promotions)
+			if n := hits + misses; n > 0 {
+				c.hitPct = 100 * float64(hits) / float64(n)
+			}
 		}
 	}
 	c.dec = decide.Cache(in)
@@ -250,7 +257,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		e.metrics.SetCache(d.sys.Name, &metrics.CacheState{Name: c.info.Name, Mode: c.info.Mode,
 			HitRatio: c.hitPct / 100, HitMeasured: c.hitPct >= 0, PredictedHitRatio: c.predHitPct / 100, PredictedHitKnown: c.predHitPct >= 0,
 			Gain: c.dec.GainPct / 100, Measured: c.dec.Measured,
-			GainKnown: c.dec.Measured || c.dec.PredictsOn || strings.HasPrefix(c.dec.Reason, "predicted"), Dirty: c.info.Dirty})
+			GainKnown: c.dec.Known, Dirty: c.info.Dirty})
 	}
 }
 

@@ -215,6 +215,29 @@ func TestCacheKeptOffAndObserve(t *testing.T) {
 	}
 }
 
+// Uniform reads over the whole disk, which a cache simulated from the
+// window's requests cannot serve, turn an off cache on when its counters
+// show that it already holds the blocks of half of them (in passthrough
+// dm-cache counts such reads as hits), after two windows agree.
+func TestCacheOnByResidentBlocks(t *testing.T) {
+	e, tool := newCacheEnv(t, v1alpha1.ModeApply)
+	var app [2]uint64
+	setAppReads(t, e.root, &app, 0, 0)
+	e.feed(t, localityWindow(1, 3000, 0, 0)) // the counters' baseline
+	for i, want := range []string{"waiting for a second window", "two windows in a row"} {
+		k := uint64(i + 1)
+		tool.info.ReadHits, tool.info.ReadMisses = 1500*k, 1500*k
+		setAppReads(t, e.root, &app, 3000, 8)
+		st := e.feed(t, localityWindow(2+k, 3000, 0, int64(20*k)*1e9))
+		if st.Cache == nil || !strings.Contains(st.Cache.Reason, "holds the blocks of 50.0 % of the reads") || !strings.Contains(st.Cache.Reason, want) {
+			t.Fatalf("window %d: cache status %+v, want the resident blocks' gain and %q", i+2, st.Cache, want)
+		}
+	}
+	if len(tool.calls) != 1 || tool.calls[0] != "cached=writethrough" {
+		t.Fatalf("SetMode calls %v, want the cache on", tool.calls)
+	}
+}
+
 // A cache whose origin is no longer governed in Apply mode with the cache
 // enabled is put back when the policies change.
 func TestCacheRestoredWhenUngoverned(t *testing.T) {

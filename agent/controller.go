@@ -300,13 +300,13 @@ type deviceController struct {
 	learner windowLearner
 	online  bool
 
-	// cacheActive: a dm-cache in front of the device is on (cacheBefore);
-	// readNs and blockReadNs are the mean read costs at the origin below
-	// and at the cache's block size, ns (readCostNs), of the last window
-	// evaluated while the cache was active.
-	cacheActive         bool
-	readNs, blockReadNs float64
-	netScratch          []int64 // readCostNs's net service times
+	// dmCache: a dm-cache is in front of the device; cacheActive: it is
+	// on (cacheBefore). readNs and blockReadNs are the mean read costs at
+	// the origin below and at the cache's block size, ns (readCostNs), of
+	// the last window evaluated with a dm-cache in front.
+	dmCache, cacheActive bool
+	readNs, blockReadNs  float64
+	netScratch           []int64 // readCostNs's net service times
 	// cacheWarm is what the simulated cache held at the end of the last
 	// evaluated window (engine.Options.CacheWarm), while the real one is
 	// off; cacheBefore empties it when the cache is on or another one.
@@ -530,10 +530,10 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	c.keepForExplain(in.Now, simReqs, m, er)
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
-	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.cacheActive {
-		// Only an active cache is judged on these (decide.CacheInput):
-		// the net service times are not worked out again for every other
-		// device and window.
+	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.dmCache {
+		// Only a device with a dm-cache is judged on these
+		// (decide.CacheInput, on and off): the net service times are not
+		// worked out again for every other device and window.
 		c.readNs, c.blockReadNs = readCostNs(reqs, uint64(bs), m, &c.netScratch)
 	}
 

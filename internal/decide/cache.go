@@ -4,7 +4,10 @@ package decide
 // REDCAP's activation–deactivation algorithm (ADA; KDSim §4.1, DESIGN §6)
 // realised with what a node can see of each side.
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Cache modes as dm-cache names them (Documentation/admin-guide/
 // device-mapper/cache.rst): on is writethrough, off is passthrough.
@@ -17,9 +20,10 @@ const (
 //
 // While the cache is off, the origin sees the whole stream, so the window
 // is simulated with and without a cache of the same size and block size
-// (PredictedGainPct, the engine's CacheGainPct, and ADAOn). While it is
-// on, the origin sees only misses and promotions, so the cache is judged
-// by its own counters: each read hit saves a read at the origin, and each
+// (PredictedGainPct, the engine's CacheGainPct, and ADAOn), and the
+// cache's counters show what it holds (ResidentHits). While it is on, the
+// origin sees only misses and promotions, so the cache is judged by its
+// own counters: each read hit saves a read at the origin, and each
 // promotion costs one at the origin of a whole cache block.
 type CacheInput struct {
 	// Active reports whether the cache is on (writethrough) now.
@@ -30,6 +34,16 @@ type CacheInput struct {
 	PredictedGainPct *float64
 	// ADAOn (off only) is the simulated ADA's state after the window.
 	ADAOn bool
+	// ResidentHits and ResidentMisses (off only) are the cache's read
+	// hit and miss counters over the window (dm-cache status deltas). In
+	// passthrough dm-cache counts a read of a block it holds as a hit and
+	// serves it from the origin (map_bio, drivers/md/dm-cache-target.c),
+	// and it promotes nothing (policy_allow_migrations false): the hits
+	// are the reads the cache, turned on as it stands, would serve. A
+	// cache keeps its blocks while off, so what an earlier spell on
+	// brought in counts here, which a simulation from the window's
+	// requests cannot know.
+	ResidentHits, ResidentMisses uint64
 	// PrevPredictedOn (off only) reports whether the previous window
 	// predicted the cache's gain too (CacheDecision.PredictsOn): the
 	// cache is turned on only when two consecutive windows predict it, so
@@ -49,7 +63,7 @@ type CacheInput struct {
 	// ReadNs is the mean cost at the origin of one of the window's reads,
 	// and BlockReadNs that of a read of one cache block, ns: the device
 	// time each takes from the others (the agent's readCostNs), not its
-	// time in the device's queue.
+	// time in the device's queue. Both are used on and off.
 	ReadNs, BlockReadNs float64
 	// MarginPct is the predicted gain the cache must show to be turned on
 	// (Config.MarginPct).
@@ -66,8 +80,10 @@ type CacheDecision struct {
 	// measured from the counters (on), percent of the time the reads would
 	// take at the origin without the cache.
 	GainPct float64
-	// Measured reports whether GainPct comes from the cache's counters.
-	Measured bool
+	// Measured reports whether GainPct comes from the cache's counters
+	// while on; Known whether there is a GainPct at all (predicted, from
+	// the blocks an off cache holds, or measured).
+	Measured, Known bool
 	// Reason says why, in one line.
 	Reason string
 	// PredictsOn reports whether this window's simulation predicted the
@@ -95,32 +111,17 @@ func MeasuredCacheGainPct(hits, misses, promotions uint64, readNs, blockReadNs f
 }
 
 // Cache decides the cache's mode for the next window. An off cache is
-// turned on when the simulation of two consecutive windows predicts at
-// least MarginPct and ADA ends on; an on cache is turned off when its measured gain is below zero (its
-// promotions cost the origin more than its hits save). Between the two
-// thresholds the mode is kept, so a cache near break-even does not
-// thrash. The thrash guard, minDwell and the grant are the caller's
-// gates, as for the scheduler.
+// turned on when two consecutive windows predict at least MarginPct:
+// either the simulation, with ADA ending on, or the blocks the cache
+// already holds (ResidentHits, priced as MeasuredCacheGainPct prices an
+// active cache's hits, with no promotions). An on cache is turned off
+// when its measured gain is below zero (its promotions cost the origin
+// more than its hits save). Between the two thresholds the mode is kept,
+// so a cache near break-even does not thrash. The thrash guard, minDwell
+// and the grant are the caller's gates, as for the scheduler.
 func Cache(in CacheInput) CacheDecision {
 	if !in.Active {
-		if in.PredictedGainPct == nil {
-			return CacheDecision{Reason: "not simulated with the cache this window"}
-		}
-		g := *in.PredictedGainPct
-		d := CacheDecision{GainPct: g}
-		d.PredictsOn = g >= in.MarginPct && in.ADAOn
-		switch {
-		case d.PredictsOn && in.PrevPredictedOn:
-			d.Mode = CacheOn
-			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache (margin %.0f %%), two windows in a row", g, in.MarginPct)
-		case d.PredictsOn:
-			d.Reason = fmt.Sprintf("predicted %.1f %% less I/O time with the cache; waiting for a second window to agree", g)
-		case g >= in.MarginPct:
-			d.Reason = fmt.Sprintf("predicted %.1f %% but ADA ends off over the window's last reads", g)
-		default:
-			d.Reason = fmt.Sprintf("predicted %.1f %%, below the margin of %.0f %%", g, in.MarginPct)
-		}
-		return d
+		return cacheOff(in)
 	}
 	if in.ReadHits+in.ReadMisses < max(in.MinReads, 1) {
 		return CacheDecision{Reason: fmt.Sprintf("%d reads through the cache, fewer than %d", in.ReadHits+in.ReadMisses, max(in.MinReads, 1))}
@@ -129,7 +130,7 @@ func Cache(in CacheInput) CacheDecision {
 	if !ok {
 		return CacheDecision{Reason: "no read service time measured at the origin"}
 	}
-	d := CacheDecision{GainPct: g, Measured: true}
+	d := CacheDecision{GainPct: g, Measured: true, Known: true}
 	hitPct := 100 * float64(in.ReadHits) / float64(in.ReadHits+in.ReadMisses)
 	if g < 0 {
 		d.MeasuresOff = true
@@ -143,5 +144,53 @@ func Cache(in CacheInput) CacheDecision {
 		return d
 	}
 	d.Reason = fmt.Sprintf("measured %.1f %% with %.1f %% read hits", g, hitPct)
+	return d
+}
+
+// cacheOff is Cache's rule for an off cache.
+func cacheOff(in CacheInput) CacheDecision {
+	res, resOK := 0.0, false
+	if n := in.ResidentHits + in.ResidentMisses; n >= max(in.MinReads, 1) {
+		res, resOK = MeasuredCacheGainPct(in.ResidentHits, in.ResidentMisses, 0, in.ReadNs, in.BlockReadNs)
+	}
+	if in.PredictedGainPct == nil && !resOK {
+		return CacheDecision{Reason: "not simulated with the cache this window"}
+	}
+	d := CacheDecision{Known: true}
+	simOn := in.PredictedGainPct != nil && *in.PredictedGainPct >= in.MarginPct && in.ADAOn
+	resOn := resOK && res >= in.MarginPct
+	d.PredictsOn = simOn || resOn
+	var why []string
+	if in.PredictedGainPct != nil {
+		d.GainPct = *in.PredictedGainPct
+		why = append(why, fmt.Sprintf("predicted %.1f %% less I/O time with the cache", d.GainPct))
+	}
+	if resOK {
+		if resOn || in.PredictedGainPct == nil {
+			d.GainPct = res
+		}
+		why = append(why, fmt.Sprintf("the cache holds the blocks of %.1f %% of the reads (counted while off): %.1f %% less with it on",
+			100*float64(in.ResidentHits)/float64(in.ResidentHits+in.ResidentMisses), res))
+	}
+	if resOn && !simOn {
+		why = why[len(why)-1:] // the evidence the decision rests on
+	}
+	return offReason(d, strings.Join(why, "; "), in)
+}
+
+// offReason completes cacheOff's decision d with its reason: why, and
+// what it calls for.
+func offReason(d CacheDecision, why string, in CacheInput) CacheDecision {
+	switch {
+	case d.PredictsOn && in.PrevPredictedOn:
+		d.Mode = CacheOn
+		d.Reason = fmt.Sprintf("%s (margin %.0f %%), two windows in a row", why, in.MarginPct)
+	case d.PredictsOn:
+		d.Reason = why + "; waiting for a second window to agree"
+	case d.GainPct >= in.MarginPct:
+		d.Reason = why + "; but ADA ends off over the window's last reads"
+	default:
+		d.Reason = fmt.Sprintf("%s; below the margin of %.0f %%", why, in.MarginPct)
+	}
 	return d
 }

@@ -22,6 +22,16 @@ func TestCache(t *testing.T) {
 		{"off, predicted gain, ADA off", CacheInput{PredictedGainPct: pct(60), PrevPredictedOn: true, MarginPct: 5}, "", 60, false, "ADA ends off"},
 		{"off, below margin", CacheInput{PredictedGainPct: pct(4.9), ADAOn: true, PrevPredictedOn: true, MarginPct: 5}, "", 4.9, false, "below the margin"},
 		{"off, predicted loss", CacheInput{PredictedGainPct: pct(-300), MarginPct: 5}, "", -300, false, "below the margin"},
+		// The blocks the cache holds, counted while off (passthrough):
+		// 40 % of the reads would hit, where the simulation from the
+		// window alone predicts nothing.
+		{"off, resident hits, first window", CacheInput{ResidentHits: 400, ResidentMisses: 600, ReadNs: 1000, PredictedGainPct: pct(0), MinReads: 100, MarginPct: 5}, "", 40, false, "holds the blocks of 40.0 % of the reads (counted while off): 40.0 % less with it on; waiting"},
+		{"off, resident hits, second window", CacheInput{ResidentHits: 400, ResidentMisses: 600, ReadNs: 1000, PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, CacheOn, 40, false, "two windows in a row"},
+		{"off, resident hits below the margin", CacheInput{ResidentHits: 40, ResidentMisses: 960, ReadNs: 1000, PredictedGainPct: pct(0), PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, "", 0, false, "predicted 0.0 % less I/O time with the cache; the cache holds the blocks of 4.0 % of the reads (counted while off): 4.0 % less with it on; below the margin"},
+		{"off, resident hits below the margin, not simulated", CacheInput{ResidentHits: 40, ResidentMisses: 960, ReadNs: 1000, PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, "", 4, false, "the cache holds the blocks of 4.0 % of the reads (counted while off): 4.0 % less with it on; below the margin"},
+		{"off, resident hits too few reads", CacheInput{ResidentHits: 40, ResidentMisses: 40, ReadNs: 1000, PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, "", 0, false, "not simulated"},
+		{"off, resident hits without read times", CacheInput{ResidentHits: 400, ResidentMisses: 600, PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, "", 0, false, "not simulated"},
+		{"off, simulation on, resident hits below the margin", CacheInput{ResidentHits: 10, ResidentMisses: 990, ReadNs: 1000, PredictedGainPct: pct(30), ADAOn: true, PrevPredictedOn: true, MinReads: 100, MarginPct: 5}, CacheOn, 30, false, "predicted 30.0 %"},
 		// zipf: 84 % hits, few promotions: keep.
 		{"on, paying", CacheInput{Active: true, ReadHits: 840, ReadMisses: 160, Promotions: 10, ReadNs: 1000, BlockReadNs: 2000, MinReads: 100}, "", 82, true, "84.0 % read hits"},
 		// uniform over more than the cache: 20 % hits, a promotion per
