@@ -31,6 +31,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -145,6 +146,9 @@ type Agent struct {
 	// host's /sys/block as last read (disksAppeared).
 	policies policySet
 	disks    map[string]string
+	// hostSeen is the kernel release and image this run started on,
+	// read at the first adoption (host).
+	hostSeen *sentinel.Host
 	act      *actuate.Actuator
 	tr       tracer.Tracer
 	devs     []*device

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
@@ -138,7 +140,14 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if p != nil {
 			d.carry(p)
 		} else {
-			d.remember(a.act, a.opt.Log)
+			var cur *sentinel.Seen
+			if seen, ok := d.readDefaults(a.opt.HostRoot, a.act, a.host(), time.Now(), a.opt.Log); ok {
+				cur = &seen
+			}
+			d.remember(a.act, cur, a.opt.Log)
+			if m := a.opt.Metrics; m != nil && d.status.DefaultsChanged != nil {
+				m.SetDefaultsChanged(d.sys.Name, knobNames(d.status.DefaultsChanged))
+			}
 		}
 		out = append(out, d)
 	}
@@ -170,6 +179,8 @@ func (d *device) carry(old *device) {
 	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
 	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
 	st.Applied = was.Applied
+	st.DefaultsChanged = was.DefaultsChanged
+	d.defaults = old.defaults
 }
 
 // forgetDropped removes the metrics of the devices no longer governed.

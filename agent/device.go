@@ -18,6 +18,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -40,6 +41,9 @@ type device struct {
 	// cache is the dm-cache in front of the device, when the policy
 	// governs caches and there is one (cacheBefore).
 	cache *governedCache
+	// defaults are the device's queue defaults read at its adoption
+	// (checkDefaults), kept in its memo.
+	defaults *sentinel.Seen
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool

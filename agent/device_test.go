@@ -814,7 +814,7 @@ func (e *gateEnv) restarted(t *testing.T, p *v1alpha1.StorageTuning) *device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.remember(e.act, testr.New(t))
+	d.remember(e.act, nil, testr.New(t))
 	return d
 }
 

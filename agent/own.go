@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/internal/decide"
 )
 
@@ -56,8 +57,10 @@ func (a *Agent) claim(sel []selected) (kept []selected, owned []error) {
 
 // remember restores a new device's pacing, corrections and counterfactual
 // error from its memo in the state directory, when one was kept for the
-// same disk, and its original read-ahead from the actuator's record.
-func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
+// same disk, and its original read-ahead from the actuator's record. It
+// compares the device's defaults (cur, when read) with the memo's and
+// keeps them in the memo (checkDefaults).
+func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Logger) {
 	if o, ok := act.Original(d.sys.Name); ok && o.State.ReadAheadKiB > 0 {
 		// The device was changed before this start: read-ahead is
 		// restored to what it had before the agent, not to what it has.
@@ -66,6 +69,10 @@ func (d *device) remember(act *actuate.Actuator, log logr.Logger) {
 	m, ok, err := act.LoadDeviceState(d.sys.Name)
 	if err != nil {
 		log.Error(err, "read the device's memo; starting without it", "device", d.sys.Name)
+	}
+	if cur != nil {
+		d.checkDefaults(m.Defaults, *cur, log)
+		defer d.memorize(act, log)
 	}
 	if !ok {
 		return
@@ -93,7 +100,8 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	c := d.ctrl
 	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
 		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
-		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual, Unverified: c.unverified()}
+		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual, Unverified: c.unverified(),
+		Defaults: cloneSeen(d.defaults)}
 	c.memoDirty, c.memoUnverified = false, m.Unverified
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)

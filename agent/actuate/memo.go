@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
@@ -47,6 +48,9 @@ type DeviceMemo struct {
 	// that ends between the two leaves a change nobody verified, which
 	// the next start puts back (agent's restoreUnverified).
 	Unverified bool `json:"unverified,omitempty"`
+	// Defaults are the device's queue defaults the agent read at its
+	// last start (agent/sentinel); nil before any.
+	Defaults *sentinel.Seen `json:"defaults,omitempty"`
 }
 
 type memoFile struct {

@@ -8,6 +8,7 @@ package cluster
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,6 +33,10 @@ const (
 	// EventOtherWriter: something other than the agent changed a setting
 	// the agent governs.
 	EventOtherWriter = "OtherWriter"
+	// EventDefaultsChanged: at the agent's start, a device's queue
+	// defaults differed from those read at its previous start (a kernel
+	// or node-image upgrade).
+	EventDefaultsChanged = "DefaultsChanged"
 )
 
 // maxPendingEvents bounds the events kept for the writer while the
@@ -137,7 +142,25 @@ func deviceEvents(p, d *v1alpha1.DeviceState) []event {
 		}
 		out = append(out, event{corev1.EventTypeWarning, EventOtherWriter, "Detect " + d.Name, msg})
 	}
+	if c := d.DefaultsChanged; c != nil && (p.DefaultsChanged == nil || !p.DefaultsChanged.DetectedTime.Equal(&c.DetectedTime)) {
+		out = append(out, event{corev1.EventTypeWarning, EventDefaultsChanged, "Compare " + d.Name, d.Name + ": " + describeDefaults(c)})
+	}
 	return out
+}
+
+// describeDefaults renders a defaults change: "read_ahead_kb 128 → 4096
+// since the agent's start at 2026-12-01T00:00:00Z; kernel 6.16.1 →
+// 6.17.2".
+func describeDefaults(c *v1alpha1.DefaultsChange) string {
+	parts := make([]string, len(c.Knobs))
+	for i, k := range c.Knobs {
+		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
+	}
+	s := strings.Join(parts, ", ") + " since the agent's start at " + c.Since.UTC().Format(time.RFC3339)
+	if c.With != "" {
+		s += "; " + c.With
+	}
+	return s
 }
 
 // more says how many more of a kind happened than the one described:

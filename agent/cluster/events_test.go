@@ -34,6 +34,12 @@ func TestEventsBetween(t *testing.T) {
 			d.OtherWriter = &v1alpha1.OtherWriterState{Time: at, Change: change, Writer: writer, Yielded: yielded}
 		}
 	}
+	defaults := func(since metav1.Time) func(*v1alpha1.DeviceState) {
+		return func(d *v1alpha1.DeviceState) {
+			d.DefaultsChanged = &v1alpha1.DefaultsChange{Knobs: []v1alpha1.KnobChange{{Knob: "read_ahead_kb", Old: "128", New: "4096"}},
+				With: "kernel 6.16.1 → 6.17.2", Since: since, DetectedTime: metav1.NewTime(since.Add(time.Hour))}
+		}
+	}
 	status := func(tracer string, devs ...v1alpha1.DeviceState) agent.Status {
 		return agent.Status{Tracer: tracer, Windows: 1, Devices: devs}
 	}
@@ -82,6 +88,9 @@ func TestEventsBetween(t *testing.T) {
 		{name: "other writer again, reclaimed", prev: status("ebpf", dev(other(t0, "c", "", false))),
 			next: status("ebpf", dev(other(metav1.NewTime(t0.Add(time.Minute)), "scheduler bfq -> none", "", false))),
 			want: []ev{{warn, EventOtherWriter, "Detect sda", "sda: scheduler bfq -> none; the agent keeps governing"}}},
+		{name: "defaults changed, found at start", next: status("ebpf", dev(defaults(t0))),
+			want: []ev{{warn, EventDefaultsChanged, "Compare sda", "sda: read_ahead_kb 128 → 4096 since the agent's start at 2026-11-21T12:00:00Z; kernel 6.16.1 → 6.17.2"}}},
+		{name: "defaults changed, reported before: nothing", prev: status("ebpf", dev(defaults(t0))), next: status("ebpf", dev(defaults(t0)))},
 		{name: "tracer falls back to tracefs", next: status("tracefs", dev()),
 			want: []ev{{warn, EventTracerFallback, "Trace", "tracefs"}}},
 		{name: "fallback with auto", tracer: "auto", prev: status("ebpf"), next: status("tracefs"),

@@ -187,6 +187,7 @@ type Metrics struct {
 	cachePredHit   *prometheus.GaugeVec
 	cacheGain      *prometheus.GaugeVec
 	cacheDirty     *prometheus.GaugeVec
+	defaultsChange *prometheus.GaugeVec
 	dispatchCost   *prometheus.GaugeVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
@@ -293,6 +294,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"The gain the last cache decision rested on, as a ratio of I/O time: simulated while the cache is off (source=predicted), from its counters while on (source=measured).", []string{"device", "cache", "source"}),
 		cacheDirty: gauge("cache_dirty_blocks",
 			"Dirty blocks of the device's dm-cache (0 in writethrough and passthrough).", []string{"device", "cache"}),
+		defaultsChange: gauge("defaults_changed",
+			"1 for each queue attribute of the device (knob: scheduler, read_ahead_kb, nr_requests, max_sectors_kb, wbt_lat_usec, rotational) whose default differed, at the agent's start, from the one read at its previous start on the same disk (a kernel or node-image upgrade); absent otherwise.", []string{"device", "knob"}),
 		dispatchCost: gauge("scheduler_dispatch_cost_seconds",
 			"CPU time per request each scheduler costs beyond none's on this node, which the decision charges: measured at start on a private RAM-backed loop device (source=measured), or BFQ's documented figures when it could not be (source=prior).", []string{"scheduler", "source"}),
 		devices: make(map[string]*deviceState),
@@ -312,6 +315,7 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
 		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cfError, m.cfChecks, m.cfHolding, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
+		m.defaultsChange,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -446,6 +450,20 @@ func (m *Metrics) IncOtherWriter(dev string) {
 	defer m.mu.Unlock()
 	m.device(dev)
 	m.otherWriter.WithLabelValues(dev).Inc()
+}
+
+// SetDefaultsChanged sets dev's defaults_changed series: 1 for each of
+// knobs (the queue attributes whose defaults changed since the agent's
+// previous start), the others removed.
+func (m *Metrics) SetDefaultsChanged(dev string, knobs []string) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.defaultsChange.DeletePartialMatch(prometheus.Labels{"device": dev})
+	for _, k := range knobs {
+		m.defaultsChange.WithLabelValues(dev, labelValue(k)).Set(1)
+	}
 }
 
 // AddOpenFiles counts the files open on dev when the agent wrote its

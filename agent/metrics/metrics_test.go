@@ -58,6 +58,7 @@ func exercise(m *Metrics, dev string) {
 	m.AddTraceEvents(dev, TracerEBPF, 2000, 3)
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
 	m.SkipWindow(dev, SkipCPUBudget)
+	m.SetDefaultsChanged(dev, []string{"read_ahead_kb"})
 }
 
 // families gathers reg into name → family.
@@ -127,6 +128,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_cache_gain_ratio":                      {dto.MetricType_GAUGE, []string{"cache", "device", "source"}},
 		"shadowtune_agent_cache_dirty_blocks":                    {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_scheduler_dispatch_cost_seconds":       {dto.MetricType_GAUGE, []string{"scheduler", "source"}},
+		"shadowtune_agent_defaults_changed":                      {dto.MetricType_GAUGE, []string{"device", "knob"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {

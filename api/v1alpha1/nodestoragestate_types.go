@@ -343,6 +343,13 @@ type DeviceState struct {
 	// setting the agent governs on the device.
 	// +optional
 	OtherWriter *OtherWriterState `json:"otherWriter,omitempty"`
+	// defaultsChanged is set when the agent, at its start, found the
+	// device's queue defaults (its settings before any change of the
+	// agent's) different from those it read at its previous start on the
+	// same disk: a kernel or node-image upgrade, or a distribution's rule,
+	// changed them.
+	// +optional
+	DefaultsChanged *DefaultsChange `json:"defaultsChanged,omitempty"`
 
 	// modelErrorPercent is the disk model's mean absolute error on the
 	// device's measured service times, percent, decimal string ("12.5").
@@ -733,6 +740,42 @@ type OtherWriterState struct {
 	// place, at exit too.
 	// +optional
 	Yielded bool `json:"yielded,omitempty"`
+}
+
+// DefaultsChange is a change of a device's queue defaults between two
+// starts of the agent (agent/sentinel).
+type DefaultsChange struct {
+	// knobs are the queue attributes whose defaults differ.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	Knobs []KnobChange `json:"knobs"`
+	// with names the kernel and node-image changes between the two starts
+	// ("kernel 6.16.1 → 6.17.2"), or says that neither changed; empty when
+	// the host was not known.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	With string `json:"with,omitempty"`
+	// since is when the agent read the earlier defaults.
+	Since metav1.Time `json:"since"`
+	// detectedTime is when the later start found the change.
+	DetectedTime metav1.Time `json:"detectedTime"`
+}
+
+// KnobChange is one queue attribute's default, before and after.
+type KnobChange struct {
+	// knob is the attribute under /sys/block/DEV/queue: scheduler,
+	// read_ahead_kb, nr_requests, max_sectors_kb, wbt_lat_usec or
+	// rotational.
+	// +kubebuilder:validation:MaxLength=32
+	Knob string `json:"knob"`
+	// old is its value at the earlier start, as sysfs prints it (the
+	// scheduler by name).
+	// +kubebuilder:validation:MaxLength=64
+	Old string `json:"old"`
+	// new is its value at the later start.
+	// +kubebuilder:validation:MaxLength=64
+	New string `json:"new"`
 }
 
 // WindowState is what the agent's last window of a device found.

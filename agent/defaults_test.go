@@ -1,0 +1,84 @@
+package agent
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/shadowtune/shadowtune/agent/sentinel"
+	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
+)
+
+// A device's queue defaults are kept at each start; a start that finds
+// them changed (here read_ahead_kb, as a kernel upgrade changes it)
+// reports the change in the device's status, with the kernels of both
+// starts, and the start after that, on the same defaults, reports none.
+func TestDefaultsChangedAcrossStarts(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	start := func(kernel string, at time.Time) *device {
+		t.Helper()
+		sd, err := sysfs.Read(e.root, "sda")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, ok := d.readDefaults(e.root, e.act, sentinel.Host{KernelRelease: kernel, Image: "Debian 12"}, at, testr.New(t))
+		if !ok {
+			t.Fatal("defaults not read")
+		}
+		d.remember(e.act, &cur, testr.New(t))
+		return d
+	}
+	if d := start("6.16.1", t0); d.status.DefaultsChanged != nil {
+		t.Fatalf("first start: %+v", d.status.DefaultsChanged)
+	}
+	ra := filepath.Join(e.root, "sys/block/sda/queue/read_ahead_kb")
+	if err := os.WriteFile(ra, []byte("4096\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := start("6.17.2", t0.Add(time.Hour))
+	dc := d.status.DefaultsChanged
+	if dc == nil || len(dc.Knobs) != 1 || dc.Knobs[0] != (v1alpha1.KnobChange{Knob: "read_ahead_kb", Old: "128", New: "4096"}) ||
+		dc.With != "kernel 6.16.1 → 6.17.2" || !dc.Since.Time.Equal(t0) || !dc.DetectedTime.Time.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("after the upgrade: %+v", dc)
+	}
+	if d := start("6.17.2", t0.Add(2*time.Hour)); d.status.DefaultsChanged != nil {
+		t.Errorf("a start on the same defaults: %+v", d.status.DefaultsChanged)
+	}
+}
+
+// A device the agent changed and did not put back (a run killed after a
+// change) is compared by its recorded original, not by the agent's own
+// value, and without nr_requests (a scheduler switch resets it).
+func TestDefaultsOfAChangedDevice(t *testing.T) {
+	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
+	e := newGateEnv(t, "sda", p)
+	e.allow = true
+	before, ok := e.d.readDefaults(e.root, e.act, sentinel.Host{}, time.Now(), testr.New(t))
+	if !ok {
+		t.Fatal("defaults not read")
+	}
+	e.confirmed(t, 1)
+	if _, ok := e.act.Original("sda"); !ok {
+		t.Fatal("no change recorded")
+	}
+	after, ok := e.d.readDefaults(e.root, e.act, sentinel.Host{}, time.Now(), testr.New(t))
+	if !ok {
+		t.Fatal("defaults not read")
+	}
+	if after.Knobs["scheduler"] != before.Knobs["scheduler"] || after.Knobs["read_ahead_kb"] != before.Knobs["read_ahead_kb"] {
+		t.Errorf("defaults of the changed device %v, want the original's %v", after.Knobs, before.Knobs)
+	}
+	if _, has := after.Knobs["nr_requests"]; has {
+		t.Errorf("nr_requests compared on a changed device: %v", after.Knobs)
+	}
+}

@@ -1,0 +1,104 @@
+package sentinel
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestCompare(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	old := Host{KernelRelease: "6.16.1", Image: "Debian 12"}
+	upgraded := Host{KernelRelease: "6.17.2", Image: "Debian 12"}
+	base := map[string]string{"scheduler": "mq-deadline", "read_ahead_kb": "128", "nr_requests": "64", "max_sectors_kb": "1280", "rotational": "1"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range base {
+			m[a] = b
+		}
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		prev Seen
+		cur  Seen
+		ok   bool
+		text string
+	}{
+		{"unchanged", Seen{Knobs: base, Host: old, At: t0}, Seen{Knobs: base, Host: upgraded}, false, ""},
+		// AKS#5743 / runner-images#13938: a kernel that derives read-ahead
+		// from max_sectors on a rotational disk.
+		{"read-ahead raised by a kernel upgrade", Seen{Knobs: base, Host: old, At: t0}, Seen{Knobs: with("read_ahead_kb", "4096"), Host: upgraded}, true,
+			"read_ahead_kb 128 → 4096; kernel 6.16.1 → 6.17.2"},
+		{"two knobs, in Knobs' order, same host", Seen{Knobs: with("read_ahead_kb", "512"), Host: old, At: t0},
+			Seen{Knobs: with("scheduler", "none"), Host: old}, true, "scheduler mq-deadline → none, read_ahead_kb 512 → 128; kernel and image unchanged"},
+		{"a knob at one start only is not compared", Seen{Knobs: with("wbt_lat_usec", "2000"), At: t0}, Seen{Knobs: base}, false, ""},
+		{"image changed, hosts partly unknown", Seen{Knobs: base, Host: Host{Image: "A"}, At: t0}, Seen{Knobs: with("nr_requests", "256"), Host: Host{Image: "B"}}, true,
+			"nr_requests 64 → 256; image A → B"},
+		{"no host known", Seen{Knobs: base, At: t0}, Seen{Knobs: with("rotational", "0")}, true, "rotational 1 → 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, ok := Compare(tc.prev, tc.cur)
+			if ok != tc.ok || (ok && f.String() != tc.text) {
+				t.Errorf("Compare = %q, %v; want %q, %v", f.String(), ok, tc.text, tc.ok)
+			}
+			if ok && !f.Since.Equal(t0) {
+				t.Errorf("Since %v, want %v", f.Since, t0)
+			}
+		})
+	}
+}
+
+func write(t *testing.T, root, rel, text string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRead(t *testing.T) {
+	root := t.TempDir()
+	write(t, root, "sys/block/sda/queue/scheduler", "none [mq-deadline] kyber\n")
+	write(t, root, "sys/block/sda/queue/read_ahead_kb", "128\n")
+	write(t, root, "sys/block/sda/queue/rotational", "1\n")
+	write(t, root, "sys/block/zram0/queue/scheduler", "none\n")
+	got, err := Read(root, "sda")
+	if want := map[string]string{"scheduler": "mq-deadline", "read_ahead_kb": "128", "rotational": "1"}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("Read(sda) = %v, %v; want %v", got, err, want)
+	}
+	if got, err := Read(root, "zram0"); err != nil || got["scheduler"] != "none" {
+		t.Errorf("Read(zram0) = %v, %v", got, err)
+	}
+	write(t, root, "sys/block/big/queue/read_ahead_kb", strings.Repeat("9", maxAttrBytes+1))
+	if _, err := Read(root, "big"); err == nil || !strings.Contains(err.Error(), "read_ahead_kb: longer than") {
+		t.Errorf("an oversized attribute: %v", err)
+	}
+}
+
+func TestReadHost(t *testing.T) {
+	root := t.TempDir()
+	if h := ReadHost(root); h != (Host{}) {
+		t.Errorf("empty root: %+v", h)
+	}
+	write(t, root, "proc/sys/kernel/osrelease", "6.17.2-cloud\n")
+	write(t, root, "usr/lib/os-release", "NAME=\"Flatcar\"\nVERSION_ID=4152.2.0\n")
+	if h := ReadHost(root); h != (Host{KernelRelease: "6.17.2-cloud", Image: "Flatcar 4152.2.0"}) {
+		t.Errorf("usr/lib/os-release: %+v", h)
+	}
+	write(t, root, "etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=Debian\n")
+	if h := ReadHost(root); h.Image != "Debian GNU/Linux 12 (bookworm)" {
+		t.Errorf("etc/os-release: %+v", h)
+	}
+}
