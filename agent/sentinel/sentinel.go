@@ -161,12 +161,17 @@ func currentScheduler(s string) string {
 }
 
 // ReadHost returns the host's kernel release and image, from
-// HOSTROOT/proc/sys/kernel/osrelease and HOSTROOT/etc/os-release (else
-// HOSTROOT/usr/lib/os-release, os-release(5)); what cannot be read is
-// left empty.
+// HOSTROOT/proc/sys/kernel/osrelease (else this process's
+// /proc/sys/kernel/osrelease: a container runs on the node's kernel) and
+// HOSTROOT/etc/os-release (else HOSTROOT/usr/lib/os-release,
+// os-release(5); never the container's own, which names its image);
+// what cannot be read is left empty.
 func ReadHost(hostRoot string) Host {
 	var h Host
-	h.KernelRelease, _ = readSmall(filepath.Join(hostRoot, "/proc/sys/kernel/osrelease"))
+	var err error
+	if h.KernelRelease, err = readSmall(filepath.Join(hostRoot, "/proc/sys/kernel/osrelease")); err != nil && hostRoot != "" {
+		h.KernelRelease, _ = readSmall("/proc/sys/kernel/osrelease")
+	}
 	for _, p := range []string{"/etc/os-release", "/usr/lib/os-release"} {
 		if img, ok := image(filepath.Join(hostRoot, p)); ok {
 			h.Image = img

@@ -89,8 +89,12 @@ func TestRead(t *testing.T) {
 
 func TestReadHost(t *testing.T) {
 	root := t.TempDir()
-	if h := ReadHost(root); h != (Host{}) {
-		t.Errorf("empty root: %+v", h)
+	own, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := ReadHost(root); h != (Host{KernelRelease: strings.TrimSpace(string(own))}) {
+		t.Errorf("a host root with only /sys (the chart's default): %+v, want this kernel's release and no image", h)
 	}
 	write(t, root, "proc/sys/kernel/osrelease", "6.17.2-cloud\n")
 	write(t, root, "usr/lib/os-release", "NAME=\"Flatcar\"\nVERSION_ID=4152.2.0\n")
