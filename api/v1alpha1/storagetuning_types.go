@@ -490,6 +490,39 @@ type StorageTuningStatus struct {
 	// after a measured regression.
 	// +optional
 	LastRevertTime *metav1.Time `json:"lastRevertTime,omitempty"`
+
+	// defaultsChanged summarises the governed devices whose queue defaults
+	// changed between two starts of their agent (NodeStorageState
+	// devices[].defaultsChanged): one entry per distinct change, the most
+	// devices first; at most 8 entries.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +optional
+	DefaultsChanged []DefaultsChangeCount `json:"defaultsChanged,omitempty"`
+	// lastDefaultsChangeTime is when an agent last found a governed
+	// device's defaults changed.
+	// +optional
+	LastDefaultsChangeTime *metav1.Time `json:"lastDefaultsChangeTime,omitempty"`
+}
+
+// DefaultsChangeCount is one change of queue defaults and where it was
+// found.
+type DefaultsChangeCount struct {
+	// change lists the knobs' defaults, old → new ("read_ahead_kb 128 →
+	// 4096").
+	// +kubebuilder:validation:MaxLength=1024
+	Change string `json:"change"`
+	// with names the kernel and node-image changes that came with it
+	// ("kernel 6.16.1 → 6.17.2").
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	With string `json:"with,omitempty"`
+	// nodes is the number of nodes where it was found.
+	// +kubebuilder:validation:Minimum=0
+	Nodes int32 `json:"nodes"`
+	// devices is the number of governed devices where it was found.
+	// +kubebuilder:validation:Minimum=0
+	Devices int32 `json:"devices"`
 }
 
 // SchedulerCount is the number of devices on one scheduler.

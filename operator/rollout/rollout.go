@@ -70,6 +70,10 @@ const (
 	EventReverted      = "Reverted"
 	EventConflict      = "Conflict"
 	EventRolloutHalted = "RolloutHalted"
+	// EventDefaultsChanged: an agent found a governed device's queue
+	// defaults changed since its previous start (a kernel or node-image
+	// upgrade).
+	EventDefaultsChanged = "DefaultsChanged"
 )
 
 // Plan is what the operator should make true for one policy.
@@ -145,7 +149,7 @@ type evaluation struct {
 func (e *evaluation) invalidSelector(err error) {
 	s := &e.plan.Status
 	s.MatchedNodes, s.MatchedDevices, s.RecommendedChanges, s.ChangedDevices, s.RevertedDevices = 0, 0, 0, 0, 0
-	s.Settings, s.PredictedGainPercent = nil, ""
+	s.Settings, s.PredictedGainPercent, s.DefaultsChanged = nil, "", nil
 	msg := "spec.nodeSelector: " + err.Error()
 	e.set(v1alpha1.ConditionReady, false, v1alpha1.ReasonInvalidSelector, msg)
 	e.set(v1alpha1.ConditionDegraded, true, v1alpha1.ReasonInvalidSelector, msg)
@@ -256,6 +260,7 @@ func (e *evaluation) aggregate() {
 	}
 	e.plan.Events = append(e.plan.Events, changes.events(EventChanged, false)...)
 	e.plan.Events = append(e.plan.Events, reverts.events(EventReverted, true)...)
+	e.defaultsChanged()
 	s.Settings = settings(bySched)
 	s.PredictedGainPercent = ""
 	if base > 0 {
@@ -311,6 +316,66 @@ func (e *evaluation) agentTrouble() {
 }
 
 // perNode collects event messages by node.
+// maxDefaultsChanges bounds StorageTuningStatus.DefaultsChanged (its
+// CRD's MaxItems).
+const maxDefaultsChanges = 8
+
+// defaultsChanged sums up the governed devices' defaults changes, one
+// entry per distinct change (its knobs and what came with it), the most
+// devices first, and makes an event per node of those found since the
+// status's last one.
+func (e *evaluation) defaultsChanged() {
+	s := &e.plan.Status
+	prev := s.LastDefaultsChangeTime
+	type key struct{ change, with string }
+	devices, nodes := map[key]int32{}, map[key]map[string]bool{}
+	found := perNode{}
+	for _, r := range e.governed {
+		c := r.dev.DefaultsChanged
+		if c == nil {
+			continue
+		}
+		k := key{describeKnobs(c), c.With}
+		devices[k]++
+		if nodes[k] == nil {
+			nodes[k] = map[string]bool{}
+		}
+		nodes[k][r.node.Name] = true
+		if after(c.DetectedTime, prev) {
+			msg := fmt.Sprintf("%s/%s: defaults changed, %s", r.node.Name, r.dev.Name, k.change)
+			if k.with != "" {
+				msg += " (" + k.with + ")"
+			}
+			found.add(r.node.Name, msg)
+		}
+		if s.LastDefaultsChangeTime == nil || s.LastDefaultsChangeTime.Before(&c.DetectedTime) {
+			s.LastDefaultsChangeTime = c.DetectedTime.DeepCopy()
+		}
+	}
+	s.DefaultsChanged = nil
+	for k, n := range devices {
+		s.DefaultsChanged = append(s.DefaultsChanged, v1alpha1.DefaultsChangeCount{Change: k.change, With: k.with, Nodes: int32(len(nodes[k])), Devices: n})
+	}
+	slices.SortFunc(s.DefaultsChanged, func(a, b v1alpha1.DefaultsChangeCount) int {
+		if a.Devices != b.Devices {
+			return int(b.Devices - a.Devices)
+		}
+		return strings.Compare(a.Change+a.With, b.Change+b.With)
+	})
+	s.DefaultsChanged = s.DefaultsChanged[:min(len(s.DefaultsChanged), maxDefaultsChanges)]
+	e.plan.Events = append(e.plan.Events, found.events(EventDefaultsChanged, true)...)
+}
+
+// describeKnobs renders a defaults change's knobs: "read_ahead_kb 128 →
+// 4096, scheduler mq-deadline → none".
+func describeKnobs(c *v1alpha1.DefaultsChange) string {
+	parts := make([]string, len(c.Knobs))
+	for i, k := range c.Knobs {
+		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
+	}
+	return strings.Join(parts, ", ")
+}
+
 type perNode map[string][]string
 
 func (p perNode) add(node, msg string) { p[node] = append(p[node], msg) }

@@ -133,6 +133,46 @@ func TestAggregate(t *testing.T) {
 	}
 }
 
+// Devices whose defaults changed are summed up per distinct change, the
+// most devices first, with an event per node once.
+func TestDefaultsChangedAggregate(t *testing.T) {
+	p := policy("fleet", v1alpha1.ModeObserve)
+	changed := func(name, knob, old, new, with string) v1alpha1.DeviceState {
+		d := dev(name, 0)
+		d.DefaultsChanged = &v1alpha1.DefaultsChange{Knobs: []v1alpha1.KnobChange{{Knob: knob, Old: old, New: new}},
+			With: with, Since: ago(time.Hour), DetectedTime: ago(time.Minute)}
+		return d
+	}
+	upgrade := "kernel 6.16.1 → 6.17.2"
+	nodes := []Node{
+		node("a", changed("sda", "read_ahead_kb", "128", "4096", upgrade), changed("sdb", "read_ahead_kb", "128", "4096", upgrade)),
+		node("b", changed("sda", "read_ahead_kb", "128", "4096", upgrade), dev("sdb", 0)),
+		node("c", changed("vda", "scheduler", "mq-deadline", "none", "image A → B")),
+	}
+	plan := Evaluate(p, []*v1alpha1.StorageTuning{p}, nodes, now)
+	want := []v1alpha1.DefaultsChangeCount{
+		{Change: "read_ahead_kb 128 → 4096", With: upgrade, Nodes: 2, Devices: 3},
+		{Change: "scheduler mq-deadline → none", With: "image A → B", Nodes: 1, Devices: 1},
+	}
+	if !slices.Equal(plan.Status.DefaultsChanged, want) {
+		t.Errorf("defaultsChanged = %+v, want %+v", plan.Status.DefaultsChanged, want)
+	}
+	var evs []string
+	for _, e := range plan.Events {
+		if e.Reason == EventDefaultsChanged && e.Warning {
+			evs = append(evs, e.Node+": "+e.Message)
+		}
+	}
+	if len(evs) != 3 || !strings.HasPrefix(evs[0], "a: a/sda: defaults changed, read_ahead_kb 128 → 4096 (kernel 6.16.1 → 6.17.2); a/sdb:") {
+		t.Errorf("events %q", evs)
+	}
+	p.Status = plan.Status
+	if again := Evaluate(p, []*v1alpha1.StorageTuning{p}, nodes, now.Add(time.Second)); slices.Contains(reasons(again.Events), EventDefaultsChanged) ||
+		!slices.Equal(again.Status.DefaultsChanged, want) {
+		t.Errorf("again: events %v, defaultsChanged %+v", reasons(again.Events), again.Status.DefaultsChanged)
+	}
+}
+
 // reverted returns a node whose device sda was put back after a measured
 // regression and whose agent reports Degraded/Reverted: it halts an Apply
 // roll-out.
