@@ -327,6 +327,7 @@ spec:
 	k.show("observe", "get", "nodestoragestates")
 	k.show("observe", "describe", "storagetuning", "e2e-loops")
 	unchanged("Observe mode", devs...)
+	k.checkDefaultsChanged(t, node, "e2e-loops", selected[0])
 
 	// 4. Apply.
 	k.kubectl("patch", "storagetuning", "e2e-loops", "--type=merge", "-p", `{"spec":{"mode":"Apply"}}`)
