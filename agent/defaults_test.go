@@ -9,7 +9,6 @@ import (
 	"github.com/go-logr/logr/testr"
 
 	"github.com/shadowtune/shadowtune/agent/sentinel"
-	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -23,20 +22,7 @@ func TestDefaultsChangedAcrossStarts(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
 	start := func(kernel string, at time.Time) *device {
 		t.Helper()
-		sd, err := sysfs.Read(e.root, "sda")
-		if err != nil {
-			t.Fatal(err)
-		}
-		d, err := newDevice(selected{sys: sd, policy: p}, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		cur, ok := d.readDefaults(e.root, e.act, sentinel.Host{KernelRelease: kernel, Image: "Debian 12"}, at, testr.New(t))
-		if !ok {
-			t.Fatal("defaults not read")
-		}
-		d.remember(e.act, &cur, testr.New(t))
-		return d
+		return e.restartedOn(t, p, &startHost{sentinel.Host{KernelRelease: kernel, Image: "Debian 12"}, at})
 	}
 	if d := start("6.16.1", t0); d.status.DefaultsChanged != nil {
 		t.Fatalf("first start: %+v", d.status.DefaultsChanged)

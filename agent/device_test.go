@@ -24,6 +24,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -806,6 +807,13 @@ func TestSecondAgentRefused(t *testing.T) {
 // policy p: a new device over the same disk, its memo read back.
 func (e *gateEnv) restarted(t *testing.T, p *v1alpha1.StorageTuning) *device {
 	t.Helper()
+	return e.restartedOn(t, p, nil)
+}
+
+// restartedOn is restarted, given the defaults the start read (host;
+// none read when host is nil).
+func (e *gateEnv) restartedOn(t *testing.T, p *v1alpha1.StorageTuning, host *startHost) *device {
+	t.Helper()
 	sd, err := sysfs.Read(e.root, "sda")
 	if err != nil {
 		t.Fatal(err)
@@ -814,8 +822,22 @@ func (e *gateEnv) restarted(t *testing.T, p *v1alpha1.StorageTuning) *device {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.remember(e.act, nil, testr.New(t))
+	var cur *sentinel.Seen
+	if host != nil {
+		seen, ok := d.readDefaults(e.root, e.act, host.Host, host.at, testr.New(t))
+		if !ok {
+			t.Fatal("defaults not read")
+		}
+		cur = &seen
+	}
+	d.remember(e.act, cur, testr.New(t))
 	return d
+}
+
+// startHost is what a start reads of its host, and when.
+type startHost struct {
+	sentinel.Host
+	at time.Time
 }
 
 // TestMinDwellAcrossRestarts: the time of a device's last change is kept
