@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
@@ -140,11 +139,8 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if p != nil {
 			d.carry(p)
 		} else {
-			var cur *sentinel.Seen
-			if seen, ok := d.readDefaults(a.opt.HostRoot, a.act, a.host(), time.Now(), a.opt.Log); ok {
-				cur = &seen
-			}
-			d.remember(a.act, cur, a.opt.Log)
+			cur := d.readDefaults(a.act, a.host(), time.Now())
+			d.remember(a.act, &cur, a.opt.Log)
 			if m := a.opt.Metrics; m != nil && d.status.DefaultsChanged != nil {
 				m.SetDefaultsChanged(d.sys.Name, knobNames(d.status.DefaultsChanged))
 			}

@@ -19,18 +19,14 @@ import (
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
-// readDefaults returns the device's queue defaults now: what sysfs
-// holds, except that a device the agent changed in an earlier run and
-// has not put back (its actuator record, after an unclean end) has its
-// recorded original scheduler and read-ahead, and no nr_requests (a
-// scheduler switch resets it to the new scheduler's). ok is false when
-// the queue cannot be read.
-func (d *device) readDefaults(hostRoot string, act *actuate.Actuator, host sentinel.Host, now time.Time, log logr.Logger) (sentinel.Seen, bool) {
-	knobs, err := sentinel.Read(hostRoot, d.sys.Name)
-	if err != nil {
-		log.Error(err, "read the device's queue defaults; not compared this start", "device", d.sys.Name)
-		return sentinel.Seen{}, false
-	}
+// readDefaults returns the device's queue defaults now: its knobs as
+// sysfs showed them when the device was selected, except that a device
+// the agent changed in an earlier run and has not put back (its
+// actuator record, after an unclean end) has its recorded original
+// scheduler and read-ahead, and no nr_requests (a scheduler switch resets
+// it to the new scheduler's).
+func (d *device) readDefaults(act *actuate.Actuator, host sentinel.Host, now time.Time) sentinel.Seen {
+	knobs := sentinel.Of(d.sys)
 	if o, ok := act.Original(d.sys.Name); ok {
 		if o.State.Scheduler != "" {
 			knobs["scheduler"] = o.State.Scheduler
@@ -40,7 +36,7 @@ func (d *device) readDefaults(hostRoot string, act *actuate.Actuator, host senti
 		}
 		delete(knobs, "nr_requests")
 	}
-	return sentinel.Seen{Knobs: knobs, Host: host, At: now.UTC().Truncate(time.Second)}, true
+	return sentinel.Seen{Knobs: knobs, Host: host, At: now.UTC().Truncate(time.Second)}
 }
 
 // checkDefaults compares the device's defaults now (cur) with those its

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/testr"
-
 	"github.com/shadowtune/shadowtune/agent/sentinel"
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -49,18 +48,19 @@ func TestDefaultsOfAChangedDevice(t *testing.T) {
 	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
 	e := newGateEnv(t, "sda", p)
 	e.allow = true
-	before, ok := e.d.readDefaults(e.root, e.act, sentinel.Host{}, time.Now(), testr.New(t))
-	if !ok {
-		t.Fatal("defaults not read")
-	}
+	before := e.d.readDefaults(e.act, sentinel.Host{}, time.Now())
 	e.confirmed(t, 1)
 	if _, ok := e.act.Original("sda"); !ok {
 		t.Fatal("no change recorded")
 	}
-	after, ok := e.d.readDefaults(e.root, e.act, sentinel.Host{}, time.Now(), testr.New(t))
-	if !ok {
-		t.Fatal("defaults not read")
+	sd, err := sysfs.Read(e.root, "sda") // as the next start reads it
+	if err != nil {
+		t.Fatal(err)
 	}
+	if sd.Scheduler == before.Knobs["scheduler"] {
+		t.Fatalf("the change left the scheduler at %s", sd.Scheduler)
+	}
+	after := (&device{sys: sd}).readDefaults(e.act, sentinel.Host{}, time.Now())
 	if after.Knobs["scheduler"] != before.Knobs["scheduler"] || after.Knobs["read_ahead_kb"] != before.Knobs["read_ahead_kb"] {
 		t.Errorf("defaults of the changed device %v, want the original's %v", after.Knobs, before.Knobs)
 	}

@@ -824,10 +824,7 @@ func (e *gateEnv) restartedOn(t *testing.T, p *v1alpha1.StorageTuning, host *sta
 	}
 	var cur *sentinel.Seen
 	if host != nil {
-		seen, ok := d.readDefaults(e.root, e.act, host.Host, host.at, testr.New(t))
-		if !ok {
-			t.Fatal("defaults not read")
-		}
+		seen := d.readDefaults(e.act, host.Host, host.at)
 		cur = &seen
 	}
 	d.remember(e.act, cur, testr.New(t))

@@ -152,11 +152,7 @@ func deviceEvents(p, d *v1alpha1.DeviceState) []event {
 // since the agent's start at 2026-12-01T00:00:00Z; kernel 6.16.1 →
 // 6.17.2".
 func describeDefaults(c *v1alpha1.DefaultsChange) string {
-	parts := make([]string, len(c.Knobs))
-	for i, k := range c.Knobs {
-		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
-	}
-	s := strings.Join(parts, ", ") + " since the agent's start at " + c.Since.UTC().Format(time.RFC3339)
+	s := c.Describe() + " since the agent's start at " + c.Since.UTC().Format(time.RFC3339)
 	if c.With != "" {
 		s += "; " + c.With
 	}

@@ -9,11 +9,12 @@
 // disk, and keeps the new ones. Each knob that differs is a finding, with
 // the kernel release and node image of both starts beside it.
 //
-// The knobs compared are those of Knobs, read from
-// HOSTROOT/sys/block/DEV/queue/NAME as the kernel prints them (the
-// scheduler as the bracketed name); a knob a device lacks (wbt_lat_usec
-// without writeback throttling, a bio-based device's scheduler) is left
-// out, and a knob present at only one of the two starts is not compared.
+// The knobs compared are those of Knobs, taken from the device as package
+// agent/sysfs read it (HOSTROOT/sys/block/DEV/queue/NAME) and written as
+// sysfs prints them: the scheduler by name, the others as decimal numbers,
+// rotational as 0 or 1. A device without a scheduler file (bio-based) has
+// no scheduler knob; the others read 0 when their file is absent, as
+// package sysfs reads them.
 package sentinel
 
 import (
@@ -21,11 +22,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
 // Knobs are the queue attributes compared, in the order findings list
@@ -35,7 +38,7 @@ import (
 // rotational.
 var Knobs = []string{"scheduler", "read_ahead_kb", "nr_requests", "max_sectors_kb", "wbt_lat_usec", "rotational"}
 
-// maxAttrBytes bounds a read of a sysfs attribute or of os-release.
+// maxAttrBytes bounds a read of the kernel release or of os-release.
 const maxAttrBytes = 4096
 
 // Host is what the node ran at a start.
@@ -127,37 +130,22 @@ func orUnknown(s string) string {
 	return s
 }
 
-// Read returns the knobs of Knobs that device dev has, from
-// HOSTROOT/sys/block/DEV/queue. A missing attribute is left out; any
-// other read error is returned wrapped, naming the file.
-func Read(hostRoot, dev string) (map[string]string, error) {
-	out := make(map[string]string, len(Knobs))
-	for _, k := range Knobs {
-		path := filepath.Join(hostRoot, "/sys/block", dev, "queue", k)
-		v, err := readSmall(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("sentinel: %w", err)
-		}
-		if k == "scheduler" {
-			v = currentScheduler(v)
-		}
-		out[k] = v
+// Of returns d's knobs of Knobs.
+func Of(d sysfs.Device) map[string]string {
+	out := map[string]string{
+		"read_ahead_kb":  strconv.Itoa(d.ReadAheadKiB),
+		"nr_requests":    strconv.Itoa(d.NrRequests),
+		"max_sectors_kb": strconv.Itoa(d.MaxSectorsKB),
+		"wbt_lat_usec":   strconv.FormatInt(d.WbtLatUsec, 10),
+		"rotational":     "0",
 	}
-	return out, nil
-}
-
-// currentScheduler is the bracketed name of queue/scheduler's text, or
-// the whole text when it lists one name bare ("none").
-func currentScheduler(s string) string {
-	if i := strings.IndexByte(s, '['); i >= 0 {
-		if j := strings.IndexByte(s[i:], ']'); j > 0 {
-			return s[i+1 : i+j]
-		}
+	if d.Rotational {
+		out["rotational"] = "1"
 	}
-	return s
+	if d.Scheduler != "" {
+		out["scheduler"] = d.Scheduler
+	}
+	return out
 }
 
 // ReadHost returns the host's kernel release and image, from

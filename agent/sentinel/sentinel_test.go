@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
 func TestCompare(t *testing.T) {
@@ -68,22 +70,23 @@ func write(t *testing.T, root, rel, text string) {
 	}
 }
 
-func TestRead(t *testing.T) {
-	root := t.TempDir()
-	write(t, root, "sys/block/sda/queue/scheduler", "none [mq-deadline] kyber\n")
-	write(t, root, "sys/block/sda/queue/read_ahead_kb", "128\n")
-	write(t, root, "sys/block/sda/queue/rotational", "1\n")
-	write(t, root, "sys/block/zram0/queue/scheduler", "none\n")
-	got, err := Read(root, "sda")
-	if want := map[string]string{"scheduler": "mq-deadline", "read_ahead_kb": "128", "rotational": "1"}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("Read(sda) = %v, %v; want %v", got, err, want)
+func TestOf(t *testing.T) {
+	disk := sysfs.Device{Scheduler: "mq-deadline", ReadAheadKiB: 128, NrRequests: 64, MaxSectorsKB: 1280, WbtLatUsec: 75000, Rotational: true}
+	want := map[string]string{"scheduler": "mq-deadline", "read_ahead_kb": "128", "nr_requests": "64", "max_sectors_kb": "1280",
+		"wbt_lat_usec": "75000", "rotational": "1"}
+	if got := Of(disk); !reflect.DeepEqual(got, want) {
+		t.Errorf("Of(a disk) = %v, want %v", got, want)
 	}
-	if got, err := Read(root, "zram0"); err != nil || got["scheduler"] != "none" {
-		t.Errorf("Read(zram0) = %v, %v", got, err)
+	// A bio-based device (zram) has no scheduler.
+	zram := sysfs.Device{ReadAheadKiB: 128, MaxSectorsKB: 1280}
+	want = map[string]string{"read_ahead_kb": "128", "nr_requests": "0", "max_sectors_kb": "1280", "wbt_lat_usec": "0", "rotational": "0"}
+	if got := Of(zram); !reflect.DeepEqual(got, want) {
+		t.Errorf("Of(zram) = %v, want %v", got, want)
 	}
-	write(t, root, "sys/block/big/queue/read_ahead_kb", strings.Repeat("9", maxAttrBytes+1))
-	if _, err := Read(root, "big"); err == nil || !strings.Contains(err.Error(), "read_ahead_kb: longer than") {
-		t.Errorf("an oversized attribute: %v", err)
+	for _, k := range Knobs[1:] {
+		if _, ok := Of(zram)[k]; !ok {
+			t.Errorf("knob %s missing", k)
+		}
 	}
 }
 

@@ -86,6 +86,10 @@ type Device struct {
 	// NrRequests is queue/nr_requests: the scheduler's (or with "none" the
 	// hardware tag set's) queue depth. 0 when absent (bio-based devices).
 	NrRequests int
+	// WbtLatUsec is queue/wbt_lat_usec: writeback throttling's latency
+	// target, µs; 0 when throttling is off or the file is absent (a
+	// kernel without CONFIG_BLK_WBT, a bio-based device).
+	WbtLatUsec int64
 	// Tags is the device's tag depth, the requests it accepts at once: the
 	// sum of mq/*/nr_tags over its hardware queues (128 for a loop device,
 	// 32 for a SATA disk with NCQ). 0 when absent (bio-based devices).
@@ -109,7 +113,7 @@ type Device struct {
 
 	// Partition is set for partitions. A partition has no queue of its
 	// own: its queue fields (Rotational, block sizes, MaxSectorsKB,
-	// NrRequests, Tags, Schedulers, Scheduler, ReadAheadKiB, Tunables) are its
+	// NrRequests, WbtLatUsec, Tags, Schedulers, Scheduler, ReadAheadKiB, Tunables) are its
 	// Parent's, and it cannot be tuned on its own.
 	Partition bool
 	// Parent is the whole disk of a partition, "" for a whole disk.
@@ -348,6 +352,7 @@ func readDisk(dir, name string) (Device, error) {
 	d.PhysicalBlockSize = uint32(r.optUint("queue/physical_block_size", 32))
 	d.MaxSectorsKB = int(r.optUint("queue/max_sectors_kb", 31))
 	d.NrRequests = int(r.optUint("queue/nr_requests", 31))
+	d.WbtLatUsec = int64(r.optUint("queue/wbt_lat_usec", 62))
 	for _, q := range r.names("mq") {
 		d.Tags += int(r.optUint(filepath.Join("mq", q, "nr_tags"), 31))
 	}
@@ -479,6 +484,7 @@ func readPartition(dir string, disk Device, name string) (Device, error) {
 		PhysicalBlockSize: disk.PhysicalBlockSize,
 		MaxSectorsKB:      disk.MaxSectorsKB,
 		NrRequests:        disk.NrRequests,
+		WbtLatUsec:        disk.WbtLatUsec,
 		Tags:              disk.Tags,
 		Schedulers:        slices.Clone(disk.Schedulers),
 		Scheduler:         disk.Scheduler,

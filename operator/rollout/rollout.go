@@ -335,7 +335,7 @@ func (e *evaluation) defaultsChanged() {
 		if c == nil {
 			continue
 		}
-		k := key{describeKnobs(c), c.With}
+		k := key{c.Describe(), c.With}
 		devices[k]++
 		if nodes[k] == nil {
 			nodes[k] = map[string]bool{}
@@ -364,16 +364,6 @@ func (e *evaluation) defaultsChanged() {
 	})
 	s.DefaultsChanged = s.DefaultsChanged[:min(len(s.DefaultsChanged), maxDefaultsChanges)]
 	e.plan.Events = append(e.plan.Events, found.events(EventDefaultsChanged, true)...)
-}
-
-// describeKnobs renders a defaults change's knobs: "read_ahead_kb 128 →
-// 4096, scheduler mq-deadline → none".
-func describeKnobs(c *v1alpha1.DefaultsChange) string {
-	parts := make([]string, len(c.Knobs))
-	for i, k := range c.Knobs {
-		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
-	}
-	return strings.Join(parts, ", ")
 }
 
 type perNode map[string][]string
