@@ -30,11 +30,12 @@ const (
 // paperDisk is the origin's cap: a throughput-class cloud volume (400
 // IOPS, 16 MiB/s). TAC reads its file backward, 8 KiB at a time, so
 // read-ahead does not join its reads: its 3,456 requests take 8.6 s at
-// 400 IOPS, and 8k-SR's 8,703 take 22 s, where TCG's emulated CPU varied
-// a run by about a second (TAC's runs took 1.35-4.8 s behind CloudDisk's
-// 3,000 IOPS). So the cache's effect on the origin's requests, not the
-// guest's CPU, decides the application's time, and the agent has several
-// 1 s windows in a run to decide in.
+// 400 IOPS, and 8k-SR's 8,703 take 22 s, several times the second or more
+// by which the TCG guest's emulated CPU varies a run of either (a
+// property of the host, which behind CloudDisk's 3,000 IOPS spread TAC's
+// runs over 1.35-4.8 s). So the cache's effect on the origin's requests,
+// not the guest's CPU, decides the application's time, and the agent has
+// several 1 s windows in a run to decide in.
 var paperDisk = vmlab.Throttle{IOPS: 400, BytesPerSec: 16 << 20}
 
 // paperPolicy governs /dev/vdb, the PV under the cached LV: the scheduler
