@@ -128,20 +128,19 @@ type LineDevice struct {
 
 // NewLineDevice fits a device's lines to its read-ahead requests'
 // latencies lat by least squares, each size at its rows' midpoint and
-// mean, weighted by its requests, among the sizes with MinRequests
-// requests or more: up to 128 KiB (the papers' rows) where two sizes or
-// more qualify there, else all sizes (a larger request is split and
-// served beside others in flight, and its time measures that sharing as
-// much as its size). A fit that does not rise with the size or whose
-// fixed time is negative is not taken. Every request is fitted, those
-// dispatched behind others as well as those dispatched to an idle
-// device. On a rotational
-// device (m's class HDD) the near and far lines are fitted apart (a
-// seek); elsewhere both together.
-// A line with fewer than two sizes to fit is the class's prior
-// (model.Prior). m gives the class, the capacity and a throttled device's
-// caps; caps are the readers' own (blk-throttle's, agent/blkcaps), the
-// tighter of each applying.
+// mean, weighted by its requests, among the sizes up to 128 KiB (the
+// papers' rows) with MinRequests requests or more. Every such request is
+// fitted, those dispatched behind others as well as those dispatched to
+// an idle device. A larger request is not fitted: it is split
+// (bio_split_rw, block/blk-merge.c) into parts dispatched together, and
+// its time measures that sharing as much as its size. A fit that does
+// not rise with the size or whose fixed time is negative is not taken.
+// On a rotational device (m's class HDD) the near and far lines are
+// fitted apart (a seek); elsewhere both together. A line with fewer than
+// two sizes to fit is the class's prior (model.Prior). m gives the
+// class, the capacity and a throttled device's caps; caps are the
+// readers' own (blk-throttle's, agent/blkcaps), the tighter of each
+// applying.
 func NewLineDevice(lat Latencies, m *model.Model, caps model.Throttle) LineDevice {
 	d := LineDevice{throttle: tighterCaps(m.Throttle(), caps)}
 	if m.Class() == model.HDD {
@@ -168,10 +167,8 @@ func tighterCaps(a, b model.Throttle) model.Throttle {
 // fitLine fits the line to the latencies of sides (0 near, 1 far), or
 // returns the prior's.
 func fitLine(lat Latencies, sides []int, m *model.Model, far bool) line {
-	for _, rows := range []int{th.fitRows, model.NumRows} {
-		if l, ok := fitRows(lat, sides, rows); ok {
-			return l
-		}
+	if l, ok := fitRows(lat, sides, th.fitRows); ok {
+		return l
 	}
 	return priorLine(m, far)
 }

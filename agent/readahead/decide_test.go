@@ -233,8 +233,9 @@ func TestFromPageCache(t *testing.T) {
 // TestLineDeviceFit: the line through the sizes read 64 times or more
 // up to 128 KiB costs every size, read or not; requests of 1280 KiB
 // served two at a time do not bend it; a size read a few times is not
-// fitted; with one size to fit, or a line with a negative fixed time, the
-// class's prior is used.
+// fitted; with one size to fit up to 128 KiB (larger ones are not
+// fitted), or a line with a negative fixed time, the class's prior is
+// used.
 func TestLineDeviceFit(t *testing.T) {
 	var lat Latencies
 	for range 64 {
@@ -272,6 +273,13 @@ func TestLineDeviceFit(t *testing.T) {
 	}
 	if got, prior := NewLineDevice(shared, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
 		t.Errorf("a fit with a negative fixed time: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
+	}
+	split := shared // and 1280 KiB parts of read-arounds, each dispatched alone
+	for range 100 {
+		split.Add(2560, true, true, 2_100_000)
+	}
+	if got, prior := NewLineDevice(split, m, model.Throttle{}).ReadNs(8, false), float64(model.Prior(model.SSD, model.ReadMiss, 8, 0, 1<<30)); math.Abs(got-prior) > 1 {
+		t.Errorf("one size up to 128 KiB and larger ones: %.0f ns for 4 KiB, want the prior's %.0f", got, prior)
 	}
 	capped := NewLineDevice(one, m, model.Throttle{IOPS: 3000, BytesPerSec: 200e6})
 	if got := capped.ReadNs(8, true); math.Abs(got-1e9/3000) > 1 {
