@@ -73,12 +73,13 @@ func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
 		}
 	}
 	return Policy{
-		Apply:                  spec.Mode == v1alpha1.ModeApply,
-		Candidates:             cands,
-		Decide:                 dcfg,
-		Engine:                 eopt,
-		ReadAhead:              *spec.ReadAhead.Enabled,
-		ToleratedRegressionPct: float64(*spec.Rollout.ToleratedRegressionPercent),
+		Apply:                   spec.Mode == v1alpha1.ModeApply,
+		Candidates:              cands,
+		Decide:                  dcfg,
+		Engine:                  eopt,
+		ReadAhead:               *spec.ReadAhead.Enabled,
+		ToleratedRegressionPct:  float64(*spec.Rollout.ToleratedRegressionPercent),
+		RestorePreviousDefaults: spec.Mode == v1alpha1.ModeApply && *spec.Sentinel.RestorePreviousDefaults,
 	}
 }
 

@@ -159,8 +159,8 @@ func (d *device) holds(sd sysfs.Device) bool {
 
 // carry gives a new device what was learned about the same disk under
 // its previous policy: the model (when the capacity is the same), the
-// regression back-off, the time of the last change (for minDwell) and
-// the status counters.
+// regression back-off, the time of the last change (for minDwell), the
+// read-ahead default before a change under it, and the status counters.
 func (d *device) carry(old *device) {
 	c, o := d.ctrl, old.ctrl
 	if o.model.Config().CapacitySectors == c.model.Config().CapacitySectors {
@@ -169,7 +169,7 @@ func (d *device) carry(old *device) {
 		d.status.Class = old.status.Class
 	}
 	maps.Copy(c.backoff, o.backoff)
-	c.lastChange = o.lastChange
+	c.lastChange, c.previousRA = o.lastChange, o.previousRA
 	st, was := &d.status, &old.status
 	st.TotalRequests, st.UnlearnedRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.UnlearnedRequests, was.EventsDropped, was.EventsLost
 	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime

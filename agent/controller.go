@@ -38,6 +38,10 @@ type Policy struct {
 	// ToleratedRegressionPct is the allowed real slowdown, percent, of a
 	// change against the previous setting (spec.rollout).
 	ToleratedRegressionPct float64
+	// RestorePreviousDefaults: a read_ahead_kb default that changed under
+	// the device is put back when predicted slower (spec.sentinel; Apply
+	// mode only).
+	RestorePreviousDefaults bool
 
 	// The agent's own knobs; zero takes the default.
 
@@ -361,12 +365,14 @@ type deviceController struct {
 	// road is the device's read-ahead road (agent/readahead), ra its
 	// step for the window; raStreams the processes that issued read-ahead
 	// in the window; originalRA the device's read_ahead_kb before the
-	// agent.
+	// agent; previousRA its read_ahead_kb before its default changed
+	// under it (agent/sentinel), 0 when it did not.
 	road       readahead.Road
 	ra         readahead.Step
 	raShare    float64
 	raStreams  int
 	originalRA int
+	previousRA int
 	// alike follows the candidates that simulate alike (alike.go);
 	// narrow: the window simulates the current setting alone.
 	alike  alike

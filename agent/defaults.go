@@ -4,9 +4,13 @@ package agent
 // device's first adoption in a run, its queue defaults are compared with
 // those kept at the previous start on the same disk, a change goes to the
 // device's status (and from there to an Event and a metric), and the new
-// defaults are kept in the device's memo.
+// defaults are kept in the device's memo. Each window then judges the
+// changed knobs it can price (judgeDefaults), and a read_ahead_kb default
+// judged slower is put back through the read-ahead road when the policy
+// asks for it (readahead.Input.RestorePrevious).
 
 import (
+	"fmt"
 	"maps"
 	"strconv"
 	"time"
@@ -15,8 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/engine"
 )
 
 // readDefaults returns the device's queue defaults now: its knobs as
@@ -56,6 +63,7 @@ func (d *device) checkDefaults(prev *sentinel.Seen, cur sentinel.Seen, log logr.
 		dc.Knobs = append(dc.Knobs, v1alpha1.KnobChange{Knob: c.Knob, Old: c.Old, New: c.New})
 	}
 	d.status.DefaultsChanged = dc
+	d.ctrl.previousRA = previousReadAhead(dc)
 	log.Info("the device's defaults changed since the agent's previous start", "device", d.sys.Name, "change", f.String())
 }
 
@@ -86,4 +94,76 @@ func knobNames(dc *v1alpha1.DefaultsChange) []string {
 		out[i] = k.Knob
 	}
 	return out
+}
+
+// previousReadAhead is the read_ahead_kb (KiB) a defaults change
+// replaced, 0 when it did not change read_ahead_kb.
+func previousReadAhead(dc *v1alpha1.DefaultsChange) int {
+	for _, k := range dc.Knobs {
+		if k.Knob == "read_ahead_kb" {
+			if n, err := strconv.Atoi(k.Old); err == nil && n > 0 {
+				return n
+			}
+		}
+	}
+	return 0
+}
+
+// judgeDefaults judges each changed knob of the device that the window
+// prices (defaultCosts) by the policy's margin (sentinel.Judge), and
+// exports the verdicts; a knob the window does not price keeps its last
+// verdict.
+func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
+	dc := d.status.DefaultsChanged
+	if dc == nil {
+		return
+	}
+	for i := range dc.Knobs {
+		k := &dc.Knobs[i]
+		newNs, oldNs := d.ctrl.defaultCosts(*k, r)
+		if v, ok := sentinel.Judge(newNs, oldNs, d.ctrl.policy.Decide.MarginPct); ok {
+			k.Verdict, k.ChangePercent = v1alpha1.VerdictNotSlower, fmt.Sprintf("%+.1f", v.ChangePct)
+			if v.Slower {
+				k.Verdict = v1alpha1.VerdictSlower
+			}
+		}
+	}
+	if m != nil {
+		judged := map[string]bool{}
+		for _, k := range dc.Knobs {
+			if k.Verdict != "" {
+				judged[k.Knob] = k.Verdict == v1alpha1.VerdictSlower
+			}
+		}
+		m.SetDefaultsSlower(d.sys.Name, judged)
+	}
+}
+
+// defaultCosts are the predicted device times, ns, of the same work at a
+// changed knob's new and old defaults; 0, 0 when the window does not
+// price them. read_ahead_kb: the read-ahead road's cost of the readers'
+// decayed page-cache evidence at each depth (readahead.Cost), once the
+// evidence resolved enough pages to be judged. scheduler: the
+// simulation of the window's requests (r) under each, when both are
+// candidates of the policy.
+func (c *deviceController) defaultCosts(k v1alpha1.KnobChange, r *engine.Report) (newNs, oldNs float64) {
+	switch k.Knob {
+	case "read_ahead_kb":
+		n, errN := strconv.Atoi(k.New)
+		o, errO := strconv.Atoi(k.Old)
+		if !c.policy.ReadAhead || len(c.ra.Decision.Costs) == 0 || errN != nil || errO != nil {
+			return 0, 0
+		}
+		s, ev := c.raSettings(Gate{}), c.road.Evidence()
+		cost := func(kib int) float64 {
+			return readahead.Cost(c.ra.Device, ev, kib, c.current.ReadAheadKiB, s.Seeks, s.LowWastePct)
+		}
+		return cost(n), cost(o)
+	case "scheduler":
+		if r == nil {
+			return 0, 0
+		}
+		return float64(c.simulatedTotal(*r, k.New)), float64(c.simulatedTotal(*r, k.Old))
+	}
+	return 0, 0
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/tracer"
@@ -105,4 +106,114 @@ func setRecordedKernel(t *testing.T, path, kernel string) {
 	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDefaultsRestoreLive: an agent records a loop device's defaults
+// (read_ahead_kb 128) and stops; an upgrade makes read_ahead_kb 2560 and
+// changes the scheduler. In the readers' 256 MiB memory cgroup random
+// mmap reads then thrash the page cache at 2560 KiB. An agent in Observe
+// mode reports the change, judges the new read_ahead_kb default slower
+// (its metric says so), and changes nothing. An agent in Apply mode with
+// spec.sentinel.restorePreviousDefaults, started on the same memo, puts
+// 128 KiB back (the road alone would cut to its competitive depth), and
+// the next readers, at 128 KiB, verify it.
+func TestDefaultsRestoreLive(t *testing.T) {
+	fx := newRAFixture(t)
+	fx.setRA(t, 128)
+	name := fx.l.Name
+	spec := fx.spec(t)
+	spec.Mode = v1alpha1.ModeObserve
+	a := startAgent(t, agent.Options{StateDir: fx.dir, Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t)})
+	a.waitWindowAfter(t, time.Now())
+	a.stop(t)
+	sched, _ := readSetting(name)
+	writeQueue(t, name, "scheduler", loopdev.OtherScheduler(t, name, "mq-deadline", "kyber", "none"))
+	t.Cleanup(func() { writeQueue(t, name, "scheduler", sched) })
+	fx.setRA(t, 2560)
+	memo := filepath.Join(fx.dir, "memo", name+".json")
+	setRecordedKernel(t, memo, "6.16.0-before")
+	before, err := os.ReadFile(memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	a = fx.startWith(t, spec)
+	a.waitWindowAfter(t, time.Now())
+	start, _, _ := fx.load(t, "mmap", fx.mapped, 6)
+	a.waitWindowAfter(t, start.Add(2*raWindowLen+raWindowLen/2))
+	k := readAheadKnob(t, a.stop(t), name)
+	t.Logf("Observe: %+v; changes %v", k, a.changeLog())
+	if k.Old != "128" || k.New != "2560" || k.Verdict != v1alpha1.VerdictSlower || !strings.HasPrefix(k.ChangePercent, "+") {
+		t.Fatalf("Observe: read_ahead_kb %+v, want 128 → 2560 judged Slower", k)
+	}
+	if got := a.metric(t, "shadowtune_agent_defaults_slower", name, "read_ahead_kb"); got != 1 {
+		t.Errorf("defaults_slower{knob=read_ahead_kb} = %v, want 1", got)
+	}
+	if c := a.changeLog(); len(c) != 0 {
+		t.Errorf("Observe mode changed the device: %v", c)
+	}
+
+	if err := os.WriteFile(memo, before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec.Mode, spec.Sentinel.RestorePreviousDefaults = v1alpha1.ModeApply, ptr.To(true)
+	a = fx.startWith(t, spec)
+	a.waitWindowAfter(t, time.Now())
+	start, _, slow := fx.load(t, "mmap", fx.mapped, 6)
+	a.waitWindowAfter(t, start.Add(2*raWindowLen+raWindowLen/2))
+	if c := a.changeLog(); len(c) == 0 || !strings.HasSuffix(c[0], "read_ahead_kb 2560 -> 128") {
+		t.Fatalf("opted in: changes %v, want 2560 -> 128 first", c)
+	}
+	_, _, fast := fx.load(t, "mmap", fx.mapped, 6)
+	a.waitWindowAfter(t, time.Now().Add(raWindowLen))
+	v := a.lastVerification(name)
+	t.Logf("restored: %.0f pages/s at 2560 KiB, %.0f at 128 KiB; verification %s; changes %v", slow, fast, v, a.changeLog())
+	if !strings.Contains(v, "read_ahead_kb 2560 -> 128") || !strings.Contains(v, "Outcome:Verified") {
+		t.Errorf("the restore's verification: %s, want read_ahead_kb 2560 -> 128 Verified", v)
+	}
+	a.stop(t)
+	if _, ra := readSetting(name); ra != 2560 {
+		t.Errorf("read_ahead_kb %d after the agent's exit, want the 2560 it found", ra)
+	}
+}
+
+// readAheadKnob is the read_ahead_kb entry of the device's defaults
+// change in st (zero when none).
+func readAheadKnob(t *testing.T, st agent.Status, name string) v1alpha1.KnobChange {
+	t.Helper()
+	c := deviceIn(st, name).DefaultsChanged
+	if c == nil {
+		t.Fatalf("no defaults change reported for %s", name)
+	}
+	for _, k := range c.Knobs {
+		if k.Knob == "read_ahead_kb" {
+			return k
+		}
+	}
+	return v1alpha1.KnobChange{}
+}
+
+// metric is the value of the gauge name's series of the device and knob
+// in the agent's metrics; -1 when there is none.
+func (a *runningAgent) metric(t *testing.T, name, device, knob string) float64 {
+	t.Helper()
+	mfs, err := a.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["device"] == device && labels["knob"] == knob {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

@@ -200,6 +200,9 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		}
 	}
 	d.report(rep, err, in, e)
+	if err == nil && in.Skip == "" {
+		d.judgeDefaults(rep.Report, e.metrics)
+	}
 	d.logReadAhead(e.log)
 	if err == nil && rep.Action.Kind != ActionNone {
 		d.act(rep.Action, now, e)

@@ -63,9 +63,10 @@ func (c *deviceController) showRAVerification() {
 		Unit: "ns of device time per used page"}
 }
 
-// raSettings are the road's settings: the device's depths, the policy's
-// bounds, margin and tolerance, the model's costs, and the evidence's
-// horizon, the gate's minDwell.
+// raSettings are the road's settings: the device's depths (with its
+// previous default, when it changed under it), the policy's bounds,
+// margin and tolerance, the model's costs, and the evidence's horizon,
+// the gate's minDwell.
 func (c *deviceController) raSettings(g Gate) readahead.Settings {
 	b := c.policy.Engine.ReadAhead
 	streams := c.raStreams
@@ -75,6 +76,7 @@ func (c *deviceController) raSettings(g Gate) readahead.Settings {
 		Seeks:   c.model.Class() == model.HDD && streams >= 2,
 		Model:   c.model,
 		Horizon: g.MinDwell, VerifyWindows: c.policy.VerifyWindows, Backoff: c.policy.Backoff,
+		PreviousKiB: c.previousRA, RestorePrevious: c.policy.RestorePreviousDefaults,
 	}
 }
 
@@ -109,8 +111,12 @@ func (c *deviceController) raRevert(rep *WindowReport) bool {
 // raReason is the reason text of a read-ahead change.
 func (c *deviceController) raReason() string {
 	ev := c.road.Evidence()
+	why := string(c.ra.Decision.Reason)
+	if c.ra.Decision.Reason == readahead.ReasonPreviousDefault {
+		why = fmt.Sprintf("%s, %d KiB, before the default changed to %d KiB, which is predicted slower", why, c.previousRA, c.current.ReadAheadKiB)
+	}
 	return fmt.Sprintf("read-ahead: %s (waste %.1f %% of %.0f pages resolved: random read-around %.0f, sequential %.0f)",
-		c.ra.Decision.Reason, ev.WastePct(), ev.Resolved(), ev.Random.Resolved(), ev.Sequential.Resolved())
+		why, ev.WastePct(), ev.Resolved(), ev.Random.Resolved(), ev.Sequential.Resolved())
 }
 
 // readAheadShare is the share of the window's read sectors the kernel

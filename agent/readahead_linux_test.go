@@ -189,8 +189,14 @@ func (fx *raFixture) setRA(t *testing.T, kib int) {
 // default (minDwell 10 minutes); open files are not followed.
 func (fx *raFixture) start(t *testing.T) *runningAgent {
 	t.Helper()
-	spec := fx.spec(t)
-	log := testr.NewWithOptions(t, testr.Options{Verbosity: 1}) // the read-ahead decisions' costs
+	return fx.startWith(t, fx.spec(t))
+}
+
+// startWith runs the agent with spec on the loop device, logging the
+// read-ahead decisions' costs.
+func (fx *raFixture) startWith(t *testing.T, spec v1alpha1.StorageTuningSpec) *runningAgent {
+	t.Helper()
+	log := testr.NewWithOptions(t, testr.Options{Verbosity: 1})
 	return startAgent(t, agent.Options{StateDir: fx.dir, Spec: spec, Tracer: tracer.KindAuto, Log: log})
 }
 

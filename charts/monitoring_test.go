@@ -114,7 +114,7 @@ func TestPrometheusRules(t *testing.T) {
 		}
 	}
 	slices.Sort(alerts)
-	want := []string{"ShadowtuneAgentStale", "ShadowtuneDefaultsChanged", "ShadowtuneEvaluationSkippedCPUBudget", "ShadowtuneModelErrorHigh",
+	want := []string{"ShadowtuneAgentStale", "ShadowtuneDefaultsChanged", "ShadowtuneDefaultsSlower", "ShadowtuneEvaluationSkippedCPUBudget", "ShadowtuneModelErrorHigh",
 		"ShadowtuneOtherWriter", "ShadowtunePolicyNotReady", "ShadowtuneRevertStorm", "ShadowtuneTraceEventsDropped"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)

@@ -7,6 +7,7 @@ package cluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ const (
 	// defaults differed from those read at its previous start (a kernel
 	// or node-image upgrade).
 	EventDefaultsChanged = "DefaultsChanged"
+	// EventDefaultsSlower (Warning): a changed default was judged slower
+	// than the previous one (agent/sentinel).
+	EventDefaultsSlower = "DefaultsSlower"
 )
 
 // maxPendingEvents bounds the events kept for the writer while the
@@ -145,7 +149,32 @@ func deviceEvents(p, d *v1alpha1.DeviceState) []event {
 	if c := d.DefaultsChanged; c != nil && (p.DefaultsChanged == nil || !p.DefaultsChanged.DetectedTime.Equal(&c.DetectedTime)) {
 		out = append(out, event{corev1.EventTypeWarning, EventDefaultsChanged, "Compare " + d.Name, d.Name + ": " + describeDefaults(c)})
 	}
+	if msg := newlySlower(p.DefaultsChanged, d.DefaultsChanged); msg != "" {
+		out = append(out, event{corev1.EventTypeWarning, EventDefaultsSlower, "Judge " + d.Name, d.Name + ": " + msg})
+	}
 	return out
+}
+
+// newlySlower describes the knobs of next judged slower that prev (the
+// same change, or none) did not judge slower: "read_ahead_kb 128 → 4096
+// predicted slower (+312.5 %)"; "" when there are none.
+func newlySlower(prev, next *v1alpha1.DefaultsChange) string {
+	if next == nil {
+		return ""
+	}
+	var parts []string
+	for _, k := range next.Knobs {
+		if k.Verdict != v1alpha1.VerdictSlower {
+			continue
+		}
+		if prev != nil && prev.DetectedTime.Equal(&next.DetectedTime) && slices.ContainsFunc(prev.Knobs, func(p v1alpha1.KnobChange) bool {
+			return p.Knob == k.Knob && p.Verdict == v1alpha1.VerdictSlower
+		}) {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %s → %s predicted slower (%s %%)", k.Knob, k.Old, k.New, k.ChangePercent))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // describeDefaults renders a defaults change: "read_ahead_kb 128 → 4096

@@ -40,6 +40,11 @@ func TestEventsBetween(t *testing.T) {
 				With: "kernel 6.16.1 → 6.17.2", Since: since, DetectedTime: metav1.NewTime(since.Add(time.Hour))}
 		}
 	}
+	judged := func(v v1alpha1.KnobVerdict) func(*v1alpha1.DeviceState) {
+		return func(d *v1alpha1.DeviceState) {
+			d.DefaultsChanged.Knobs[0].Verdict, d.DefaultsChanged.Knobs[0].ChangePercent = v, "+312.5"
+		}
+	}
 	status := func(tracer string, devs ...v1alpha1.DeviceState) agent.Status {
 		return agent.Status{Tracer: tracer, Windows: 1, Devices: devs}
 	}
@@ -91,6 +96,11 @@ func TestEventsBetween(t *testing.T) {
 		{name: "defaults changed, found at start", next: status("ebpf", dev(defaults(t0))),
 			want: []ev{{warn, EventDefaultsChanged, "Compare sda", "sda: read_ahead_kb 128 → 4096 since the agent's start at 2026-11-21T12:00:00Z; kernel 6.16.1 → 6.17.2"}}},
 		{name: "defaults changed, reported before: nothing", prev: status("ebpf", dev(defaults(t0))), next: status("ebpf", dev(defaults(t0)))},
+		{name: "a changed default judged slower", prev: status("ebpf", dev(defaults(t0))), next: status("ebpf", dev(defaults(t0), judged(v1alpha1.VerdictSlower))),
+			want: []ev{{warn, EventDefaultsSlower, "Judge sda", "sda: read_ahead_kb 128 → 4096 predicted slower (+312.5 %)"}}},
+		{name: "judged slower before: nothing", prev: status("ebpf", dev(defaults(t0), judged(v1alpha1.VerdictSlower))),
+			next: status("ebpf", dev(defaults(t0), judged(v1alpha1.VerdictSlower)))},
+		{name: "judged not slower: nothing", prev: status("ebpf", dev(defaults(t0))), next: status("ebpf", dev(defaults(t0), judged(v1alpha1.VerdictNotSlower)))},
 		{name: "tracer falls back to tracefs", next: status("tracefs", dev()),
 			want: []ev{{warn, EventTracerFallback, "Trace", "tracefs"}}},
 		{name: "fallback with auto", tracer: "auto", prev: status("ebpf"), next: status("tracefs"),

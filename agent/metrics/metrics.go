@@ -188,6 +188,7 @@ type Metrics struct {
 	cacheGain      *prometheus.GaugeVec
 	cacheDirty     *prometheus.GaugeVec
 	defaultsChange *prometheus.GaugeVec
+	defaultsSlower *prometheus.GaugeVec
 	dispatchCost   *prometheus.GaugeVec
 	all            []prometheus.Collector
 	perDeviceVecs  []interface{ DeletePartialMatch(prometheus.Labels) int }
@@ -296,6 +297,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Dirty blocks of the device's dm-cache (0 in writethrough and passthrough).", []string{"device", "cache"}),
 		defaultsChange: gauge("defaults_changed",
 			"1 for each queue attribute of the device (knob: scheduler, read_ahead_kb, nr_requests, max_sectors_kb, wbt_lat_usec, rotational) whose default differed, at the agent's start, from the one read at its previous start on the same disk (a kernel or node-image upgrade); absent otherwise.", []string{"device", "knob"}),
+		defaultsSlower: gauge("defaults_slower",
+			"For each changed default of the device (knob, as in defaults_changed) that the agent judged: 1 when the new default is predicted slower than the previous one by the policy's margin (read_ahead_kb on the readers' page-cache evidence, scheduler by simulating the window's requests under both), 0 when it is not; absent until judged.", []string{"device", "knob"}),
 		dispatchCost: gauge("scheduler_dispatch_cost_seconds",
 			"CPU time per request each scheduler costs beyond none's on this node, which the decision charges: measured at start on a private RAM-backed loop device (source=measured), or BFQ's documented figures when it could not be (source=prior).", []string{"scheduler", "source"}),
 		devices: make(map[string]*deviceState),
@@ -315,7 +318,7 @@ func (m *Metrics) register(reg prometheus.Registerer) error {
 		m.setting, m.changes, m.reverts, m.guardChanges, m.guardQuiet, m.guardPinned,
 		m.traceEvents, m.traceDropped, m.evalDuration, m.evalCPU, m.windowsSkipped, m.screened, m.otherWriter,
 		m.openFiles, m.raWaste, m.throttleIOPS, m.throttleBytes, m.correction, m.cfError, m.cfChecks, m.cfHolding, m.cacheMode, m.cacheHit, m.cachePredHit, m.cacheGain, m.cacheDirty,
-		m.defaultsChange,
+		m.defaultsChange, m.defaultsSlower,
 	}
 	for _, c := range m.all {
 		m.perDeviceVecs = append(m.perDeviceVecs, c.(interface{ DeletePartialMatch(prometheus.Labels) int }))
@@ -463,6 +466,24 @@ func (m *Metrics) SetDefaultsChanged(dev string, knobs []string) {
 	m.defaultsChange.DeletePartialMatch(prometheus.Labels{"device": dev})
 	for _, k := range knobs {
 		m.defaultsChange.WithLabelValues(dev, labelValue(k)).Set(1)
+	}
+}
+
+// SetDefaultsSlower sets dev's defaults_slower series: for each knob
+// judged, 1 when its new default is predicted slower, else 0; the others
+// removed.
+func (m *Metrics) SetDefaultsSlower(dev string, judged map[string]bool) {
+	dev = labelValue(dev)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.device(dev)
+	m.defaultsSlower.DeletePartialMatch(prometheus.Labels{"device": dev})
+	for k, slower := range judged {
+		v := 0.0
+		if slower {
+			v = 1
+		}
+		m.defaultsSlower.WithLabelValues(dev, labelValue(k)).Set(v)
 	}
 }
 

@@ -59,6 +59,7 @@ func exercise(m *Metrics, dev string) {
 	m.ObserveEvaluation(dev, 30*time.Millisecond, 25*time.Millisecond)
 	m.SkipWindow(dev, SkipCPUBudget)
 	m.SetDefaultsChanged(dev, []string{"read_ahead_kb"})
+	m.SetDefaultsSlower(dev, map[string]bool{"read_ahead_kb": true})
 }
 
 // families gathers reg into name → family.
@@ -129,6 +130,7 @@ func TestNamesTypesLabels(t *testing.T) {
 		"shadowtune_agent_cache_dirty_blocks":                    {dto.MetricType_GAUGE, []string{"cache", "device"}},
 		"shadowtune_agent_scheduler_dispatch_cost_seconds":       {dto.MetricType_GAUGE, []string{"scheduler", "source"}},
 		"shadowtune_agent_defaults_changed":                      {dto.MetricType_GAUGE, []string{"device", "knob"}},
+		"shadowtune_agent_defaults_slower":                       {dto.MetricType_GAUGE, []string{"device", "knob"}},
 	}
 	got := families(t, reg)
 	for name, w := range want {
@@ -673,5 +675,22 @@ func TestSetCache(t *testing.T) {
 	m.SetCache("vdb", nil)
 	if n := testutil.CollectAndCount(m.cacheMode) + testutil.CollectAndCount(m.cacheDirty); n != 0 {
 		t.Errorf("%d cache series after the cache went, want 0", n)
+	}
+}
+
+// TestDefaultsSlower: each judged knob has its series, 1 when slower and
+// 0 when not; a later call's knobs replace the earlier ones.
+func TestDefaultsSlower(t *testing.T) {
+	m, _ := newTest(t)
+	m.SetDefaultsSlower("sda", map[string]bool{"read_ahead_kb": true, "scheduler": false})
+	if got := testutil.ToFloat64(m.defaultsSlower.WithLabelValues("sda", "read_ahead_kb")); got != 1 {
+		t.Errorf("read_ahead_kb judged slower: %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.defaultsSlower.WithLabelValues("sda", "scheduler")); got != 0 {
+		t.Errorf("scheduler judged not slower: %v, want 0", got)
+	}
+	m.SetDefaultsSlower("sda", map[string]bool{"scheduler": true})
+	if n := testutil.CollectAndCount(m.defaultsSlower); n != 1 {
+		t.Errorf("after a second judgment of one knob: %d series, want 1", n)
 	}
 }

@@ -24,6 +24,11 @@ const (
 	ReasonSequential Reason = "SequentialDemand"
 	// ReasonKeep: no depth beats the current one by the margin.
 	ReasonKeep Reason = "Keep"
+	// ReasonPreviousDefault: the device's depth before its default
+	// changed under it (agent/sentinel) is predicted to serve the
+	// readers by the margin, and the policy asks for it back
+	// (Input.RestorePrevious).
+	ReasonPreviousDefault Reason = "PreviousDefault"
 )
 
 // Input is what Decide needs: the device's depths, the policy's bounds
@@ -57,6 +62,16 @@ type Input struct {
 	// BackedOff reports whether a depth is in the back-off of a change
 	// that regressed (Road); nil: none is.
 	BackedOff func(kib int) bool
+	// PreviousKiB is read_ahead_kb before the device's default changed
+	// under it, at an upgrade or a reboot (agent/sentinel); 0 when it did
+	// not. It is a candidate within MinKiB and MaxKiB.
+	PreviousKiB int
+	// RestorePrevious asks for PreviousKiB back while the device is at
+	// its new default (CurrentKiB is OriginalKiB), when PreviousKiB is
+	// predicted to serve the readers by the margin in a direction the
+	// window's evidence allows (spec.sentinel.restorePreviousDefaults).
+	// It then wins over the depth the road would choose.
+	RestorePrevious bool
 }
 
 // DepthCost is one candidate depth's predicted service time.
@@ -90,7 +105,9 @@ type Decision struct {
 // §4). A change needs its own gain, and a direction the window's own
 // evidence calls for (moves): the decayed evidence holds readers that
 // may be gone, which choose how far a change goes, not whether one is
-// made. Depths in back-off are not chosen. Decide is pure.
+// made. Depths in back-off are not chosen. A previous default asked for
+// back (RestorePrevious, restorable) wins over that choice. Decide is
+// pure.
 func Decide(in Input) Decision {
 	cur := in.CurrentKiB
 	switch {
@@ -127,6 +144,10 @@ func Decide(in Input) Decision {
 			choice = c.KiB
 		}
 	}
+	if restorable(in, d.Costs, limit, cut, raise) {
+		d.KiB, d.Reason = in.PreviousKiB, ReasonPreviousDefault
+		return d
+	}
 	if choice == cur {
 		return d
 	}
@@ -151,6 +172,27 @@ func moves(w Evidence, lowWastePct float64) (cut, raise bool) {
 	return cut, raise
 }
 
+// restorable reports whether in's previous default is to be put back:
+// asked for (RestorePrevious), the device still at its new default, the
+// previous depth costed below limit (the current depth's cost less the
+// margin), in a direction the window allows (cut or raise) and not in
+// back-off.
+func restorable(in Input, costs []DepthCost, limit float64, cut, raise bool) bool {
+	prev, cur := in.PreviousKiB, in.CurrentKiB
+	if !in.RestorePrevious || prev <= 0 || prev == cur || cur != in.OriginalKiB || (prev < cur && !cut) || (prev > cur && !raise) {
+		return false
+	}
+	if in.BackedOff != nil && in.BackedOff(prev) {
+		return false
+	}
+	for _, c := range costs {
+		if c.KiB == prev {
+			return c.Ns <= limit
+		}
+	}
+	return false
+}
+
 // competitiveKiB is the competitive depth among the candidates: the
 // deepest whose random window dev serves within CompetitiveRatio times a
 // one-page (4 KiB) read (EuroSys 2007 §4.1); 0 when none is.
@@ -169,7 +211,7 @@ func competitiveKiB(dev Device, costs []DepthCost) int {
 // MinKiB (16 by default, the smallest whose window is not the 4 KiB
 // page a reader asked for), the current and original depths, all within
 // [MinKiB, top], where top is MaxKiB, and at most OriginalKiB unless
-// Seeks.
+// Seeks; and the previous default within [MinKiB, MaxKiB].
 func candidates(in Input) []int {
 	lo, top := max(in.MinKiB, 4), in.MaxKiB
 	if top <= 0 {
@@ -186,6 +228,9 @@ func candidates(in Input) []int {
 		if k >= lo && k <= top && k%4 == 0 {
 			out = append(out, k)
 		}
+	}
+	if k := in.PreviousKiB; k >= lo && (in.MaxKiB <= 0 || k <= in.MaxKiB) && k%4 == 0 {
+		out = append(out, k) // above OriginalKiB too: the device had it
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

@@ -94,6 +94,30 @@ func TestDecide(t *testing.T) {
 				Sequential: Class{Windows: 65536, Pages: 262144, Used: 262144}}
 			in.Window = Evidence{Random: Class{Windows: 1549, Pages: 1549 * 4, Used: 1550, Wasted: 3000}}
 		}, 16, ReasonKeep},
+		{"a new default that thrashes, the previous one asked back: restored", func(in *Input) {
+			in.Evidence.Random, in.PreviousKiB, in.RestorePrevious = thrash, 256, true
+		}, 256, ReasonPreviousDefault},
+		{"the same, not asked back: the road's cut", func(in *Input) {
+			in.Evidence.Random, in.PreviousKiB = thrash, 256
+		}, 128, ReasonWaste},
+		{"a new default a sequential reader uses, the previous one asked back: kept", func(in *Input) {
+			in.Evidence.Sequential, in.PreviousKiB, in.RestorePrevious = scan, 128, true
+		}, 2560, ReasonKeep},
+		{"a lowered default, a sequential reader: the previous one restored above the original", func(in *Input) {
+			in.CurrentKiB, in.OriginalKiB, in.Evidence.Sequential = 32, 32, Class{Windows: 32768, Pages: 262144, Used: 262144}
+			in.PreviousKiB, in.RestorePrevious = 2560, true
+		}, 2560, ReasonPreviousDefault},
+		{"a new default the road already left: not restored", func(in *Input) {
+			in.CurrentKiB, in.Evidence.Random, in.PreviousKiB, in.RestorePrevious = 128, thrash, 256, true
+		}, 128, ReasonKeep},
+		{"a previous default in back-off: the road's choice", func(in *Input) {
+			in.Evidence.Random, in.PreviousKiB, in.RestorePrevious = thrash, 256, true
+			in.BackedOff = func(k int) bool { return k == 256 }
+		}, 128, ReasonWaste},
+		{"a previous default beyond the policy's maximum: not a candidate", func(in *Input) {
+			in.CurrentKiB, in.OriginalKiB, in.Evidence.Sequential = 32, 32, Class{Windows: 32768, Pages: 262144, Used: 262144}
+			in.PreviousKiB, in.RestorePrevious, in.MaxKiB = 8192, true, 4096
+		}, 32, ReasonKeep},
 		{"a rotational device's streams seek: above the original", func(in *Input) {
 			in.CurrentKiB, in.OriginalKiB, in.Seeks, in.Evidence.Sequential = 128, 128, true, seqAt128
 			in.Device = flash{overheadNs: 200e3, bytesPerSec: 150e6, seekNs: 8e6}

@@ -33,6 +33,10 @@ type Settings struct {
 	// taken again (the policy's back-off).
 	VerifyWindows int
 	Backoff       time.Duration
+	// PreviousKiB and RestorePrevious are Decide's (Input): the depth
+	// before the device's default changed, and whether to put it back.
+	PreviousKiB     int
+	RestorePrevious bool
 }
 
 // Window is one window's measurements.
@@ -108,6 +112,9 @@ type Road struct {
 	// newest last, as many as a verification counts.
 	perPage [3][]work
 	verify  *pending
+	// restoreKiB is the depth of the last window's decision when it put
+	// a previous default back (ReasonPreviousDefault), else 0.
+	restoreKiB int
 	// backoff: no depth on the side of backoffKiB that regressed
 	// (below it when backoffLower) until backoffUntil.
 	backoffKiB   int
@@ -122,8 +129,11 @@ type Road struct {
 // verification counts when the change was made with no measure of the
 // old depth, else none.
 type pending struct {
-	from, to   int
-	kind       Kind
+	from, to int
+	kind     Kind
+	// restore: the change put a previous default back; no other change
+	// is made while it is verified, so that it verifies that one.
+	restore    bool
 	baseline   work
 	baseLeft   int
 	left, seen int
@@ -217,7 +227,15 @@ func (r *Road) Window(w Window, s Settings) Step {
 	st.Device = NewLineDevice(r.lat, s.Model, s.Caps)
 	st.Decision = Decide(Input{CurrentKiB: s.CurrentKiB, OriginalKiB: s.OriginalKiB, MinKiB: s.MinKiB, MaxKiB: s.MaxKiB,
 		Evidence: r.mix, Window: ev, Device: st.Device, MarginPct: s.MarginPct, LowWastePct: s.LowWastePct, Seeks: s.Seeks,
-		BackedOff: r.backedOff(w.Now)})
+		BackedOff: r.backedOff(w.Now), PreviousKiB: s.PreviousKiB, RestorePrevious: s.RestorePrevious})
+	r.restoreKiB = 0
+	switch {
+	case st.Decision.Reason == ReasonPreviousDefault:
+		r.restoreKiB = st.Decision.KiB
+	case r.verify != nil && r.verify.restore && st.Decision.Reason != ReasonBounds:
+		st.Decision.KiB, st.Decision.Reason = s.CurrentKiB, ReasonKeep
+		return st
+	}
 	if v := r.verify; v != nil && v.counted.used > 0 && st.Decision.KiB != s.CurrentKiB && (st.Decision.KiB < s.CurrentKiB) != (v.to < v.from) {
 		// A move back while the change is verified ends its verification
 		// on the windows it counted: a regression makes the move the
@@ -330,7 +348,9 @@ func (r *Road) backedOff(now time.Time) func(int) bool {
 // that goes on in the direction of one still under verification extends
 // it: readers at the new depth are compared with the baseline before the
 // first, and a regression reverts to the depth before the first. A change
-// in the other direction supersedes it.
+// in the other direction supersedes it. A change that put a previous
+// default back (the window's decision was ReasonPreviousDefault) is
+// verified alone: the road makes no other move until its verdict.
 func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 	kind := RandomKind
 	if to > from {
@@ -342,6 +362,7 @@ func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 		// The same direction again: verified as one change, from the
 		// depth before the first.
 		v.to, v.left, v.seen, v.counted, v.until = to, s.VerifyWindows, 0, work{}, now.Add(s.Horizon)
+		v.restore = v.restore || to == r.restoreKiB
 		return
 	}
 	if v := r.verify; v != nil {
@@ -352,7 +373,8 @@ func (r *Road) Commit(from, to int, now time.Time, s Settings) {
 		r.Last = &Verification{FromKiB: from, ToKiB: to, Outcome: "NotVerified"}
 		return
 	}
-	v := &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon)}
+	v := &pending{from: from, to: to, kind: kind, baseline: base, left: s.VerifyWindows, until: now.Add(s.Horizon),
+		restore: to == r.restoreKiB}
 	if base.used <= 0 { // measures have used pages: base is empty
 		v.baseLeft = s.VerifyWindows
 	}

@@ -338,3 +338,33 @@ func TestRoadRaiseNoBaseline(t *testing.T) {
 		t.Fatalf("no baseline: %+v (last %+v), want NotVerified and no revert", st, r.Last)
 	}
 }
+
+// TestRoadRestoreVerifiedAlone: a new default of 2560 KiB that thrashes,
+// with the previous default of 256 KiB asked back, is restored in the
+// window that measured the thrash; the road makes no other move (its own
+// cut to the competitive depth) until the restore's verification ends
+// Verified, and then cuts on.
+func TestRoadRestoreVerifiedAlone(t *testing.T) {
+	var r Road
+	s := settings(2560)
+	s.PreviousKiB, s.RestorePrevious = 256, true
+	st := r.Window(window(t0, randomWindow(2560, 1500), 1500*900e3), s)
+	if st.Decision.KiB != 256 || st.Decision.Reason != ReasonPreviousDefault {
+		t.Fatalf("thrash at the new default: %d KiB (%s), want the previous 256 back", st.Decision.KiB, st.Decision.Reason)
+	}
+	r.Commit(2560, 256, t0, s)
+	s.CurrentKiB = 256
+	for i := 1; i <= 2; i++ {
+		st = r.Window(window(t0.Add(time.Duration(i)*5*time.Second), randomWindow(256, 1500), 1500*150e3), s)
+		if i == 1 && (st.Revert || st.Decision.KiB != 256) {
+			t.Fatalf("window %d after the restore: %+v, want it kept while verified", i, st.Decision)
+		}
+	}
+	if r.Last == nil || r.Last.Outcome != "Verified" || r.Last.FromKiB != 2560 || r.Last.ToKiB != 256 {
+		t.Fatalf("verification %+v, want 2560 -> 256 Verified", r.Last)
+	}
+	st = r.Window(window(t0.Add(15*time.Second), randomWindow(256, 1500), 1500*150e3), s)
+	if st.Decision.KiB >= 256 || st.Decision.Reason != ReasonWaste {
+		t.Errorf("after the verdict: %d KiB (%s), want the road's own cut below 256", st.Decision.KiB, st.Decision.Reason)
+	}
+}

@@ -1,6 +1,7 @@
 package sentinel
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -107,5 +108,32 @@ func TestReadHost(t *testing.T) {
 	write(t, root, "etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\nNAME=Debian\n")
 	if h := ReadHost(root); h.Image != "Debian GNU/Linux 12 (bookworm)" {
 		t.Errorf("etc/os-release: %+v", h)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	nan := math.NaN()
+	tests := []struct {
+		name           string
+		newNs, oldNs   float64
+		slower, judged bool
+		pct            float64
+	}{
+		{"a deeper default that thrashes", 9e9, 1e9, true, true, 800},
+		{"within the margin", 1.04e9, 1e9, false, true, 4},
+		{"just beyond the margin", 1.06e9, 1e9, true, true, 6},
+		{"faster", 0.5e9, 1e9, false, true, -50},
+		{"no work at the old default", 1e9, 0, false, false, 0},
+		{"no work at the new one", 0, 1e9, false, false, 0},
+		{"not a number", nan, 1e9, false, false, 0},
+		{"infinite", math.Inf(1), 1e9, false, false, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v, ok := Judge(tc.newNs, tc.oldNs, 5)
+			if ok != tc.judged || v.Slower != tc.slower || math.Abs(v.ChangePct-tc.pct) > 1e-9 {
+				t.Errorf("Judge(%g, %g, 5) = %+v, %v; want slower %v, %.1f %%, judged %v", tc.newNs, tc.oldNs, v, ok, tc.slower, tc.pct, tc.judged)
+			}
+		})
 	}
 }

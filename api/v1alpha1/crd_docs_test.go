@@ -22,7 +22,7 @@ var forbiddenInDocs = []*regexp.Regexp{
 // allowedCamel are CamelCase words a user sees in the API itself: kinds,
 // condition types and reasons, enum values.
 var allowedCamel = []string{"StorageTuning", "NodeStorageState", "CamelCase", "LabelSelector",
-	"TracingActive", "ModelReady", "NotIn", "DoesNotExist", "TuneD", "KiB", "NotVerified"}
+	"TracingActive", "ModelReady", "NotIn", "DoesNotExist", "TuneD", "KiB", "NotVerified", "NotSlower"}
 
 // quoted matches a double-quoted example value ("BelowMargin"), which may be
 // CamelCase.

@@ -118,6 +118,7 @@ func TestDefaultIsTheSchema(t *testing.T) {
 		"rollout.toleratedRegressionPercent": int64(0),
 		"priority":                           int64(7),
 		"otherWriters":                       "Reclaim",
+		"sentinel.restorePreviousDefaults":   true,
 	}
 	var paths, rows []string
 	for p := range schemaDefaults {

@@ -776,7 +776,35 @@ type KnobChange struct {
 	// new is its value at the later start.
 	// +kubebuilder:validation:MaxLength=64
 	New string `json:"new"`
+	// verdict judges the new default against the old on the agent's
+	// latest evidence: Slower when the device time it predicts for the
+	// same work is above the old default's by more than the policy's
+	// margin, NotSlower otherwise. read_ahead_kb is judged on the
+	// readers' page-cache evidence (the read-ahead road's costs), the
+	// scheduler on the simulation of the window's requests under both.
+	// Empty until a window has judged it, and for the knobs the agent
+	// does not model.
+	// +kubebuilder:validation:Enum=Slower;NotSlower
+	// +optional
+	Verdict KnobVerdict `json:"verdict,omitempty"`
+	// changePercent is that predicted device time at the new default
+	// over the old one's, less one, percent, decimal string ("+312.5":
+	// slower; "-4.1": faster).
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[-+]?[0-9]+(\.[0-9]+)?$`
+	// +optional
+	ChangePercent string `json:"changePercent,omitempty"`
 }
+
+// KnobVerdict is a changed default's verdict: Slower or NotSlower.
+type KnobVerdict string
+
+const (
+	// VerdictSlower: the new default is predicted slower by the margin.
+	VerdictSlower KnobVerdict = "Slower"
+	// VerdictNotSlower: it is not.
+	VerdictNotSlower KnobVerdict = "NotSlower"
+)
 
 // WindowState is what the agent's last window of a device found.
 type WindowState struct {

@@ -135,6 +135,29 @@ type StorageTuningSpec struct {
 	// +kubebuilder:default=Yield
 	// +optional
 	OtherWriters OtherWritersPolicy `json:"otherWriters,omitempty"`
+
+	// sentinel configures what the agent does when a device's queue
+	// defaults changed between two of its starts (a kernel or node-image
+	// upgrade): it always reports and judges the change; this says
+	// whether it may also undo it.
+	// +kubebuilder:default={}
+	// +optional
+	Sentinel SentinelPolicy `json:"sentinel,omitempty"`
+}
+
+// SentinelPolicy is spec.sentinel.
+type SentinelPolicy struct {
+	// restorePreviousDefaults, in Apply mode, puts a device's previous
+	// read_ahead_kb back when its new default is predicted slower by the
+	// margin for the readers the page-cache evidence measured, while the
+	// device is still at the new default; the change is verified like
+	// any other, and the read-ahead road makes no other move until its
+	// verdict. It needs spec.readAhead.enabled. In Observe mode, or
+	// false (the default), a changed default is only reported and
+	// judged.
+	// +kubebuilder:default=false
+	// +optional
+	RestorePreviousDefaults *bool `json:"restorePreviousDefaults,omitempty"`
 }
 
 // OtherWritersPolicy is spec.otherWriters: Yield or Reclaim.
@@ -523,6 +546,18 @@ type DefaultsChangeCount struct {
 	// devices is the number of governed devices where it was found.
 	// +kubebuilder:validation:Minimum=0
 	Devices int32 `json:"devices"`
+	// slowerDevices is the number of those whose agent judged a knob of
+	// the change slower at its new default (the device's
+	// defaultsChanged.knobs[].verdict), the predicted effect.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SlowerDevices int32 `json:"slowerDevices,omitempty"`
+	// judgedDevices is the number of those whose agent judged a knob of
+	// the change at all; the others have not had the evidence yet, or
+	// changed only knobs the agent does not model.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	JudgedDevices int32 `json:"judgedDevices,omitempty"`
 }
 
 // SchedulerCount is the number of devices on one scheduler.

@@ -322,13 +322,14 @@ const maxDefaultsChanges = 8
 
 // defaultsChanged sums up the governed devices' defaults changes, one
 // entry per distinct change (its knobs and what came with it), the most
-// devices first, and makes an event per node of those found since the
-// status's last one.
+// devices first, with how many devices judged it and found it slower,
+// and makes an event per node of those found since the status's last
+// one.
 func (e *evaluation) defaultsChanged() {
 	s := &e.plan.Status
 	prev := s.LastDefaultsChangeTime
 	type key struct{ change, with string }
-	devices, nodes := map[key]int32{}, map[key]map[string]bool{}
+	devices, slower, judged, nodes := map[key]int32{}, map[key]int32{}, map[key]int32{}, map[key]map[string]bool{}
 	found := perNode{}
 	for _, r := range e.governed {
 		c := r.dev.DefaultsChanged
@@ -337,6 +338,18 @@ func (e *evaluation) defaultsChanged() {
 		}
 		k := key{c.Describe(), c.With}
 		devices[k]++
+		for _, kc := range c.Knobs {
+			if kc.Verdict != "" {
+				judged[k]++
+				break
+			}
+		}
+		for _, kc := range c.Knobs {
+			if kc.Verdict == v1alpha1.VerdictSlower {
+				slower[k]++
+				break
+			}
+		}
 		if nodes[k] == nil {
 			nodes[k] = map[string]bool{}
 		}
@@ -354,7 +367,8 @@ func (e *evaluation) defaultsChanged() {
 	}
 	s.DefaultsChanged = nil
 	for k, n := range devices {
-		s.DefaultsChanged = append(s.DefaultsChanged, v1alpha1.DefaultsChangeCount{Change: k.change, With: k.with, Nodes: int32(len(nodes[k])), Devices: n})
+		s.DefaultsChanged = append(s.DefaultsChanged, v1alpha1.DefaultsChangeCount{Change: k.change, With: k.with, Nodes: int32(len(nodes[k])), Devices: n,
+			SlowerDevices: slower[k], JudgedDevices: judged[k]})
 	}
 	slices.SortFunc(s.DefaultsChanged, func(a, b v1alpha1.DefaultsChangeCount) int {
 		if a.Devices != b.Devices {

@@ -134,7 +134,8 @@ func TestAggregate(t *testing.T) {
 }
 
 // Devices whose defaults changed are summed up per distinct change, the
-// most devices first, with an event per node once.
+// most devices first, with those judged and judged slower counted, and
+// an event per node once.
 func TestDefaultsChangedAggregate(t *testing.T) {
 	p := policy("fleet", v1alpha1.ModeObserve)
 	changed := func(name, knob, old, new, with string) v1alpha1.DeviceState {
@@ -144,14 +145,18 @@ func TestDefaultsChangedAggregate(t *testing.T) {
 		return d
 	}
 	upgrade := "kernel 6.16.1 → 6.17.2"
+	slower := changed("sda", "read_ahead_kb", "128", "4096", upgrade)
+	slower.DefaultsChanged.Knobs[0].Verdict, slower.DefaultsChanged.Knobs[0].ChangePercent = v1alpha1.VerdictSlower, "+312.5"
+	notSlower := changed("sda", "read_ahead_kb", "128", "4096", upgrade)
+	notSlower.DefaultsChanged.Knobs[0].Verdict, notSlower.DefaultsChanged.Knobs[0].ChangePercent = v1alpha1.VerdictNotSlower, "-1.0"
 	nodes := []Node{
-		node("a", changed("sda", "read_ahead_kb", "128", "4096", upgrade), changed("sdb", "read_ahead_kb", "128", "4096", upgrade)),
-		node("b", changed("sda", "read_ahead_kb", "128", "4096", upgrade), dev("sdb", 0)),
+		node("a", slower, changed("sdb", "read_ahead_kb", "128", "4096", upgrade)),
+		node("b", notSlower, dev("sdb", 0)),
 		node("c", changed("vda", "scheduler", "mq-deadline", "none", "image A → B")),
 	}
 	plan := Evaluate(p, []*v1alpha1.StorageTuning{p}, nodes, now)
 	want := []v1alpha1.DefaultsChangeCount{
-		{Change: "read_ahead_kb 128 → 4096", With: upgrade, Nodes: 2, Devices: 3},
+		{Change: "read_ahead_kb 128 → 4096", With: upgrade, Nodes: 2, Devices: 3, SlowerDevices: 1, JudgedDevices: 2},
 		{Change: "scheduler mq-deadline → none", With: "image A → B", Nodes: 1, Devices: 1},
 	}
 	if !slices.Equal(plan.Status.DefaultsChanged, want) {
