@@ -295,19 +295,27 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"The gain the last cache decision rested on, as a ratio of I/O time: simulated while the cache is off (source=predicted), from its counters while on (source=measured).", []string{"device", "cache", "source"}),
 		cacheDirty: gauge("cache_dirty_blocks",
 			"Dirty blocks of the device's dm-cache (0 in writethrough and passthrough).", []string{"device", "cache"}),
-		defaultsChange: gauge("defaults_changed",
-			"1 for each queue attribute of the device (knob: scheduler, read_ahead_kb, nr_requests, max_sectors_kb, wbt_lat_usec, rotational) whose default differed, at the agent's start, from the one read at its previous start on the same disk (a kernel or node-image upgrade); absent otherwise.", []string{"device", "knob"}),
-		defaultsSlower: gauge("defaults_slower",
-			"For each changed default of the device (knob, as in defaults_changed) that the agent judged: 1 when the new default is predicted slower than the previous one by the policy's margin (read_ahead_kb on the readers' page-cache evidence, scheduler by simulating the window's requests under both), 0 when it is not; absent until judged.", []string{"device", "knob"}),
 		dispatchCost: gauge("scheduler_dispatch_cost_seconds",
 			"CPU time per request each scheduler costs beyond none's on this node, which the decision charges: measured at start on a private RAM-backed loop device (source=measured), or BFQ's documented figures when it could not be (source=prior).", []string{"scheduler", "source"}),
 		devices: make(map[string]*deviceState),
 		now:     time.Now,
 	}
+	m.defaultsChange, m.defaultsSlower = sentinelGauges(gauge)
 	if err := m.register(reg); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// sentinelGauges are the regression sentinel's gauges (agent/sentinel):
+// the changed defaults, and their verdicts.
+func sentinelGauges(gauge func(name, help string, labels []string) *prometheus.GaugeVec) (changed, slower *prometheus.GaugeVec) {
+	knob := []string{"device", "knob"}
+	changed = gauge("defaults_changed",
+		"1 for each queue attribute of the device (knob: scheduler, read_ahead_kb, nr_requests, max_sectors_kb, wbt_lat_usec, rotational) whose default differed, at the agent's start, from the one read at its previous start on the same disk (a kernel or node-image upgrade); absent otherwise.", knob)
+	slower = gauge("defaults_slower",
+		"For each changed default of the device (knob, as in defaults_changed) that the agent judged: 1 when the new default is predicted slower than the previous one by the policy's margin (read_ahead_kb on the readers' page-cache evidence, scheduler by simulating the window's requests under both), 0 when it is not; absent until judged.", knob)
+	return changed, slower
 }
 
 // register lists m's collectors, the per-device ones apart, and

@@ -800,9 +800,9 @@ type KnobChange struct {
 type KnobVerdict string
 
 const (
-	// VerdictSlower: the new default is predicted slower by the margin.
+	// VerdictSlower is a new default predicted slower by the margin.
 	VerdictSlower KnobVerdict = "Slower"
-	// VerdictNotSlower: it is not.
+	// VerdictNotSlower is one that is not.
 	VerdictNotSlower KnobVerdict = "NotSlower"
 )
 
