@@ -176,7 +176,7 @@ func (d *device) carry(old *device) {
 	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
 	st.Applied = was.Applied
 	st.DefaultsChanged = was.DefaultsChanged
-	d.defaults = old.defaults
+	d.defaults, d.previousDefaults = old.defaults, old.previousDefaults
 }
 
 // forgetDropped removes the metrics of the devices no longer governed.

@@ -47,24 +47,40 @@ func (d *device) readDefaults(act *actuate.Actuator, host sentinel.Host, now tim
 }
 
 // checkDefaults compares the device's defaults now (cur) with those its
-// memo kept (prev, nil when none), reports a change in the status and
-// the log, and keeps cur for the memo.
-func (d *device) checkDefaults(prev *sentinel.Seen, cur sentinel.Seen, log logr.Logger) {
-	d.defaults = &cur
-	if prev == nil {
+// memo kept: last, read at the previous start, and before, those before a
+// change an earlier start found (nil when none). When cur differs from
+// last, the change is new: it is found now, against last. When cur is
+// last's values, a change found earlier and still in force (cur differs
+// from before) is reported again, with the time it was found. Either goes
+// to the status and the log; cur, with the time its values were first
+// read, and the defaults before a change in force are kept for the memo.
+func (d *device) checkDefaults(last, before *sentinel.Seen, cur sentinel.Seen, log logr.Logger) {
+	base, found := last, true
+	if last != nil {
+		if _, changed := sentinel.Compare(*last, cur); !changed {
+			base, found, cur.At = before, false, last.At
+		}
+	}
+	d.defaults, d.previousDefaults = &cur, nil
+	if base == nil {
 		return
 	}
-	f, changed := sentinel.Compare(*prev, cur)
+	f, changed := sentinel.Compare(*base, cur)
 	if !changed {
 		return
 	}
+	d.previousDefaults = cloneSeen(base)
 	dc := &v1alpha1.DefaultsChange{With: f.With(), Since: metav1.NewTime(f.Since), DetectedTime: metav1.NewTime(cur.At)}
 	for _, c := range f.Changes {
 		dc.Knobs = append(dc.Knobs, v1alpha1.KnobChange{Knob: c.Knob, Old: c.Old, New: c.New})
 	}
 	d.status.DefaultsChanged = dc
 	d.ctrl.previousRA = previousReadAhead(dc)
-	log.Info("the device's defaults changed since the agent's previous start", "device", d.sys.Name, "change", f.String())
+	msg := "the device's defaults changed since the agent's previous start"
+	if !found {
+		msg = "the device's defaults still differ from those before a change found earlier"
+	}
+	log.Info(msg, "device", d.sys.Name, "change", f.String())
 }
 
 // cloneSeen copies s for the memo.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ import (
 // upgrade changes them, and the kernel release the agent recorded is
 // made an older one. At its next start the agent reports DefaultsChanged
 // with old → new and the kernel change, and its metric says which knobs;
-// the start after that, on the same defaults, reports nothing.
+// the start after that, on the same defaults, reports the same change, found then.
 func TestDefaultsChangedLive(t *testing.T) {
 	loopdev.NeedLoop(t, "creates loop devices, loads BPF programs and reads queue settings")
 	dev := loopdev.NewForTest(t, 64<<20)
@@ -61,8 +62,8 @@ func TestDefaultsChangedLive(t *testing.T) {
 		t.Fatalf("after the change: %+v, want %+v with the kernel change", c, want)
 	}
 	t.Logf("found: %+v", c)
-	if c := deviceIn(run(), name).DefaultsChanged; c != nil {
-		t.Errorf("a start on the same defaults: %+v", c)
+	if again := deviceIn(run(), name).DefaultsChanged; again == nil || !reflect.DeepEqual(again.Knobs, c.Knobs) || !again.DetectedTime.Equal(&c.DetectedTime) {
+		t.Errorf("a start on the same defaults: %+v, want the change found before, %+v", again, c)
 	}
 }
 

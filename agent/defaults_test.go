@@ -3,6 +3,7 @@ package agent
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 // A device's queue defaults are kept at each start; a start that finds
 // them changed (here read_ahead_kb, as a kernel upgrade changes it)
 // reports the change in the device's status, with the kernels of both
-// starts, and the start after that, on the same defaults, reports none.
+// starts; the start after that, on the same defaults, reports it again
+// as found then; defaults set back are a change of their own.
 func TestDefaultsChangedAcrossStarts(t *testing.T) {
 	p := testTuning("fleet", 1, v1alpha1.ModeApply, nil)
 	e := newGateEnv(t, "sda", p)
@@ -36,8 +38,17 @@ func TestDefaultsChangedAcrossStarts(t *testing.T) {
 		dc.With != "kernel 6.16.1 → 6.17.2" || !dc.Since.Time.Equal(t0) || !dc.DetectedTime.Time.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("after the upgrade: %+v", dc)
 	}
-	if d := start("6.17.2", t0.Add(2*time.Hour)); d.status.DefaultsChanged != nil {
-		t.Errorf("a start on the same defaults: %+v", d.status.DefaultsChanged)
+	// A restart on the same defaults reports the change still in force,
+	// found when it was found (no new event).
+	if again := start("6.17.2", t0.Add(2*time.Hour)).status.DefaultsChanged; again == nil || !reflect.DeepEqual(*again, *dc) {
+		t.Errorf("a start on the same defaults: %+v, want %+v again", again, dc)
+	}
+	if err := os.WriteFile(ra, []byte("128\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	back := start("6.17.2", t0.Add(3*time.Hour)).status.DefaultsChanged
+	if back == nil || back.Knobs[0] != (v1alpha1.KnobChange{Knob: "read_ahead_kb", Old: "4096", New: "128"}) || !back.DetectedTime.Time.Equal(t0.Add(3*time.Hour)) {
+		t.Errorf("defaults set back: %+v, want the change 4096 → 128 found now", back)
 	}
 }
 

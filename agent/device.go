@@ -42,8 +42,9 @@ type device struct {
 	// governs caches and there is one (cacheBefore).
 	cache *governedCache
 	// defaults are the device's queue defaults read at its adoption
-	// (checkDefaults), kept in its memo.
-	defaults *sentinel.Seen
+	// (checkDefaults), previousDefaults those before a change of them
+	// that is still in force (nil when none is); both kept in its memo.
+	defaults, previousDefaults *sentinel.Seen
 	// sampled: the current window is traced for its last part only
 	// (sampling.go).
 	sampled bool

@@ -71,7 +71,7 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 		log.Error(err, "read the device's memo; starting without it", "device", d.sys.Name)
 	}
 	if cur != nil {
-		d.checkDefaults(m.Defaults, *cur, log)
+		d.checkDefaults(m.Defaults, m.PreviousDefaults, *cur, log)
 		defer d.memorize(act, log)
 	}
 	if !ok {
@@ -101,7 +101,7 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
 		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
 		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual, Unverified: c.unverified(),
-		Defaults: cloneSeen(d.defaults)}
+		Defaults: cloneSeen(d.defaults), PreviousDefaults: cloneSeen(d.previousDefaults)}
 	c.memoDirty, c.memoUnverified = false, m.Unverified
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)

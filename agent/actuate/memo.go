@@ -49,8 +49,12 @@ type DeviceMemo struct {
 	// the next start puts back (agent's restoreUnverified).
 	Unverified bool `json:"unverified,omitempty"`
 	// Defaults are the device's queue defaults the agent read at its
-	// last start (agent/sentinel); nil before any.
+	// last start (agent/sentinel), with the time it first read those
+	// values; nil before any.
 	Defaults *sentinel.Seen `json:"defaults,omitempty"`
+	// PreviousDefaults are the defaults before a change a start found,
+	// while Defaults still differ from them; nil when none does.
+	PreviousDefaults *sentinel.Seen `json:"previousDefaults,omitempty"`
 }
 
 type memoFile struct {

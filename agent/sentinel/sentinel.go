@@ -55,7 +55,8 @@ type Seen struct {
 	// Knobs maps a name of Knobs to its value as sysfs prints it.
 	Knobs map[string]string `json:"knobs"`
 	Host  Host              `json:"host"`
-	// At is when they were read.
+	// At is when they were read: first read, for the defaults a start
+	// keeps (a later start that reads the same values keeps its time).
 	At time.Time `json:"at"`
 }
 
