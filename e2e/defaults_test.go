@@ -3,8 +3,11 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,8 +26,8 @@ const olderKernel = "6.16.0-e2e-before"
 // does not write the memo again) record another read_ahead_kb and an older
 // kernel, as an upgrade between two boots would leave it, and deletes the
 // agent pod. The next pod must report the change in the device's status,
-// with a DefaultsChanged event on the NodeStorageState, and the policy
-// must sum it up in its status.
+// with a DefaultsChanged event on the NodeStorageState, the policy must
+// sum it up in its status, and the agent's metric must say which knob.
 func (k *cluster) checkDefaultsChanged(t *testing.T, node, policy, dev string) {
 	t.Helper()
 	path := filepath.Join(agentStateDir(), "memo", dev+".json")
@@ -75,8 +78,58 @@ func (k *cluster) checkDefaultsChanged(t *testing.T, node, policy, dev string) {
 		}
 		return nil
 	})
+	series := `shadowtune_agent_defaults_changed{device="` + dev + `",knob="read_ahead_kb"} 1`
+	eventually(t, time.Minute, "the agent's metric "+series, func() error {
+		body, err := k.agentMetrics()
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(body, series) {
+			return fmt.Errorf("no %s among the agent's metrics", series)
+		}
+		return nil
+	})
 	k.show("defaults-changed", "get", "events", "-A", "--field-selector", "reason=DefaultsChanged")
 	k.record("defaultsChanged", k.policy(policy).Status.DefaultsChanged)
+}
+
+// agentMetrics scrapes the node's agent as a scraper the chart allows
+// does (metrics.secure): over HTTPS on the agent's host-network metrics
+// port, with the token of a service account bound to the chart's
+// metrics-reader ClusterRole, which the agent's filter checks with the
+// API server (TokenReview, SubjectAccessReview). The agent's certificate
+// is its own, self-signed: it is not verified.
+func (k *cluster) agentMetrics() (string, error) {
+	const sa = "e2e-metrics-scraper"
+	if k.scrapeToken == "" {
+		_, _ = k.run("kubectl", "-n", namespace, "create", "serviceaccount", sa)
+		_, _ = k.run("kubectl", "create", "clusterrolebinding", sa, "--clusterrole="+release+"-metrics-reader",
+			"--serviceaccount="+namespace+":"+sa)
+		k.t.Cleanup(func() {
+			_, _ = k.run("kubectl", "delete", "clusterrolebinding", sa, "--ignore-not-found")
+			_, _ = k.run("kubectl", "-n", namespace, "delete", "serviceaccount", sa, "--ignore-not-found")
+		})
+		k.scrapeToken = strings.TrimSpace(k.kubectl("-n", namespace, "create", "token", sa))
+	}
+	req, err := http.NewRequest(http.MethodGet, "https://127.0.0.1:9464/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+k.scrapeToken)
+	c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the agent's self-signed certificate
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("scrape the agent: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return "", fmt.Errorf("scrape the agent: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("scrape the agent: %s: %s", resp.Status, b)
+	}
+	return string(b), nil
 }
 
 // rewriteMemoDefaults returns the read_ahead_kb an agent's memo file

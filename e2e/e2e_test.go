@@ -44,15 +44,17 @@ const (
 
 // cluster is the running e2e cluster.
 type cluster struct {
-	t         *testing.T
-	root      string // repository
-	kubecfg   string
-	helm      string
-	c         client.Client
-	artifacts string
-	summary   map[string]any
-	failures  []string // what k.errorf reported, repeated at the test's end
-	mu        sync.Mutex
+	t       *testing.T
+	root    string // repository
+	kubecfg string
+	helm    string
+	// scrapeToken is the token agentMetrics scrapes with, once made.
+	scrapeToken string
+	c           client.Client
+	artifacts   string
+	summary     map[string]any
+	failures    []string // what k.errorf reported, repeated at the test's end
+	mu          sync.Mutex
 }
 
 // errorf fails the test as t.Errorf does, and keeps the message: the
