@@ -467,31 +467,37 @@ func (m *Metrics) IncOtherWriter(dev string) {
 // knobs (the queue attributes whose defaults changed since the agent's
 // previous start), the others removed.
 func (m *Metrics) SetDefaultsChanged(dev string, knobs []string) {
-	dev = labelValue(dev)
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.device(dev)
-	m.defaultsChange.DeletePartialMatch(prometheus.Labels{"device": dev})
+	values := make(map[string]float64, len(knobs))
 	for _, k := range knobs {
-		m.defaultsChange.WithLabelValues(dev, labelValue(k)).Set(1)
+		values[k] = 1
 	}
+	m.setKnobs(m.defaultsChange, dev, values)
 }
 
 // SetDefaultsSlower sets dev's defaults_slower series: for each knob
 // judged, 1 when its new default is predicted slower, else 0; the others
 // removed.
 func (m *Metrics) SetDefaultsSlower(dev string, judged map[string]bool) {
+	values := make(map[string]float64, len(judged))
+	for k, slower := range judged {
+		values[k] = 0
+		if slower {
+			values[k] = 1
+		}
+	}
+	m.setKnobs(m.defaultsSlower, dev, values)
+}
+
+// setKnobs replaces dev's series of v (labels device, knob) with one per
+// knob of values, at its value.
+func (m *Metrics) setKnobs(v *prometheus.GaugeVec, dev string, values map[string]float64) {
 	dev = labelValue(dev)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.device(dev)
-	m.defaultsSlower.DeletePartialMatch(prometheus.Labels{"device": dev})
-	for k, slower := range judged {
-		v := 0.0
-		if slower {
-			v = 1
-		}
-		m.defaultsSlower.WithLabelValues(dev, labelValue(k)).Set(v)
+	v.DeletePartialMatch(prometheus.Labels{"device": dev})
+	for k, x := range values {
+		v.WithLabelValues(dev, labelValue(k)).Set(x)
 	}
 }
 
