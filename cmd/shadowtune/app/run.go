@@ -235,7 +235,8 @@ func serveMetrics(addr string, log logr.Logger) (*metrics.Metrics, func(error), 
 var runColumns = []string{"DEVICE", "CLASS", "CURRENT", "READ-AHEAD", "BEST", "GAIN", "RA ADVICE", "RA WASTE", "MODEL ERR", "REQS", "DROPPED", "LAST CHANGE"}
 
 // runRow is one device's cells under runColumns; the last cell carries the
-// window's notes (error, skipped, gone, OtherWriter) after the last change.
+// window's notes (error, skipped, gone, verification, counterfactual,
+// defaults changed, OtherWriter) after the last change.
 func runRow(d v1alpha1.DeviceState) []string {
 	last := "-"
 	if d.LastChangeTime != nil {
@@ -264,6 +265,9 @@ func runRow(d v1alpha1.DeviceState) []string {
 			note += ", switches held until " + cf.HoldUntil.UTC().Format(time.RFC3339)
 		}
 	}
+	if dc := d.DefaultsChanged; dc != nil {
+		note += "  defaults changed: " + judgedDefaults(dc)
+	}
 	if ow := d.OtherWriter; ow != nil {
 		note += "  OtherWriter: " + ow.Change
 		if ow.Writer != "" {
@@ -278,6 +282,20 @@ func runRow(d v1alpha1.DeviceState) []string {
 		orDash(win.Best), orZero(win.BestGainPercent) + "%", fmt.Sprintf("%d KiB", win.ReadAheadAdviceKiB),
 		raWaste(d.ReadAhead), orZero(d.ModelErrorPercent) + "%", requestsCell(win), fmt.Sprint(d.EventsDropped), last + note,
 	}
+}
+
+// judgedDefaults renders a defaults change with its verdicts:
+// "read_ahead_kb 128 → 2560 (Slower, +117.4 %), scheduler none →
+// mq-deadline".
+func judgedDefaults(dc *v1alpha1.DefaultsChange) string {
+	parts := make([]string, len(dc.Knobs))
+	for i, k := range dc.Knobs {
+		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
+		if k.Verdict != "" {
+			parts[i] += fmt.Sprintf(" (%s, %s %%)", k.Verdict, k.ChangePercent)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // requestsCell is the REQS cell: the window's traced requests, marked

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 	"github.com/shadowtune/shadowtune/internal/testutil/need"
 )
@@ -523,4 +524,18 @@ func decodeRunReport(t *testing.T, out string) agent.Status {
 		t.Fatalf("report does not decode strictly into agent.Status (devices: v1alpha1.DeviceState): %v\n%s", err, out)
 	}
 	return st
+}
+
+// TestRunRowDefaultsChanged: a device's changed defaults show in its row,
+// with the verdict of each judged knob.
+func TestRunRowDefaultsChanged(t *testing.T) {
+	d := v1alpha1.DeviceState{Name: "sda", DefaultsChanged: &v1alpha1.DefaultsChange{Knobs: []v1alpha1.KnobChange{
+		{Knob: "read_ahead_kb", Old: "128", New: "2560", Verdict: v1alpha1.VerdictSlower, ChangePercent: "+117.4"},
+		{Knob: "nr_requests", Old: "128", New: "256"},
+	}}}
+	row := runRow(d)
+	want := "defaults changed: read_ahead_kb 128 → 2560 (Slower, +117.4 %), nr_requests 128 → 256"
+	if last := row[len(row)-1]; !strings.Contains(last, want) {
+		t.Errorf("last cell %q, want it to contain %q", last, want)
+	}
 }
