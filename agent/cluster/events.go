@@ -172,7 +172,7 @@ func newlySlower(prev, next *v1alpha1.DefaultsChange) string {
 		}) {
 			continue
 		}
-		parts = append(parts, fmt.Sprintf("%s %s → %s predicted slower (%s %%)", k.Knob, k.Old, k.New, k.ChangePercent))
+		parts = append(parts, fmt.Sprintf("%s predicted slower (%s %%)", k.Describe(), k.ChangePercent))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -315,7 +315,6 @@ func (e *evaluation) agentTrouble() {
 	}
 }
 
-// perNode collects event messages by node.
 // maxDefaultsChanges bounds StorageTuningStatus.DefaultsChanged (its
 // CRD's MaxItems).
 const maxDefaultsChanges = 8
@@ -329,7 +328,7 @@ func (e *evaluation) defaultsChanged() {
 	s := &e.plan.Status
 	prev := s.LastDefaultsChangeTime
 	type key struct{ change, with string }
-	devices, slower, judged, nodes := map[key]int32{}, map[key]int32{}, map[key]int32{}, map[key]map[string]bool{}
+	counts, nodes := map[key]*v1alpha1.DefaultsChangeCount{}, map[key]map[string]bool{}
 	found := perNode{}
 	for _, r := range e.governed {
 		c := r.dev.DefaultsChanged
@@ -337,21 +336,17 @@ func (e *evaluation) defaultsChanged() {
 			continue
 		}
 		k := key{c.Describe(), c.With}
-		devices[k]++
-		for _, kc := range c.Knobs {
-			if kc.Verdict != "" {
-				judged[k]++
-				break
-			}
+		n := counts[k]
+		if n == nil {
+			n, nodes[k] = &v1alpha1.DefaultsChangeCount{Change: k.change, With: k.with}, map[string]bool{}
+			counts[k] = n
 		}
-		for _, kc := range c.Knobs {
-			if kc.Verdict == v1alpha1.VerdictSlower {
-				slower[k]++
-				break
-			}
-		}
-		if nodes[k] == nil {
-			nodes[k] = map[string]bool{}
+		n.Devices++
+		switch c.Verdict() {
+		case v1alpha1.VerdictSlower:
+			n.JudgedDevices, n.SlowerDevices = n.JudgedDevices+1, n.SlowerDevices+1
+		case v1alpha1.VerdictNotSlower:
+			n.JudgedDevices++
 		}
 		nodes[k][r.node.Name] = true
 		if after(c.DetectedTime, prev) {
@@ -366,9 +361,9 @@ func (e *evaluation) defaultsChanged() {
 		}
 	}
 	s.DefaultsChanged = nil
-	for k, n := range devices {
-		s.DefaultsChanged = append(s.DefaultsChanged, v1alpha1.DefaultsChangeCount{Change: k.change, With: k.with, Nodes: int32(len(nodes[k])), Devices: n,
-			SlowerDevices: slower[k], JudgedDevices: judged[k]})
+	for k, n := range counts {
+		n.Nodes = int32(len(nodes[k]))
+		s.DefaultsChanged = append(s.DefaultsChanged, *n)
 	}
 	slices.SortFunc(s.DefaultsChanged, func(a, b v1alpha1.DefaultsChangeCount) int {
 		if a.Devices != b.Devices {
@@ -380,6 +375,7 @@ func (e *evaluation) defaultsChanged() {
 	e.plan.Events = append(e.plan.Events, found.events(EventDefaultsChanged, true)...)
 }
 
+// perNode collects event messages by node.
 type perNode map[string][]string
 
 func (p perNode) add(node, msg string) { p[node] = append(p[node], msg) }

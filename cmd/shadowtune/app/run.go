@@ -290,7 +290,7 @@ func runRow(d v1alpha1.DeviceState) []string {
 func judgedDefaults(dc *v1alpha1.DefaultsChange) string {
 	parts := make([]string, len(dc.Knobs))
 	for i, k := range dc.Knobs {
-		parts[i] = fmt.Sprintf("%s %s → %s", k.Knob, k.Old, k.New)
+		parts[i] = k.Describe()
 		if k.Verdict != "" {
 			parts[i] += fmt.Sprintf(" (%s, %s %%)", k.Verdict, k.ChangePercent)
 		}
