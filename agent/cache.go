@@ -38,8 +38,9 @@ type CacheInfo struct {
 	// Name is the device-mapper name; Origin the origin's "MAJOR:MINOR".
 	Name, Origin string
 	// BlockSectors is the cache block size, TotalBlocks the capacity in
-	// blocks (sectors of 512 B).
-	BlockSectors, TotalBlocks uint64
+	// blocks (sectors of 512 B); OriginSectors the table's length, the
+	// origin's size smq sizes its hotspots by (sectors).
+	BlockSectors, TotalBlocks, OriginSectors uint64
 	// Mode is writethrough, passthrough or writeback.
 	Mode string
 	// Cumulative counters since the table was loaded.
@@ -431,15 +432,20 @@ func readCostNs(reqs []trace.Request, blockSectors uint64, m *model.Model, scrat
 }
 
 // setDMCacheModel sets the simulated cache that stands for the dm-cache
-// info (kernel name dm) in front of the device: smq's calibrated stand-in
-// (engine.SMQCalibrated), filled from empty over one window
+// info (kernel name dm) in front of the device: smq by its own rules
+// (engine.SMQ, its hotspots sized by the cache's origin, or by the device
+// when the table gives no length), filled from empty over one window
 // (engine.Options.CacheFill) as the real cache fills after a switch, each
 // hit charged the cache device's measured read time (probeCacheRead) on
 // one of the engine's CPUs. When the probe fails the failure is logged
 // and the hits keep the default RAM copy cost.
 func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
 	cfg := &d.ctrl.policy.Engine.Cache
-	*cfg = engine.SMQCalibrated(info.TotalBlocks, uint32(info.BlockSectors), d.sys.SizeBytes/trace.SectorSize)
+	origin := info.OriginSectors
+	if origin == 0 {
+		origin = d.sys.SizeBytes / trace.SectorSize
+	}
+	*cfg = engine.SMQ(info.TotalBlocks, uint32(info.BlockSectors), origin)
 	d.ctrl.policy.Engine.CacheFill = true
 	dev, ns, err := probeCacheRead(e.hostRoot, dm, info.Origin)
 	if err != nil {

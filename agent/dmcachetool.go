@@ -80,7 +80,7 @@ func (d DMCacheTool) Info(name string) (CacheInfo, error) {
 		return CacheInfo{}, err
 	}
 	s := dev.Status
-	return CacheInfo{Name: dev.Name, Origin: dev.Table.Origin, BlockSectors: dev.Table.BlockSectors, TotalBlocks: s.TotalBlocks,
+	return CacheInfo{Name: dev.Name, Origin: dev.Table.Origin, BlockSectors: dev.Table.BlockSectors, TotalBlocks: s.TotalBlocks, OriginSectors: dev.Table.Length,
 		Mode: string(s.Mode), ReadHits: s.ReadHits, ReadMisses: s.ReadMisses, Promotions: s.Promotions, Dirty: s.Dirty}, nil
 }
 

@@ -80,8 +80,8 @@ func CacheForBudget(budgetBytes int64) redcap.Config {
 // served from the disk, not prefetched for the reader; a block is copied
 // in at its second miss after at least 64 reads without one
 // (redcap.Config.PromoteAfter 2, PromoteGapQuiet); the least recently
-// used block is replaced. It was the agent's stand-in until
-// SMQCalibrated, which predicts smq's read hits better, replaced it.
+// used block is replaced. It was the agent's stand-in until smq's own
+// rules (SMQ), which predict smq's read hits better, replaced it.
 // blockSectors must be a multiple of 8 (dm-cache's block size is a
 // multiple of 32 KiB).
 func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
@@ -89,43 +89,21 @@ func CacheForBlocks(blocks uint64, blockSectors uint32, capacitySectors uint64) 
 		PromoteAfter: DMCachePromoteAfter, PromoteGapQuiet: true}
 }
 
-// SMQCalibrated is the simulated dm-cache calibrated against smq in the VM
-// lab (docs/agent.md, TestSMQCalibration): a block is copied in at a miss
-// once its hotspot (HotspotSegments adjacent blocks) has missed twice at
-// least SMQPromoteGapNs apart on the workload's own clock, and only into
-// a free block (redcap.Config.FillOnly: smq replaces blocks about once a
-// minute, not within a window). See SMQPromoteGapNs for how closely it
-// predicts smq's read hits from an empty cache. The agent uses it with
-// Options.CacheFill: carried over every window while the real cache is
-// off, it fills more selectively than smq does once switched on from
-// empty (90–97 % of zipf(1.2)'s reads predicted to hit a 64 MiB cache,
-// 81 % measured), while filled over one window of 10 s behind 500 IOPS
-// it predicted 80.3–80.7 % (docs/agent.md). Where the CPU bounds the hits
-// (the VM lab's TCG guest serves 5,000–13,000 reads a second through
-// dm-cache) it predicts the gain of the devices' time, not the rate.
-func SMQCalibrated(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
-	c := CacheForBlocks(blocks, blockSectors, capacitySectors)
-	c.HotspotSegments = HotspotSegments(blocks, blockSectors, capacitySectors)
-	c.PromoteGapNs, c.PromoteGapQuiet, c.FillOnly = SMQPromoteGapNs, false, true
-	return c
+// SMQ is the simulated dm-cache the agent judges a dm-cache by: one
+// segment per cache block, smq's own rules for what it copies in and
+// gives up (redcap.Config.SMQ: its hotspot queue of HotspotSegments
+// blocks per hotspot, its ticks timed by the requests' recorded
+// completions, its demotions from the lower half of its cached blocks),
+// a miss served from the disk. blockSectors must be a multiple of 8;
+// capacitySectors is the origin's size, which sets the hotspot size. On
+// the VM lab's calibration workloads (TestSMQCalibration) and on a file
+// read backward (GNU tac, whose hits come from the blocks copied in
+// while it reads them), see docs/agent.md for how close it comes to
+// smq's read hits.
+func SMQ(blocks uint64, blockSectors uint32, capacitySectors uint64) redcap.Config {
+	return redcap.Config{Segments: int(max(min(blocks, 1<<20), 1)), SegmentSectors: blockSectors, CapacitySectors: capacitySectors,
+		HotspotSegments: HotspotSegments(blocks, blockSectors, capacitySectors), SMQ: true}
 }
-
-// SMQPromoteGapNs is SMQCalibrated's redcap.Config.PromoteGapNs, ns: 350
-// ms. smq raises a hotspot's level at most once per tick of its policy,
-// and dm-cache ticks it every second (end_hotspot_period in
-// dm-cache-policy-smq.c, do_waker in dm-cache-target.c); a miss at a
-// random moment waits half a tick on average for the next one, and while
-// the cache has free blocks smq lowers the level it promotes at
-// (update_promote_levels), so a block waits less. Across six VM lab runs
-// smq's own hits from an empty cache varied by up to 16 points run to run
-// on the same reads (the moved hot set: 43–59 %; uniform reads over 32
-// MiB: 85–96 %), and 350 ms predicts near the middle of both, 52 % and
-// 88 %: within 9.1 points of every run on record, where 500 ms (86 % for
-// the uniform reads) missed one by 10.2. A gap counted in reads instead
-// (1,024, the first calibration) holds only at the request rate it was
-// fitted at: 20,000 reads took 7 s on one host and 8–9 s on another, and
-// its error on the moved hot set went from 1 to 11 points.
-const SMQPromoteGapNs = 350_000_000
 
 // HotspotSegments is how many cache blocks smq groups into one hotspot
 // block for a cache of blocks blocks of blockSectors sectors on an origin

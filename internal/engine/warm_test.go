@@ -9,6 +9,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/redcap"
 	"github.com/shadowtune/shadowtune/internal/sim"
+	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // TestCacheWarmedFromTheWindowBefore: zipf-like reads over a hot set that
@@ -53,7 +54,7 @@ func TestCacheFill(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	window := func() []uint64 { return hotSetReads(rng) }
 	eval := func(secs []uint64, warm *CacheWarm, fill bool) Report {
-		return evalHotSet(t, secs, SMQCalibrated(512, 128, 200*gib), warm, fill)
+		return evalHotSet(t, secs, SMQ(512, 128, 200*gib), warm, fill)
 	}
 	w1, w2 := window(), window()
 	first := eval(w1, nil, false)
@@ -81,7 +82,7 @@ func TestCacheFill(t *testing.T) {
 // and the gain is that of the filled cache.
 func TestCacheFillGainLeavesOutTheFill(t *testing.T) {
 	secs := hotSetReads(rand.New(rand.NewPCG(11, 12)))
-	eval := func(fill bool) Report { return evalHotSet(t, secs, SMQCalibrated(512, 128, 200*gib), nil, fill) }
+	eval := func(fill bool) Report { return evalHotSet(t, secs, SMQ(512, 128, 200*gib), nil, fill) }
 	paid, filled := eval(false), eval(true)
 	cached := func(r Report) sim.Result {
 		for _, o := range r.Outcomes {
@@ -136,4 +137,47 @@ func evalHotSet(t *testing.T, secs []uint64, cfg redcap.Config, warm *CacheWarm,
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// TestSMQJudgesBackwardRead: a file of 24 MiB read backward 8 KiB at a
+// time (GNU tac) on a 400 IOPS disk, judged as the agent judges a dm-cache
+// of 640 blocks of 64 KiB on a 448 MiB origin (SMQ, CacheFill) in windows
+// of 1 s, each window's reads on its own clock: from the second window on
+// the cache is predicted to cut the reads' time by far more than the
+// policy's margin (5 %), as writethrough cut tac's time by 26–34 % in the
+// VM lab (TestPaperWorkloadsCachedLV); smq's earlier promotion rule
+// (a hotspot's second miss 350 ms after its first) predicted 0.0 %.
+func TestSMQJudgesBackwardRead(t *testing.T) {
+	const perWindow = 400
+	var all []uint64
+	for s := int64(24<<11 - 16); s >= 0; s -= 16 {
+		all = append(all, uint64(s))
+	}
+	var warm *CacheWarm
+	for i := 0; (i+1)*perWindow <= len(all) && i < 4; i++ {
+		var reqs []trace.Request
+		for j, s := range all[i*perWindow : (i+1)*perWindow] {
+			at := int64(j) * 2_500_000
+			reqs = append(reqs, trace.Request{Arrival: at, Dispatch: at, Complete: at + 2_480_000, Sector: 2048 + s, Sectors: 16,
+				Op: trace.Read, Flags: trace.Sync, PID: 7, Think: trace.Unknown})
+		}
+		w, err := sim.NewWindow(reqs, sim.LoopAuto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opt := Options{Model: model.Default(model.HDD, 512<<11), Current: Candidate{Scheduler: "none"},
+			Decide: decide.DefaultConfig("none"), Cache: SMQ(640, 128, 448<<11), CacheFill: true}
+		if warm != nil {
+			opt.CacheWarm = *warm
+		}
+		rep, err := Evaluate(w, both("none"), opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm = rep.CacheContents
+		t.Logf("window %d: %.1f %% less I/O time predicted, %.1f %% of the reads hit", i+1, *rep.CacheGainPct, *rep.CacheReadHitPct)
+		if i > 0 && *rep.CacheGainPct < 15 {
+			t.Errorf("window %d: %.1f %% less I/O time predicted with the cache, want at least 15 %%", i+1, *rep.CacheGainPct)
+		}
+	}
 }

@@ -73,8 +73,9 @@ type Config struct {
 	HitServers int
 	// PromoteAfter selects how misses are handled. 0 (REDCAP, 2007 §3):
 	// a miss fetches its whole segment and the read is served from it.
-	// n ≥ 1 stands for dm-cache's smq policy (drivers/md/dm-cache-policy-
-	// smq.c), which promotes only blocks it has seen hot: a read that
+	// n ≥ 1 is a count-based stand-in for dm-cache's smq policy
+	// (drivers/md/dm-cache-policy-smq.c; SMQ follows its own rules),
+	// which promotes only blocks it has seen hot: a read that
 	// misses goes to the disk as requested (Plan.Bypass), and a segment is
 	// copied in by a background read of the whole segment (Plan.Fetches,
 	// waited on by no read) at its n-th counted miss while not cached. A
@@ -122,6 +123,16 @@ type Config struct {
 	// frees slots over time; a caller that carries the cache from window
 	// to window (Warm, Load) must, at that pace.
 	FillOnly bool
+	// SMQ stands for dm-cache's smq policy by its own rules (see smq):
+	// a miss goes to the disk as requested (Plan.Bypass) and its block
+	// is copied in by a background read when smq's hotspot queue ranks
+	// the block's hotspot (HotspotSegments blocks) high enough; a full
+	// cache gives up a block of its lower half for a later copy. Its
+	// clock is the caller's (SetTimes): each request's arrival and
+	// recorded completion, which time the policy's ticks. Writes keep the
+	// blocks they hit (dm-cache's writethrough writes both copies). It
+	// excludes PromoteAfter, whose gap and fill fields it ignores.
+	SMQ bool
 }
 
 // withDefaults returns c with zero fields replaced by defaults.
@@ -167,6 +178,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("redcap: PromoteGapReads must be ≥ 0, got %d", c.PromoteGapReads)
 	case c.PromoteGapNs < 0:
 		return fmt.Errorf("redcap: PromoteGapNs must be ≥ 0, got %d", c.PromoteGapNs)
+	case c.SMQ && c.PromoteAfter > 0:
+		return fmt.Errorf("redcap: SMQ and PromoteAfter %d both set: choose one promotion rule", c.PromoteAfter)
 	case c.HotspotSegments < 0:
 		return fmt.Errorf("redcap: HotspotSegments must be ≥ 0, got %d", c.HotspotSegments)
 	}
@@ -287,6 +300,10 @@ type Cache struct {
 
 	hot map[uint64]hotness // PromoteAfter > 0: misses per uncached segment (or hotspot)
 	now int64              // ns, the caller's clock (SetNow), for PromoteGapNs
+	// complete is the next request's recorded completion, ns, or
+	// trace.Unknown (SetTimes).
+	complete int64
+	smq      *smq // Config.SMQ
 }
 
 // hotness is an uncached segment's counted misses and the clock at its
@@ -326,6 +343,10 @@ func New(cfg Config) (*Cache, error) {
 	if cfg.PromoteAfter > 0 {
 		c.hot = make(map[uint64]hotness)
 	}
+	if cfg.SMQ {
+		c.smq = newSMQ(n, cfg.HotspotSegments)
+	}
+	c.complete = trace.Unknown
 	c.Reset()
 	return c, nil
 }
@@ -351,6 +372,9 @@ func (c *Cache) Reset() {
 	c.head, c.tail = n-1, 0
 	c.onLRU, c.free = int(n), int(n)
 	c.stats = Stats{}
+	if c.smq != nil {
+		c.smq.reset()
+	}
 }
 
 // Config returns the configuration in use, with defaults filled in.
@@ -359,7 +383,12 @@ func (c *Cache) Config() Config { return c.cfg }
 // SetNow sets the cache's clock to now, ns, the time of the next Read:
 // the clock of Config.PromoteGapNs. A clock that goes back counts no
 // miss until it has passed the last counted one by the gap again.
-func (c *Cache) SetNow(now int64) { c.now = now }
+func (c *Cache) SetNow(now int64) { c.now, c.complete = now, trace.Unknown }
+
+// SetTimes sets the cache's clock to the next request's arrival, ns, and
+// gives its recorded completion, ns (trace.Unknown when not measured):
+// Config.SMQ's policy ticks when the request it picked completes.
+func (c *Cache) SetTimes(arrival, complete int64) { c.now, c.complete = arrival, complete }
 
 // clock returns the time of the promotion gap and the gap: ns under
 // PromoteGapNs, else reads.
@@ -417,6 +446,9 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 		return p
 	}
 	c.stats.Reads++
+	if c.smq != nil {
+		c.smq.advance(c.now, c.complete)
+	}
 
 	end := sector + uint64(sectors)
 	first, last := sector/c.segSz, (end-1)/c.segSz
@@ -433,6 +465,9 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 			hitsOnLRU++
 		}
 		c.parts = append(c.parts, s)
+	}
+	if misses > 0 && c.smq != nil {
+		return c.missSMQ(sector, end, first)
 	}
 	if misses > 0 && c.cfg.PromoteAfter > 0 {
 		return c.missPromote(sector, end, first, hitsOnLRU)
@@ -458,6 +493,9 @@ func (c *Cache) Read(sector uint64, sectors uint32) *Plan {
 			p.HitSectors += n
 			c.unlink(s)
 			c.pushHead(s)
+			if c.smq != nil {
+				c.smq.hit(s)
+			}
 		} else { // filling
 			p.WaitParts++
 			p.Waits = append(p.Waits, FillID(s))
@@ -548,6 +586,83 @@ func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
 	return p
 }
 
+// missSMQ plans a read with a miss under SMQ: the read goes to the disk
+// unchanged; each block of it is looked up in smq's order, a missed one
+// that smq would copy in taking a free slot by a background fetch or, with
+// none free, making one free for a later miss (demote).
+func (c *Cache) missSMQ(sector, end, first uint64) *Plan {
+	p := &c.plan
+	p.Bypass = true
+	p.ServedSectors = uint32(end - sector)
+	c.stats.Bypasses++
+	for i, s := range c.parts {
+		k := first + uint64(i)
+		if s != none {
+			if c.state[s] == slotValid {
+				c.smq.hit(s)
+			} else {
+				c.smq.missed(k) // being copied in: not yet in smq's table
+			}
+			continue
+		}
+		if !c.smq.missed(k) {
+			continue
+		}
+		if c.free == 0 {
+			if v := c.smq.victim(c.free); v != none {
+				c.demote(v)
+			}
+			continue
+		}
+		v := c.claim(k)
+		start, n := k*c.segSz, c.segSz
+		if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
+			n = max(capa, start+1) - start
+		}
+		p.MissParts++
+		p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
+		p.FetchedSectors += uint32(n)
+	}
+	c.stats.MissParts += uint64(p.MissParts)
+	c.stats.FetchedSectors += uint64(p.FetchedSectors)
+	return p
+}
+
+// demote frees the valid slot v (smq's demotion: a clean block is
+// dropped, nothing is written).
+func (c *Cache) demote(v int32) {
+	delete(c.index, c.seg[v])
+	c.state[v] = slotFree
+	c.free++
+	c.unlink(v)
+	c.pushTail(v)
+	c.stats.Evictions++
+	c.smq.dropped(v)
+}
+
+// writeSMQ looks up the blocks first..last of a write under SMQ: a cached
+// block stays (writethrough writes both copies) and counts as a hit; one
+// being copied in is made stale; a missed one raises its hotspot but is
+// not copied in. It returns the fills made stale.
+func (c *Cache) writeSMQ(first, last uint64) (invalidated int) {
+	c.smq.advance(c.now, c.complete)
+	for k := first; k <= last; k++ {
+		s, ok := c.index[k]
+		switch {
+		case !ok:
+			c.smq.missed(k)
+		case c.state[s] == slotValid:
+			c.smq.hit(s)
+		default:
+			delete(c.index, k)
+			c.stale[s] = true
+			c.stats.StaleFills++
+			invalidated++
+		}
+	}
+	return invalidated
+}
+
 // claim takes the least recently used evictable slot for disk segment k,
 // marks it filling and returns it.
 func (c *Cache) claim(k uint64) int32 {
@@ -559,6 +674,9 @@ func (c *Cache) claim(k uint64) int32 {
 	if c.state[v] == slotValid {
 		delete(c.index, c.seg[v])
 		c.stats.Evictions++
+		if c.smq != nil {
+			c.smq.dropped(v)
+		}
 	}
 	c.state[v] = slotFilling
 	c.stale[v] = false
@@ -591,6 +709,9 @@ func (c *Cache) FillDone(id FillID) {
 	}
 	c.state[s] = slotValid
 	c.pushHead(s)
+	if c.smq != nil {
+		c.smq.cached(s, smqLevels-1)
+	}
 }
 
 // Write invalidates every cached segment that the write of sectors 512-byte
@@ -614,6 +735,9 @@ func (c *Cache) Write(sector uint64, sectors uint32) (invalidated int) {
 	c.stats.Writes++
 	end := sector + uint64(sectors)
 	first, last := sector/c.segSz, (end-1)/c.segSz
+	if c.smq != nil {
+		return c.writeSMQ(first, last)
+	}
 	if len(c.index) == 0 {
 		return 0
 	}
@@ -689,6 +813,10 @@ func (c *Cache) pushTail(s int32) {
 type Warm struct {
 	Segments []uint64
 	HotSpots []uint64
+	// Levels and HotLevels, under Config.SMQ, are the levels in smq's
+	// queues of Segments and HotSpots (the hints dm-cache keeps in its
+	// metadata for its blocks).
+	Levels, HotLevels []uint8
 }
 
 // Warm returns the cache's Warm: at most limit segments (the most
@@ -696,6 +824,13 @@ type Warm struct {
 // run gives the same Warm whatever the map's order).
 func (c *Cache) Warm(limit int) Warm {
 	w := Warm{Segments: c.Contents(limit)}
+	if c.smq != nil {
+		for _, k := range w.Segments {
+			w.Levels = append(w.Levels, c.smq.clean.level[c.index[k]])
+		}
+		w.HotSpots, w.HotLevels = c.smq.hotLevels(limit)
+		return w
+	}
 	for k, h := range c.hot {
 		if int(h.n) >= c.cfg.PromoteAfter {
 			w.HotSpots = append(w.HotSpots, k)
@@ -710,6 +845,15 @@ func (c *Cache) Warm(limit int) Warm {
 // hotspots as having reached PromoteAfter.
 func (c *Cache) Load(w Warm) {
 	c.Preload(w.Segments)
+	if c.smq != nil {
+		for i, k := range w.Segments {
+			if s, ok := c.index[k]; ok && i < len(w.Levels) && c.state[s] == slotValid {
+				c.smq.cached(s, w.Levels[i])
+			}
+		}
+		c.smq.loadHot(w.HotSpots, w.HotLevels)
+		return
+	}
 	if c.hot == nil {
 		return
 	}
@@ -754,6 +898,9 @@ func (c *Cache) Preload(segs []uint64) {
 		v := c.claim(k)
 		c.state[v] = slotValid
 		c.pushHead(v)
+		if c.smq != nil {
+			c.smq.cached(v, uint8(smqLevels*len(c.index)/len(c.seg))) // spread as a redistribute would
+		}
 	}
 	c.stats = st
 }

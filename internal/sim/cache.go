@@ -76,6 +76,12 @@ func (cs *cacheState) wait(id redcap.FillID, i int32) {
 // fills); false when the request must go to the elevator unchanged (writes
 // after invalidation, discards, flushes, bypassed reads).
 func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
+	// The cache's clock (redcap.Config.PromoteGapNs, SMQ) is the
+	// workload's own: the request's recorded arrival and completion, not
+	// the simulated times, which move with the model's error and the
+	// candidate.
+	rq := &r.reqs[q.ID]
+	cs.c.SetTimes(rq.Arrival, rq.Complete)
 	switch q.Op {
 	case trace.Write, trace.Discard:
 		cs.c.Write(q.Sector, q.Sectors)
@@ -87,10 +93,6 @@ func (cs *cacheState) intercept(r *runner, q *sched.Request) bool {
 	if q.Sectors == 0 {
 		return false
 	}
-	// The cache's promotion clock (redcap.Config.PromoteGapNs) is the
-	// workload's own: the read's recorded arrival, not the simulated
-	// time, which moves with the model's error and the candidate.
-	cs.c.SetNow(r.reqs[q.ID].Arrival)
 	p := cs.c.Read(q.Sector, q.Sectors)
 	i := q.ID
 	if p.Bypass {

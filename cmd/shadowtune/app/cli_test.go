@@ -348,8 +348,8 @@ func TestSimulateThrottled(t *testing.T) {
 	}
 }
 
-// TestSimulateCacheModel: --cache-model smq simulates dm-cache's smq as
-// calibrated in the VM lab (engine.SMQCalibrated) in place of REDCAP, with
+// TestSimulateCacheModel: --cache-model smq simulates dm-cache's smq
+// by its own rules (engine.SMQ) in place of REDCAP, with
 // its block size and hit time in the report; bad cache flags are refused
 // with one line naming the flag.
 func TestSimulateCacheModel(t *testing.T) {

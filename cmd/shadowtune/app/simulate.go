@@ -408,12 +408,12 @@ func checkCacheFlags(f *simulateFlags) error {
 
 // cacheConfig is the simulated cache of the flags for a device of
 // capacitySectors: REDCAP's segments of 128 KiB (KDSim §7), or dm-cache's
-// smq as calibrated in the VM lab (engine.SMQCalibrated).
+// smq by its own rules (engine.SMQ).
 func cacheConfig(f *simulateFlags, capacitySectors uint64) sim.CacheConfig {
 	var c sim.CacheConfig
 	if f.cacheModel == "smq" {
 		blocks := uint64(f.cacheMiB) * 1024 / uint64(f.cacheBlockKiB)
-		c = engine.SMQCalibrated(blocks, uint32(f.cacheBlockKiB*2), capacitySectors)
+		c = engine.SMQ(blocks, uint32(f.cacheBlockKiB*2), capacitySectors)
 	} else {
 		const seg = 256
 		c = sim.CacheConfig{Segments: f.cacheMiB * 2048 / seg, SegmentSectors: seg}

@@ -2,7 +2,7 @@
 // dm-cache's smq policy: it predicts, from a trace recorded on the
 // cache's origin while the cache was off, the read-hit ratio and the gain
 // of turning an empty cache on, with the agent's stand-in
-// (engine.CacheForBlocks) and with engine.SMQCalibrated, for the VM lab's
+// (engine.CacheForBlocks) and with smq's own rules (engine.SMQ), for the VM lab's
 // calibration (e2e/vm, TestSMQCalibration) and for sweeps over its saved
 // traces (TestSavedRun).
 package smqcal
@@ -32,16 +32,14 @@ type Setup struct {
 	// sets them); zero: a RAM copy, unbounded.
 	HitNs      int64
 	HitServers int
-	// CalibratedHitNs, when set, is what a hit costs the calibrated
-	// stand-in instead, ns per server: the cache device's time per read
-	// at the workload's depth times HitServers (fio's 1 s ÷ IOPS). smq
-	// promotes on a clock (engine.SMQPromoteGapNs), so the pace of the
-	// hits decides how many blocks it promotes; in the VM lab a hit's
+	// SMQHitNs, when set, is what a hit costs engine.SMQ instead, ns
+	// per server: the cache device's time per read at the workload's
+	// depth times HitServers (fio's 1 s ÷ IOPS); in the VM lab a hit's
 	// cost is guest CPU, which the depth-1 read time alone leaves out.
-	CalibratedHitNs int64
-	// Tune, when set, changes the calibrated configuration before the
-	// simulation (a sweep's variant).
-	Tune func(*redcap.Config)
+	SMQHitNs int64
+	// OriginSectors is the cache's origin's size, which sets smq's
+	// hotspot size (engine.HotspotSegments); 0: the trace's extent.
+	OriginSectors uint64
 }
 
 // Prediction is one stand-in's prediction for a workload.
@@ -56,10 +54,10 @@ type Prediction struct {
 // Row is one workload: what the stand-ins predicted from the trace and
 // what the real cache measured over the same reads.
 type Row struct {
-	Name       string     `json:"name"`
-	Reads      int        `json:"reads"` // reads in the trace
-	Calibrated Prediction `json:"calibrated"`
-	Agent      Prediction `json:"agent"`
+	Name  string     `json:"name"`
+	Reads int        `json:"reads"` // reads in the trace
+	SMQ   Prediction `json:"smq"`   // engine.SMQ's
+	LRU   Prediction `json:"lru"`   // engine.CacheForBlocks's
 	// MeasuredHitPct is smq's read hits ÷ (hits + misses) over the same
 	// reads, each of Passes times from an empty cache, %; MeasuredGainPct
 	// the cut of their wall time through the cache (CachedS, the passes'
@@ -85,10 +83,12 @@ func Predict(path string, s Setup) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	var capacity uint64
+	capacity := s.OriginSectors
 	row := Row{}
 	for i := range reqs {
-		capacity = max(capacity, reqs[i].End())
+		if s.OriginSectors == 0 {
+			capacity = max(capacity, reqs[i].End())
+		}
 		if reqs[i].Op == trace.Read {
 			row.Reads++
 		}
@@ -98,19 +98,15 @@ func Predict(path string, s Setup) (Row, error) {
 		return Row{}, fmt.Errorf("%s: %w", path, err)
 	}
 	m := fitted.WindowModel() // as the agent simulates a window
-	cal := engine.SMQCalibrated(s.CacheBlocks, s.BlockSectors, capacity)
-	if s.Tune != nil {
-		s.Tune(&cal)
-	}
-	calHitNs := s.HitNs
-	if s.CalibratedHitNs > 0 {
-		calHitNs = s.CalibratedHitNs
+	smqHitNs := s.HitNs
+	if s.SMQHitNs > 0 {
+		smqHitNs = s.SMQHitNs
 	}
 	for _, p := range []struct {
 		cfg   redcap.Config
 		hitNs int64
 		out   *Prediction
-	}{{cal, calHitNs, &row.Calibrated}, {engine.CacheForBlocks(s.CacheBlocks, s.BlockSectors, capacity), s.HitNs, &row.Agent}} {
+	}{{engine.SMQ(s.CacheBlocks, s.BlockSectors, capacity), smqHitNs, &row.SMQ}, {engine.CacheForBlocks(s.CacheBlocks, s.BlockSectors, capacity), s.HitNs, &row.LRU}} {
 		p.cfg.HitOverheadNs, p.cfg.HitServers = p.hitNs, s.HitServers
 		if *p.out, err = predict(reqs, m, p.cfg); err != nil {
 			return Row{}, fmt.Errorf("%s: %w", path, err)
@@ -146,12 +142,12 @@ func predict(reqs []trace.Request, m *model.Model, cfg redcap.Config) (Predictio
 // Table formats rows as a Markdown table.
 func Table(rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| workload | reads | smq's read hits | calibrated | agent's | gain measured (passthrough → cache) | calibrated | agent's |\n")
+	b.WriteString("| workload | reads | smq's read hits | smq's rules | LRU stand-in | gain measured (passthrough → cache) | smq's rules | LRU stand-in |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %s | %d | %.1f %% | %.1f %% | %.1f %% | %.1f %% (%.2f → %.2f s) | %.1f %% | %.1f %% |\n", r.Name, r.Reads,
-			r.MeasuredHitPct, r.Calibrated.HitPct, r.Agent.HitPct, r.MeasuredGainPct, r.PassthroughS, r.CachedS,
-			r.Calibrated.GainPct, r.Agent.GainPct)
+			r.MeasuredHitPct, r.SMQ.HitPct, r.LRU.HitPct, r.MeasuredGainPct, r.PassthroughS, r.CachedS,
+			r.SMQ.GainPct, r.LRU.GainPct)
 	}
 	return b.String()
 }
