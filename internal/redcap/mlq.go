@@ -26,11 +26,22 @@ const smqLevels = 64
 
 func newMLQ(entries, topLevels, inTop int) *mlq {
 	q := &mlq{prev: make([]int32, entries), next: make([]int32, entries), level: make([]uint8, entries),
-		queued: make([]bool, entries), topLevels: topLevels, inTop: inTop, lastTargetN: -1}
+		queued: make([]bool, entries), topLevels: topLevels, inTop: inTop}
+	q.reset()
+	return q
+}
+
+// reset empties the queue without allocating.
+func (q *mlq) reset() {
 	for l := range q.head {
 		q.head[l], q.tail[l] = none, none
 	}
-	return q
+	q.count, q.target = [smqLevels]int{}, [smqLevels]int{}
+	clear(q.prev)
+	clear(q.next)
+	clear(q.level)
+	clear(q.queued)
+	q.n, q.lastTargetN = 0, -1
 }
 
 // push adds e at the tail of its level (q_push).

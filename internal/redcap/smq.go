@@ -83,8 +83,8 @@ func newSMQ(blocks int, perHot int) *smq {
 
 // reset forgets everything, as a new table does (smq_create).
 func (s *smq) reset() {
-	*s.hot = *newMLQ(len(s.hotBlock), s.hot.topLevels, s.hot.inTop)
-	*s.clean = *newMLQ(len(s.cleanMark), 0, 0)
+	s.hot.reset()
+	s.clean.reset()
 	clear(s.hotIndex)
 	clear(s.hotMark)
 	clear(s.cleanMark)
