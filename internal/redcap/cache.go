@@ -572,14 +572,7 @@ func (c *Cache) missPromote(sector, end, first uint64, hitsOnLRU int) *Plan {
 			delete(c.hot, k) // cached now; a hotspot stays hot for its other segments
 		}
 		free--
-		v := c.claim(k)
-		start, n := k*c.segSz, c.segSz
-		if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
-			n = max(capa, start+1) - start
-		}
-		p.MissParts++
-		p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
-		p.FetchedSectors += uint32(n)
+		c.promote(k)
 	}
 	c.stats.MissParts += uint64(p.MissParts)
 	c.stats.FetchedSectors += uint64(p.FetchedSectors)
@@ -614,18 +607,25 @@ func (c *Cache) missSMQ(sector, end, first uint64) *Plan {
 			}
 			continue
 		}
-		v := c.claim(k)
-		start, n := k*c.segSz, c.segSz
-		if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
-			n = max(capa, start+1) - start
-		}
-		p.MissParts++
-		p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
-		p.FetchedSectors += uint32(n)
+		c.promote(k)
 	}
 	c.stats.MissParts += uint64(p.MissParts)
 	c.stats.FetchedSectors += uint64(p.FetchedSectors)
 	return p
+}
+
+// promote claims a slot for disk segment k and adds its background copy
+// to the plan: the whole segment, clamped to the device.
+func (c *Cache) promote(k uint64) {
+	p := &c.plan
+	v := c.claim(k)
+	start, n := k*c.segSz, c.segSz
+	if capa := c.cfg.CapacitySectors; capa > 0 && start+n > capa {
+		n = max(capa, start+1) - start
+	}
+	p.MissParts++
+	p.Fetches = append(p.Fetches, Fetch{ID: FillID(v), Sector: start, Sectors: uint32(n)})
+	p.FetchedSectors += uint32(n)
 }
 
 // demote frees the valid slot v (smq's demotion: a clean block is

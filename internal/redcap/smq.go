@@ -28,8 +28,10 @@ import "github.com/shadowtune/shadowtune/internal/trace"
 // free (FREE_TARGET).
 //
 // Left out: writes copy nothing in (their misses still raise their
-// hotspots), and the copies in flight are not bounded
-// (migration_threshold).
+// hotspots); the copies in flight are not bounded (migration_threshold);
+// a demotion frees its block at once, where the kernel queues it as
+// background work and may queue up to a quarter of the cache before the
+// first completes.
 type smq struct {
 	perHot uint64 // cache blocks (segments) per hotspot block
 
