@@ -89,8 +89,8 @@ var smqWorkloads = []string{"zipf12", "zipf08", "uni32", "uni96", "uni512", "shi
 // smq's rules as the agent simulates them (engine.SMQ, the origin's 512
 // MiB setting the hotspot size) must predict every workload's hit ratio
 // within 10 points; the former LRU stand-in (engine.CacheForBlocks) is
-// reported. The
-// table goes to the summary ("smqCalibration") and docs/agent.md.
+// reported. The table goes to the summary ("smqCalibration") and
+// docs/agent.md.
 func TestSMQCalibration(t *testing.T) {
 	out := outImage(t)
 	n := 20000

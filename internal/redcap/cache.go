@@ -602,7 +602,7 @@ func (c *Cache) missSMQ(sector, end, first uint64) *Plan {
 			continue
 		}
 		if c.free == 0 {
-			if v := c.smq.victim(c.free); v != none {
+			if v := c.smq.victim(); v != none {
 				c.demote(v)
 			}
 			continue
@@ -632,12 +632,20 @@ func (c *Cache) promote(k uint64) {
 // dropped, nothing is written).
 func (c *Cache) demote(v int32) {
 	delete(c.index, c.seg[v])
-	c.state[v] = slotFree
-	c.free++
-	c.unlink(v)
-	c.pushTail(v)
+	c.release(v)
 	c.stats.Evictions++
-	c.smq.dropped(v)
+}
+
+// release frees the valid slot s, already out of the index: it becomes
+// the next slot claimed, and leaves smq's queue.
+func (c *Cache) release(s int32) {
+	c.state[s] = slotFree
+	c.free++
+	c.unlink(s)
+	c.pushTail(s)
+	if c.smq != nil {
+		c.smq.dropped(s)
+	}
 }
 
 // writeSMQ looks up the blocks first..last of a write under SMQ: a cached
@@ -753,10 +761,7 @@ func (c *Cache) Write(sector uint64, sectors uint32) (invalidated int) {
 			c.stats.StaleFills++
 			continue
 		}
-		c.state[s] = slotFree
-		c.free++
-		c.unlink(s)
-		c.pushTail(s)
+		c.release(s)
 		c.stats.Invalidations++
 	}
 	return invalidated

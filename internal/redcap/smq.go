@@ -62,7 +62,6 @@ const (
 	smqCachePeriodNs = 60_000_000_000 // CACHE_UPDATE_PERIOD
 	smqWakeNs        = 1_000_000_000  // do_waker's COMMIT_PERIOD
 	smqHitLevel      = smqLevels * 3 / 4
-	smqFreeTargetPct = 25
 )
 
 // newSMQ returns the policy of a cache of blocks blocks, hotspot blocks
@@ -186,22 +185,37 @@ func (s *smq) missed(k uint64) bool {
 		return int(s.hot.level[e]) >= s.promote
 	}
 	s.misses++
-	if s.hotUsed < int32(len(s.hotBlock)) {
-		e = s.hotUsed
-		s.hotUsed++
-		s.hot.level[e] = 0
-	} else {
-		// Reused, the lowest level's oldest entry keeps its level.
+	if e = s.add(hb, 0); e == none {
+		// All entries in use: the lowest level's oldest is reused and
+		// keeps its level.
 		if e = s.hot.peek(smqLevels); e == none {
 			return false
 		}
 		s.hot.del(e)
 		delete(s.hotIndex, s.hotBlock[e])
 		s.hotMark[e] = 0
+		s.place(e, hb)
 	}
+	return int(s.hot.level[e]) >= s.promote
+}
+
+// add queues hotspot block hb at level in an entry never used before,
+// and returns it; none when every entry has been handed out.
+func (s *smq) add(hb uint64, level uint8) int32 {
+	if s.hotUsed >= int32(len(s.hotBlock)) {
+		return none
+	}
+	e := s.hotUsed
+	s.hotUsed++
+	s.hot.level[e] = min(level, smqLevels-1)
+	s.place(e, hb)
+	return e
+}
+
+// place queues hotspot block hb in entry e, at e's level.
+func (s *smq) place(e int32, hb uint64) {
 	s.hotBlock[e], s.hotIndex[hb] = hb, e
 	s.hot.push(e)
-	return int(s.hot.level[e]) >= s.promote
 }
 
 // hit records a hit of the block in slot (requeue).
@@ -213,7 +227,9 @@ func (s *smq) hit(slot int32) {
 	s.clean.requeue(slot, 1)
 }
 
-// cached puts the block just copied into slot at the top level.
+// cached queues the block in slot at level: the top level for a block
+// just copied in (__complete_background_work), its kept level for one
+// loaded (smq_load_mapping's hint).
 func (s *smq) cached(slot int32, level uint8) {
 	if s.clean.queued[slot] {
 		s.clean.del(slot)
@@ -231,13 +247,12 @@ func (s *smq) dropped(slot int32) {
 	}
 }
 
-// victim returns the slot smq demotes to make room, or none: the oldest
-// of the lowest level below the middle, while fewer than a quarter of
-// the blocks are free (queue_demotion, free_target_met).
-func (s *smq) victim(free int) int32 {
-	if free*100 >= len(s.cleanMark)*smqFreeTargetPct {
-		return none
-	}
+// victim returns the slot smq demotes to make room in a full cache, or
+// none: the oldest of the lowest level below the middle
+// (queue_demotion). The kernel demotes only while fewer than a quarter of
+// the blocks are free or queued for demotion (free_target_met); with
+// none free and demotions done at once, that always holds.
+func (s *smq) victim() int32 {
 	return s.clean.peek(smqLevels / 2)
 }
 
@@ -259,16 +274,13 @@ func (s *smq) hotLevels(limit int) (blocks []uint64, levels []uint8) {
 // loadHot queues hotspot blocks at their levels, as hotLevels gave them.
 func (s *smq) loadHot(blocks []uint64, levels []uint8) {
 	for i, hb := range blocks {
-		if _, ok := s.hotIndex[hb]; ok || s.hotUsed >= int32(len(s.hotBlock)) {
+		if _, ok := s.hotIndex[hb]; ok {
 			continue
 		}
-		e := s.hotUsed
-		s.hotUsed++
-		s.hot.level[e] = 0
+		var level uint8
 		if i < len(levels) {
-			s.hot.level[e] = min(levels[i], smqLevels-1)
+			level = levels[i]
 		}
-		s.hotBlock[e], s.hotIndex[hb] = hb, e
-		s.hot.push(e)
+		s.add(hb, level)
 	}
 }

@@ -1,9 +1,9 @@
 // Package smqcal compares the agent's simulated dm-cache with a real
 // dm-cache's smq policy: it predicts, from a trace recorded on the
 // cache's origin while the cache was off, the read-hit ratio and the gain
-// of turning an empty cache on, with the agent's stand-in
-// (engine.CacheForBlocks) and with smq's own rules (engine.SMQ), for the VM lab's
-// calibration (e2e/vm, TestSMQCalibration) and for sweeps over its saved
+// of turning an empty cache on, with smq's own rules as the agent
+// simulates them (engine.SMQ) and with the former LRU stand-in
+// (engine.CacheForBlocks), for the VM lab's calibration (e2e/vm, TestSMQCalibration) and for sweeps over its saved
 // traces (TestSavedRun).
 package smqcal
 
