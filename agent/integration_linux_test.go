@@ -41,6 +41,11 @@ import (
 const (
 	integWindow  = 2 * time.Second
 	integFioSecs = 12
+	// integMaxFioSecs bounds how long a workload runs in all: where the
+	// device varied too much for the pooled total to be judged within the
+	// limit after integFioSecs, fio runs again for as long as the groups
+	// still needed take at the rate measured (see moreFioSecs).
+	integMaxFioSecs = 4 * integFioSecs
 	// integMaxModelErrPct is the bound on the median window error
 	// of the learned model (KDSim's 5 %).
 	integMaxModelErrPct = 5.0
@@ -211,6 +216,79 @@ func judgeAccuracy(t *testing.T, res *integResult, errs, vars []float64, pool se
 	}
 }
 
+// judged holds what the model's accuracy is judged on: the model error
+// and the device's own variation (%) of each judged window, and the
+// totals over them.
+type judged struct {
+	errs, vars []float64
+	pool       servedTotals
+}
+
+// loaded reports whether a window was evaluated with at least one full
+// group of requests. A window over the CPU budget is learned but not
+// evaluated: its status keeps the previous window's error.
+func loaded(d devView) bool {
+	return d.Requests >= integMinGroup && d.Skipped != "over the CPU budget" && d.Error == ""
+}
+
+// judgedWindows picks the loaded windows after the first: the first is
+// the warm-up, in which the model starts from the class default (and may
+// be re-classed) and learns as it goes, so its error says nothing about
+// the learned model. served[i] is cumulative at wins[i].
+func judgedWindows(wins []agent.Status, served []servedTotals, name string) judged {
+	var j judged
+	warm := false
+	for i, s := range wins {
+		d, _ := deviceStatus(s, name)
+		if !loaded(d) {
+			continue
+		}
+		if !warm {
+			warm = true
+			continue
+		}
+		j.errs, j.vars = append(j.errs, d.ModelErrorPct), append(j.vars, d.DeviceVariationPct)
+		j.pool = j.pool.add(served[i].since(served, i), d.Requests)
+	}
+	return j
+}
+
+// moreFioSecs is how many more seconds of fio the workload needs after
+// ran seconds so far: 0 unless the device varied more than the limit
+// and the pooled total over the groups judged so far is not yet known
+// within it (judgeAccuracy). A total over G groups has a standard error
+// of 1.4826·v/√G, so the limit needs G ≥ (z·1.4826·v/limit)² groups; the
+// missing ones take as long as the groups judged so far took per second
+// of fio (the warm-up's included in the seconds: an underestimate of the
+// rate, so a longer run), up to integMaxFioSecs in all.
+func moreFioSecs(t *testing.T, a *runningAgent, ran int) int {
+	t.Helper()
+	j := judgedWindows(a.windows(), a.servedTotals(), a.name)
+	more, need := j.moreSecs(ran)
+	if more > 0 {
+		t.Logf("the device varied %.2f %% from group to group: %d groups judged, %d needed to judge the total within %.0f %%; %d s more of fio",
+			medianOf(j.vars), j.pool.requests/integMinGroup, need, integMaxModelErrPct, more)
+	}
+	return more
+}
+
+// moreSecs is moreFioSecs over the windows judged after ran seconds of
+// fio, with the number of groups the limit needs.
+func (j judged) moreSecs(ran int) (more, need int) {
+	v := medianOf(j.vars)
+	groups := j.pool.requests / integMinGroup
+	if len(j.errs) < 3 || v <= integMaxModelErrPct || groups == 0 {
+		return 0, groups
+	}
+	need = int(math.Ceil(math.Pow(integJudgeZ*1.4826*v/integMaxModelErrPct, 2)))
+	if groups >= need {
+		return 0, need
+	}
+	// At least two windows long, so that one whole window falls in it.
+	more = max(int(math.Ceil(float64((need-groups)*ran)/float64(groups))), int(2*integWindow/time.Second))
+	return max(min(more, integMaxFioSecs-ran), 0), need
+}
+
 // servedTotals are the measured and the model's predicted service time,
 // in seconds, of the requests of the windows observed so far (the agent's
 // real_service_seconds_total and model_predicted_service_seconds_total).
@@ -265,23 +343,29 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 
 	a := startAgent(t, agent.Options{StateDir: stateDir, Spec: spec, Tracer: tracer.KindAuto, Log: testr.New(t)})
 	before := loopdev.ReadStat(t, name)
-	fioStart := time.Now()
-	cmd := exec.Command(fio, append([]string{"--name=" + w.name, "--filename=/dev/" + name, "--direct=1",
-		"--time_based", fmt.Sprintf("--runtime=%d", integFioSecs), "--group_reporting", "--output-format=terse"},
-		w.fio...)...)
-	out, err := cmd.CombinedOutput()
-	fioEnd := time.Now()
-	if err != nil {
-		a.stop(t)
-		t.Fatalf("fio: %v\n%s", err, out)
+	var fioTime time.Duration
+	for secs, ran := integFioSecs, 0; secs > 0; secs = moreFioSecs(t, a, ran) {
+		fioStart := time.Now()
+		cmd := exec.Command(fio, append([]string{"--name=" + w.name, "--filename=/dev/" + name, "--direct=1",
+			"--time_based", fmt.Sprintf("--runtime=%d", secs), "--group_reporting", "--output-format=terse"},
+			w.fio...)...)
+		out, err := cmd.CombinedOutput()
+		fioEnd := time.Now()
+		if err != nil {
+			a.stop(t)
+			t.Fatalf("fio: %v\n%s", err, out)
+		}
+		ran += secs
+		fioTime += fioEnd.Sub(fioStart)
+		// Every request completed before fio exited. The tracer delivers
+		// it within its flush interval, unless a request whose completion
+		// the eBPF program missed holds delivery back until the reaper
+		// drops it (issued over 1 s earlier, checked once a second:
+		// bpf/blocktrace.c). The first window that ends after that has
+		// counted every request: wait for it, then judge, and stop with
+		// the device idle.
+		a.waitWindowAfter(t, fioEnd.Add(integSettle))
 	}
-	// Every request completed before fio exited. The tracer delivers it
-	// within its flush interval, unless a request whose completion the
-	// eBPF program missed holds delivery back until the reaper drops it
-	// (issued over 1 s earlier, checked once a second: bpf/blocktrace.c).
-	// The first window that ends after that has counted every request:
-	// wait for it, then stop with the device idle.
-	a.waitWindowAfter(t, fioEnd.Add(integSettle))
 	after := loopdev.ReadStat(t, name)
 	final := a.stop(t)
 	res.tracer = final.Tracer
@@ -318,17 +402,14 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	if maxLost := res.kernel/integLostOneIn + 2; res.lost > maxLost {
 		t.Errorf("the tracer lost %d of %d requests, more than %d (1 in %d, plus 2)", res.lost, res.kernel, maxLost, integLostOneIn)
 	}
-	t.Logf("fio %.1f s: kernel %+v; traced %d + unlearned %d + lost %d in %d windows", fioEnd.Sub(fioStart).Seconds(), k,
+	t.Logf("fio %.1f s: kernel %+v; traced %d + unlearned %d + lost %d in %d windows", fioTime.Seconds(), k,
 		res.traced, res.unlearned, res.lost, final.Windows)
 
 	// Model accuracy and decisions, window by window.
-	var errs, vars []float64
-	var pool servedTotals
-	warm := false
 	var sysErrs, notes []string
 	wins := a.windows()
 	served := a.servedTotals() // appended with wins, under one lock: as long at least
-	for i, s := range wins {
+	for _, s := range wins {
 		d, _ := deviceStatus(s, name)
 		t.Logf("window %2d: %6d reqs  class %-4s current %-24s ra %5d  best %-24s gain %6.1f%%  model err %5.2f%% (device varied %5.2f%%)  changes %d reverts %d %s%s%s",
 			s.Windows, d.Requests, d.Class, d.Current, d.ReadAheadKiB, d.Best, d.GainPct, d.ModelErrorPct, d.DeviceVariationPct, d.Changes, d.Reverts,
@@ -346,40 +427,29 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 		if got := a.sysAt(s.Windows); got != "" {
 			sysErrs = append(sysErrs, got)
 		}
-		// A window over the CPU budget is learned but not evaluated: its
-		// status keeps the previous window's error.
-		if d.Requests < integMinGroup || d.Skipped == "over the CPU budget" || d.Error != "" {
-			continue
-		}
-		// The first loaded window is the warm-up: the model starts from
-		// the class default (and may be re-classed) and learns as it
-		// goes, so its error says nothing about the learned model.
-		if !warm {
-			warm = true
-			continue
-		}
-		// Windows in which the device's own speed varied from group to
-		// group by more than the limit are listed (see
-		// WindowReport.DeviceVariationPct and the judgment below).
-		errs, vars = append(errs, d.ModelErrorPct), append(vars, d.DeviceVariationPct)
-		pool = pool.add(served[i].since(served, i), d.Requests)
-		if d.DeviceVariationPct > integMaxModelErrPct {
-			res.variedWindows = append(res.variedWindows, fmt.Sprintf("%.1f/%.1f", d.ModelErrorPct, d.DeviceVariationPct))
-		}
-		if d.Best == "" {
+		if loaded(d) && d.Best == "" {
 			t.Errorf("window %d: %d requests evaluated but no decision", s.Windows, d.Requests)
 		}
 	}
 	if len(sysErrs) > 0 {
 		t.Errorf("the device's settings differ from the agent's status:\n%s", strings.Join(sysErrs, "\n"))
 	}
-	res.errWindows = len(errs)
-	res.medianErr = medianOf(errs)
+	j := judgedWindows(wins, served, name)
+	// Windows in which the device's own speed varied from group to group
+	// by more than the limit are listed (see
+	// WindowReport.DeviceVariationPct and judgeAccuracy).
+	for i, v := range j.vars {
+		if v > integMaxModelErrPct {
+			res.variedWindows = append(res.variedWindows, fmt.Sprintf("%.1f/%.1f", j.errs[i], v))
+		}
+	}
+	res.errWindows = len(j.errs)
+	res.medianErr = medianOf(j.errs)
 	if n := len(res.variedWindows); n > 0 {
 		t.Logf("%d windows in which the device varied by more than %.0f %% from group to group (model error/device variation, %%): %s",
 			n, integMaxModelErrPct, strings.Join(res.variedWindows, " "))
 	}
-	judgeAccuracy(t, &res, errs, vars, pool)
+	judgeAccuracy(t, &res, j.errs, j.vars, j.pool)
 	res.changes, res.reverts = dst.Changes, dst.Reverts
 	res.changed = a.changeLog()
 
@@ -812,5 +882,40 @@ func TestDeviceGoneLive(t *testing.T) {
 	// before the agent: nothing carried over to the next device.
 	if d := loopdev.Diff(orig, loopdev.SnapshotQueue(t, name)); d != "" {
 		t.Errorf("/sys/block/%s/queue after the detach differs from before the agent:\n%s", name, d)
+	}
+}
+
+func TestMoreFioSecs(t *testing.T) {
+	win := func(n int, v float64, requests int) judged {
+		var j judged
+		for range n {
+			j.errs, j.vars = append(j.errs, 1), append(j.vars, v)
+		}
+		j.pool.requests = requests
+		return j
+	}
+	for _, c := range []struct {
+		name       string
+		j          judged
+		ran        int
+		more, need int
+	}{
+		{"steady device", win(6, 4, 189_000), 12, 0, 189},
+		{"too few windows to judge", win(2, 30, 60_000), 12, 0, 60},
+		// The CI run that could not judge: v 23.55 %, 189 groups; the
+		// limit needs ⌈(2·1.4826·23.55/5)²⌉ = 196, which the 16 groups
+		// a second give in under a second: two windows' worth.
+		{"just short", win(6, 23.55, 189_000), 12, 4, 196},
+		{"enough groups", win(6, 23.55, 200_000), 12, 0, 196},
+		{"half the groups", win(6, 30, 160_000), 12, 12, 317},
+		{"capped", win(6, 60, 20_000), 12, integMaxFioSecs - 12, 1267},
+		{"cap reached", win(6, 60, 80_000), integMaxFioSecs, 0, 1267},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			more, need := c.j.moreSecs(c.ran)
+			if more != c.more || need != c.need {
+				t.Errorf("moreSecs(%d) = %d s, %d groups; want %d s, %d groups", c.ran, more, need, c.more, c.need)
+			}
+		})
 	}
 }
