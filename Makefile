@@ -149,7 +149,8 @@ bench-counterfactual: build ## Counterfactual accuracy (root): each scheduler's 
 	BENCH_PLAN=hack/bench-plans/counterfactual.json hack/bench-decisions.sh $(BIN)/shadowtune $(BENCH_REPS) | tee $(BIN)/bench-counterfactual.txt
 
 .PHONY: generate
-generate: ## Regenerate deepcopy code from api/ (controller-gen).
+generate: ## Regenerate deepcopy code from api/ (controller-gen), and the CEL rules on TunableRange from the knob table (api/knob).
+	go run ./hack/knobgen api/v1alpha1/storagetuning_types.go
 	$(CONTROLLER_GEN) object paths=./api/...
 
 RBAC_DIR := $(CHART)/files/rbac

@@ -126,6 +126,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/api/knob"
 	"github.com/shadowtune/shadowtune/internal/sched"
 )
 
@@ -140,20 +141,21 @@ const (
 
 // queueSideEffects are the queue attributes a scheduler switch changes, in
 // the order Revert restores them (before the tunables: mq-deadline's
-// async_depth follows nr_requests).
-var queueSideEffects = []string{"nr_requests", "wbt_lat_usec"}
+// async_depth follows nr_requests): the knob table's restored queue
+// attributes, in its order.
+var queueSideEffects = knob.Queue(knob.Restored)
 
 func isQueueSideEffect(name string) bool { return slices.Contains(queueSideEffects, name) }
 
 // allowed is the allowlist of writable tunables by scheduler, by their
-// sysfs names.
-var allowed = map[string][]string{
-	"none":        nil,
-	"mq-deadline": {"fifo_batch", "front_merges", "read_expire", "write_expire", "writes_starved"},
-	"bfq": {"back_seek_max", "back_seek_penalty", "fifo_expire_async", "fifo_expire_sync", "low_latency",
-		"max_budget", "slice_idle", "slice_idle_us", "strict_guarantees", "timeout_sync"},
-	"kyber": {"read_lat_nsec", "write_lat_nsec"},
-}
+// sysfs names, sorted: the tuned tunables of the knob table (api/knob).
+var allowed = func() map[string][]string {
+	m := map[string][]string{}
+	for _, s := range knob.Schedulers() {
+		m[s] = slices.Sorted(slices.Values(knob.Tunables(s)))
+	}
+	return m
+}()
 
 // Schedulers returns the schedulers Apply may select, sorted.
 func Schedulers() []string {
@@ -1197,14 +1199,16 @@ func (a *Actuator) RevertAll() ([]string, error) {
 }
 
 // knownTunables are the writable queue/iosched files of each scheduler
-// on Linux 5.x-6.x: what a record may hold for a scheduler that is not
-// current (when it is current, its files are checked instead).
-var knownTunables = map[string][]string{
-	"none":        nil,
-	"mq-deadline": {"async_depth", "fifo_batch", "front_merges", "prio_aging_expire", "read_expire", "write_expire", "writes_starved"},
-	"bfq":         allowed["bfq"],
-	"kyber":       allowed["kyber"],
-}
+// on Linux 5.x-6.x that a record may hold for a scheduler that is not
+// current (when it is current, its files are checked instead): every
+// tunable of the knob table, tuned or restored.
+var knownTunables = func() map[string][]string {
+	m := map[string][]string{}
+	for _, s := range knob.Schedulers() {
+		m[s] = slices.Sorted(slices.Values(knob.Recorded(s)))
+	}
+	return m
+}()
 
 // restorable checks a recorded State against the device's current
 // options before anything is written: the scheduler is offered, every

@@ -1,6 +1,12 @@
 package v1alpha1
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/shadowtune/shadowtune/api/knob"
+)
 
 // SchedulerName is the kernel's name of a blk-mq I/O scheduler, as written
 // to /sys/block/DEV/queue/scheduler.
@@ -29,25 +35,70 @@ func SchedulerNames() []SchedulerName {
 // IsKnown reports whether s is one of SchedulerNames.
 func (s SchedulerName) IsKnown() bool { return slices.Contains(SchedulerNames(), s) }
 
-// knownTunables are the sysfs tunables (queue/iosched/NAME) of each
-// scheduler that shadowtune can simulate, in their sysfs units. They are the
-// names internal/sched accepts (a test checks) and the names the CEL rule on
-// TunableRange lists; keep the three in step.
-var knownTunables = map[SchedulerName][]string{
-	SchedulerMQDeadline: {"read_expire", "write_expire", "fifo_batch", "writes_starved", "front_merges"},
-	SchedulerBFQ: {"slice_idle", "slice_idle_us", "low_latency", "back_seek_max", "back_seek_penalty",
-		"fifo_expire_sync", "fifo_expire_async", "timeout_sync", "max_budget", "strict_guarantees"},
-	SchedulerKyber: {"read_lat_nsec", "write_lat_nsec"},
-}
-
-// booleanTunables take only 0 or 1.
-var booleanTunables = []string{"front_merges", "low_latency", "strict_guarantees"}
-
 // KnownTunables returns the sysfs tunable names of scheduler s that a
-// TunableRange may name (nil for none and unknown schedulers). The slice is
-// a copy.
-func KnownTunables(s SchedulerName) []string { return slices.Clone(knownTunables[s]) }
+// TunableRange may name, from the knob table (api/knob): nil for none and
+// unknown schedulers. The slice is a copy.
+func KnownTunables(s SchedulerName) []string { return knob.Tunables(string(s)) }
 
 // IsBooleanTunable reports whether the tunable takes only 0 or 1
 // (front_merges, low_latency, strict_guarantees).
-func IsBooleanTunable(name string) bool { return slices.Contains(booleanTunables, name) }
+func IsBooleanTunable(name string) bool { return slices.Contains(booleanTunables(), name) }
+
+// booleanTunables are the tuned scheduler tunables that take 0 or 1, in
+// the knob table's order.
+func booleanTunables() []string {
+	var out []string
+	for _, k := range knob.All() {
+		if k.Scheduler != "" && k.Role == knob.Tuned && k.Boolean() {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
+
+// celRule is one x-kubernetes-validations rule.
+type celRule struct{ rule, message, fieldPath string }
+
+// tunableRules are the two CEL rules on TunableRange that the knob table
+// decides: the name must be a tunable of the scheduler, and a boolean
+// tunable's max is at most 1.
+func tunableRules() []celRule {
+	var rule, msg strings.Builder
+	tunable := []SchedulerName{SchedulerMQDeadline, SchedulerBFQ, SchedulerKyber}
+	msg.WriteString("name must be a tunable of the scheduler (")
+	for i, s := range tunable {
+		names := KnownTunables(s)
+		list := "['" + strings.Join(names, "', '") + "']"
+		if i < len(tunable)-1 {
+			fmt.Fprintf(&rule, "self.scheduler == '%s' ? self.name in %s : ", s, list)
+		} else {
+			fmt.Fprintf(&rule, "self.name in %s", list)
+		}
+		if i > 0 {
+			msg.WriteString("; ")
+		}
+		fmt.Fprintf(&msg, "%s: %s", s, strings.Join(names, ", "))
+	}
+	msg.WriteString(")")
+	b := booleanTunables()
+	return []celRule{
+		{rule.String(), msg.String(), ".name"},
+		{
+			fmt.Sprintf("!(self.name in ['%s']) || self.max <= 1", strings.Join(b, "', '")),
+			fmt.Sprintf("%s and %s take 0 or 1: max must be at most 1", strings.Join(b[:len(b)-1], ", "), b[len(b)-1]),
+			".max",
+		},
+	}
+}
+
+// TunableRuleMarkers returns tunableRules as the arguments of
+// +kubebuilder:validation:XValidation markers, in order: hack/knobgen
+// writes them into storagetuning_types.go (make generate), and a test
+// checks that the generated CRD carries the rules.
+func TunableRuleMarkers() []string {
+	var out []string
+	for _, r := range tunableRules() {
+		out = append(out, fmt.Sprintf("rule=%q,message=%q,fieldPath=%q", r.rule, r.message, r.fieldPath))
+	}
+	return out
+}

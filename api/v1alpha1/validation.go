@@ -185,8 +185,8 @@ func (t *TunableRange) validate(fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Required(nfld, "must name a sysfs tunable"))
 	case len(t.Name) > 32:
 		errs = append(errs, field.TooLong(nfld, t.Name, 32))
-	case t.Scheduler.isKnown() && !slices.Contains(knownTunables[SchedulerName(t.Scheduler)], t.Name):
-		errs = append(errs, field.NotSupported(nfld, t.Name, knownTunables[SchedulerName(t.Scheduler)]))
+	case t.Scheduler.isKnown() && !slices.Contains(KnownTunables(SchedulerName(t.Scheduler)), t.Name):
+		errs = append(errs, field.NotSupported(nfld, t.Name, KnownTunables(SchedulerName(t.Scheduler))))
 	}
 	if t.Min < 0 {
 		errs = append(errs, field.Invalid(fld.Child("min"), t.Min, "must be greater than or equal to 0"))

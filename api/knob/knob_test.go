@@ -1,0 +1,56 @@
+package knob
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestTableWellFormed: every row names a known scheduler (or none, for a
+// queue attribute), a unit of the documented set and a role, and no
+// knob appears twice.
+func TestTableWellFormed(t *testing.T) {
+	units := []string{"ms", "µs", "ns", "KiB", "sectors", "requests", "count", "0/1"}
+	seen := map[[2]string]bool{}
+	for _, k := range All() {
+		if k.Scheduler != "" && (!slices.Contains(schedulers, k.Scheduler) || k.Scheduler == "none") {
+			t.Errorf("%+v: scheduler not one with tunables of %v", k, schedulers)
+		}
+		if !slices.Contains(units, k.Unit) {
+			t.Errorf("%+v: unit not one of %v", k, units)
+		}
+		if k.Role != Tuned && k.Role != Restored {
+			t.Errorf("%+v: role %q", k, k.Role)
+		}
+		if key := [2]string{k.Scheduler, k.Name}; seen[key] {
+			t.Errorf("%+v: twice", k)
+		} else {
+			seen[key] = true
+		}
+	}
+}
+
+func TestNames(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want []string
+	}{
+		{"none's tunables", Tunables("none"), nil},
+		{"no scheduler", Tunables(""), nil},
+		{"kyber's", Tunables("kyber"), []string{"read_lat_nsec", "write_lat_nsec"}},
+		{"mq-deadline's tuned", Tunables("mq-deadline"), []string{"read_expire", "write_expire", "fifo_batch", "writes_starved", "front_merges"}},
+		{"mq-deadline's recorded", Recorded("mq-deadline"),
+			[]string{"read_expire", "write_expire", "fifo_batch", "writes_starved", "front_merges", "async_depth", "prio_aging_expire"}},
+		{"tuned queue attributes", Queue(Tuned), []string{"read_ahead_kb"}},
+		{"restored queue attributes", Queue(Restored), []string{"nr_requests", "wbt_lat_usec"}},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if k, ok := Lookup("bfq", "low_latency"); !ok || !k.Boolean() {
+		t.Errorf("Lookup(bfq, low_latency) = %+v, %v; want a boolean row", k, ok)
+	}
+	if _, ok := Lookup("", "low_latency"); ok {
+		t.Error("Lookup(\"\", low_latency) found a queue attribute")
+	}
+}
