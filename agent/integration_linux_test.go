@@ -280,7 +280,8 @@ func (j judged) moreSecs(ran int) (more, need int) {
 	if len(j.errs) < 3 || v <= integMaxModelErrPct || groups == 0 {
 		return 0, groups
 	}
-	need = int(math.Ceil(math.Pow(integJudgeZ*1.4826*v/integMaxModelErrPct, 2)))
+	z := integJudgeZ * 1.4826 * v / integMaxModelErrPct
+	need = int(math.Ceil(z * z))
 	if groups >= need {
 		return 0, need
 	}

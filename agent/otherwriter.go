@@ -77,7 +77,7 @@ func settingChange(known Setting, s actuate.State) string {
 		parts = append(parts, fmt.Sprintf("scheduler %s -> %s", k.Scheduler, s.Scheduler))
 	} else {
 		for name, v := range k.Tunables {
-			if got, want := s.Tunables[name], strconv.FormatInt(v, 10); got != want {
+			if got, want := s.Value(name), strconv.FormatInt(v, 10); got != want {
 				parts = append(parts, fmt.Sprintf("%s %s -> %s", name, want, got))
 			}
 		}

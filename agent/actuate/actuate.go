@@ -141,9 +141,8 @@ const (
 
 // queueSideEffects are the queue attributes a scheduler switch changes, in
 // the order Revert restores them (before the tunables: mq-deadline's
-// async_depth follows nr_requests): the knob table's restored queue
-// attributes, in its order.
-var queueSideEffects = knob.Queue(knob.Restored)
+// async_depth follows nr_requests): the knob table's SwitchChanged.
+var queueSideEffects = knob.SwitchChanged()
 
 func isQueueSideEffect(name string) bool { return slices.Contains(queueSideEffects, name) }
 
@@ -156,6 +155,14 @@ var allowed = func() map[string][]string {
 	}
 	return m
 }()
+
+// allowedWith reports whether Setting.Tunables may set name with
+// scheduler: one of its tunables, or a tuned queue attribute
+// (nr_requests), which bounds a scheduler's requests and so is not set
+// with none.
+func allowedWith(scheduler, name string) bool {
+	return slices.Contains(knob.Ranged(scheduler), name)
+}
 
 // Schedulers returns the schedulers Apply may select, sorted.
 func Schedulers() []string {
@@ -215,10 +222,21 @@ type State struct {
 	// text trimmed of surrounding white space.
 	Tunables map[string]string `json:"tunables,omitempty"`
 	// Queue holds the queue attributes a scheduler switch resets
-	// (nr_requests, wbt_lat_usec), trimmed text; absent ones are left out.
+	// (nr_requests, wbt_lat_usec: knob.SwitchChanged), trimmed text;
+	// absent ones are left out.
 	Queue map[string]string `json:"queue,omitempty"`
 	// ReadAheadKiB is queue/read_ahead_kb, KiB.
 	ReadAheadKiB int `json:"read_ahead_kb"`
+}
+
+// Value returns the text of a Setting.Tunables name in s: a queue
+// attribute of the knob table (nr_requests) from Queue, else the
+// scheduler's tunable from Tunables; "" when s has none.
+func (s State) Value(name string) string {
+	if knob.IsQueue(name) {
+		return s.Queue[name]
+	}
+	return s.Tunables[name]
 }
 
 func (s State) clone() State {
@@ -835,6 +853,9 @@ func (a *Actuator) validate(s Setting) error {
 		if v < 0 {
 			return bad("tunable %s=%d is negative", k, v)
 		}
+		if row, ok := knob.Lookup("", k); ok && row.Max > 0 && (v < row.Min || v > row.Max) {
+			return bad("%s=%d is outside [%d, %d], what the kernel keeps as written", k, v, row.Min, row.Max)
+		}
 	}
 	if _, a1 := s.Tunables["slice_idle"]; a1 {
 		if _, a2 := s.Tunables["slice_idle_us"]; a2 {
@@ -863,8 +884,8 @@ func (a *Actuator) check(dev string, cur State, s Setting) error {
 		target = s.Scheduler
 	}
 	for name := range s.Tunables {
-		if !slices.Contains(allowed[target], name) {
-			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, AttrIosched+"/"+name),
+		if !allowedWith(target, name) {
+			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, tunableAttr(name)),
 				Value: strconv.FormatInt(s.Tunables[name], 10), Kind: ErrNotAllowed,
 				Err: fmt.Errorf("not an allowed tunable of %q (allowed: %s)", target, strings.Join(allowed[target], ", "))}
 		}
@@ -879,7 +900,7 @@ func (a *Actuator) needsChange(dev string, cur State, s Setting) bool {
 		return true
 	}
 	for k, v := range s.Tunables {
-		if cur.Tunables[k] != strconv.FormatInt(v, 10) {
+		if cur.Value(k) != strconv.FormatInt(v, 10) {
 			return true
 		}
 	}
@@ -895,26 +916,10 @@ func (a *Actuator) change(dev string, before State, s Setting) (written []string
 		}
 		written = append(written, AttrScheduler)
 	}
-	if len(s.Tunables) > 0 {
-		exposed, err := a.list(dev, AttrIosched)
-		if err != nil {
-			return written, State{}, err
-		}
-		for _, name := range slices.Sorted(maps.Keys(s.Tunables)) {
-			attr := AttrIosched + "/" + name
-			v := strconv.FormatInt(s.Tunables[name], 10)
-			if !slices.Contains(exposed, name) {
-				return written, State{}, &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, attr), Value: v,
-					Kind: ErrNotAllowed, Err: errors.New("the scheduler does not expose this tunable on this kernel")}
-			}
-			w, err := a.setIfDiffers(dev, attr, v)
-			if w {
-				written = append(written, attr)
-			}
-			if err != nil {
-				return written, State{}, err
-			}
-		}
+	w, err := a.writeTunables(dev, s.Tunables)
+	written = append(written, w...)
+	if err != nil {
+		return written, State{}, err
 	}
 	if s.ReadAheadKiB != 0 {
 		w, err := a.setIfDiffers(dev, AttrReadAhead, strconv.Itoa(s.ReadAheadKiB))
@@ -935,14 +940,64 @@ func (a *Actuator) change(dev string, before State, s Setting) (written []string
 		return written, after, a.mismatch(dev, AttrScheduler, s.Scheduler, after.Scheduler)
 	}
 	for name, v := range s.Tunables {
-		if got := after.Tunables[name]; got != strconv.FormatInt(v, 10) {
-			return written, after, a.mismatch(dev, AttrIosched+"/"+name, strconv.FormatInt(v, 10), got)
+		if got := after.Value(name); got != strconv.FormatInt(v, 10) {
+			return written, after, a.mismatch(dev, tunableAttr(name), strconv.FormatInt(v, 10), got)
 		}
 	}
 	if s.ReadAheadKiB != 0 && after.ReadAheadKiB != s.ReadAheadKiB {
 		return written, after, a.mismatch(dev, AttrReadAhead, strconv.Itoa(s.ReadAheadKiB), strconv.Itoa(after.ReadAheadKiB))
 	}
 	return written, after, nil
+}
+
+// writeTunables writes t, each value only where it differs, and returns
+// the files written: the queue attributes first (queue/NAME), then the
+// scheduler's tunables (queue/iosched/NAME), since mq-deadline's
+// async_depth follows nr_requests (block/mq-deadline.c dd_depth_updated).
+// A tunable the scheduler does not expose is ErrNotAllowed.
+func (a *Actuator) writeTunables(dev string, t sched.Tunables) (written []string, err error) {
+	var queue, iosched []string
+	for _, name := range slices.Sorted(maps.Keys(t)) {
+		if knob.IsQueue(name) {
+			queue = append(queue, name)
+		} else {
+			iosched = append(iosched, name)
+		}
+	}
+	names := append(queue, iosched...)
+	var exposed []string
+	for _, name := range names {
+		attr, v := tunableAttr(name), strconv.FormatInt(t[name], 10)
+		if !knob.IsQueue(name) {
+			if exposed == nil {
+				if exposed, err = a.list(dev, AttrIosched); err != nil {
+					return written, err
+				}
+			}
+			if !slices.Contains(exposed, name) {
+				return written, &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, attr), Value: v,
+					Kind: ErrNotAllowed, Err: errors.New("the scheduler does not expose this tunable on this kernel")}
+			}
+		}
+		w, err := a.setIfDiffers(dev, attr, v)
+		if w {
+			written = append(written, attr)
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// tunableAttr is the file of a Setting.Tunables name, relative to
+// /sys/block/DEV: queue/NAME for a queue attribute of the knob table,
+// else queue/iosched/NAME.
+func tunableAttr(name string) string {
+	if knob.IsQueue(name) {
+		return "queue/" + name
+	}
+	return AttrIosched + "/" + name
 }
 
 func (a *Actuator) mismatch(dev, attr, want, got string) error {

@@ -15,16 +15,23 @@ import "slices"
 type Role string
 
 const (
-	// Tuned knobs are candidate settings: the simulator models them, a
-	// policy bounds them and the actuator writes them.
+	// Tuned knobs are dimensions of the scheduler candidates: a policy's
+	// TunableRange names them with a scheduler, the simulator models
+	// them and the actuator writes them. A tuned queue attribute is set
+	// with the scheduler it is named with.
 	Tuned Role = "tuned"
-	// Restored knobs are never chosen, but a scheduler switch resets
-	// them, so the actuator records them before the first change and puts
+	// OwnPolicy knobs are decided apart from the scheduler candidates,
+	// by a policy block and a decision of their own (read_ahead_kb:
+	// ReadAheadPolicy, agent/readahead).
+	OwnPolicy Role = "own policy"
+	// Restored knobs are never chosen, but a scheduler switch may change
+	// them, so the actuator records them before its first change and puts
 	// them back on revert: a new elevator instance starts from its
 	// defaults (block/elevator.c elevator_switch), blk_mq_init_sched
 	// (block/blk-mq-sched.c) sets nr_requests, and bfq turns writeback
 	// throttling off while it runs (block/bfq-iosched.c bfq_init_queue
-	// calls wbt_disable_default).
+	// calls wbt_disable_default). Tuned queue attributes are recorded and
+	// put back the same way (SwitchChanged).
 	Restored Role = "restored"
 )
 
@@ -39,6 +46,10 @@ type Knob struct {
 	// "ns", "KiB", "sectors", "requests", "count" or "0/1".
 	Unit string
 	Role Role
+	// Min and Max bound the values the kernel keeps as written, in Unit
+	// (0 and 0: no bound beyond the unit's). A value outside is changed
+	// or refused by the kernel, so the API refuses it.
+	Min, Max int64
 }
 
 // Boolean reports whether the knob takes only 0 or 1.
@@ -53,28 +64,31 @@ var schedulers = []string{"none", "mq-deadline", "bfq", "kyber"}
 // bfq_attrs, block/kyber-iosched.c kyber_sched_attrs), then the queue
 // attributes (block/blk-sysfs.c).
 var table = []Knob{
-	{"mq-deadline", "read_expire", "ms", Tuned},
-	{"mq-deadline", "write_expire", "ms", Tuned},
-	{"mq-deadline", "fifo_batch", "requests", Tuned},
-	{"mq-deadline", "writes_starved", "count", Tuned},
-	{"mq-deadline", "front_merges", "0/1", Tuned},
-	{"mq-deadline", "async_depth", "requests", Restored},
-	{"mq-deadline", "prio_aging_expire", "ms", Restored},
-	{"bfq", "slice_idle", "ms", Tuned},
-	{"bfq", "slice_idle_us", "µs", Tuned},
-	{"bfq", "low_latency", "0/1", Tuned},
-	{"bfq", "back_seek_max", "KiB", Tuned},
-	{"bfq", "back_seek_penalty", "count", Tuned},
-	{"bfq", "fifo_expire_sync", "ms", Tuned},
-	{"bfq", "fifo_expire_async", "ms", Tuned},
-	{"bfq", "timeout_sync", "ms", Tuned},
-	{"bfq", "max_budget", "sectors", Tuned},
-	{"bfq", "strict_guarantees", "0/1", Tuned},
-	{"kyber", "read_lat_nsec", "ns", Tuned},
-	{"kyber", "write_lat_nsec", "ns", Tuned},
-	{"", "read_ahead_kb", "KiB", Tuned},
-	{"", "nr_requests", "requests", Restored},
-	{"", "wbt_lat_usec", "µs", Restored},
+	{Scheduler: "mq-deadline", Name: "read_expire", Unit: "ms", Role: Tuned},
+	{Scheduler: "mq-deadline", Name: "write_expire", Unit: "ms", Role: Tuned},
+	{Scheduler: "mq-deadline", Name: "fifo_batch", Unit: "requests", Role: Tuned},
+	{Scheduler: "mq-deadline", Name: "writes_starved", Unit: "count", Role: Tuned},
+	{Scheduler: "mq-deadline", Name: "front_merges", Unit: "0/1", Role: Tuned},
+	{Scheduler: "mq-deadline", Name: "async_depth", Unit: "requests", Role: Restored},
+	{Scheduler: "mq-deadline", Name: "prio_aging_expire", Unit: "ms", Role: Restored},
+	{Scheduler: "bfq", Name: "slice_idle", Unit: "ms", Role: Tuned},
+	{Scheduler: "bfq", Name: "slice_idle_us", Unit: "µs", Role: Tuned},
+	{Scheduler: "bfq", Name: "low_latency", Unit: "0/1", Role: Tuned},
+	{Scheduler: "bfq", Name: "back_seek_max", Unit: "KiB", Role: Tuned},
+	{Scheduler: "bfq", Name: "back_seek_penalty", Unit: "count", Role: Tuned},
+	{Scheduler: "bfq", Name: "fifo_expire_sync", Unit: "ms", Role: Tuned},
+	{Scheduler: "bfq", Name: "fifo_expire_async", Unit: "ms", Role: Tuned},
+	{Scheduler: "bfq", Name: "timeout_sync", Unit: "ms", Role: Tuned},
+	{Scheduler: "bfq", Name: "max_budget", Unit: "sectors", Role: Tuned},
+	{Scheduler: "bfq", Name: "strict_guarantees", Unit: "0/1", Role: Tuned},
+	{Scheduler: "kyber", Name: "read_lat_nsec", Unit: "ns", Role: Tuned},
+	{Scheduler: "kyber", Name: "write_lat_nsec", Unit: "ns", Role: Tuned},
+	{Name: "read_ahead_kb", Unit: "KiB", Role: OwnPolicy},
+	// With a scheduler, queue_requests_store (block/blk-sysfs.c) raises a
+	// value below BLKDEV_MIN_RQ (4) to it, and blk_mq_update_nr_requests
+	// refuses one above MAX_SCHED_RQ (16 × BLKDEV_DEFAULT_RQ, 2048).
+	{Name: "nr_requests", Unit: "requests", Role: Tuned, Min: 4, Max: 2048},
+	{Name: "wbt_lat_usec", Unit: "µs", Role: Restored},
 }
 
 // Schedulers returns the schedulers shadowtune simulates: none,
@@ -103,6 +117,29 @@ func Recorded(scheduler string) []string {
 // Queue returns the queue attributes (queue/NAME) of role r, in the
 // table's order.
 func Queue(r Role) []string { return names("", r) }
+
+// Ranged returns what a policy's TunableRange for scheduler may name: its
+// tuned tunables, then the tuned queue attributes, in the table's order;
+// nil for none and for an unknown scheduler.
+func Ranged(scheduler string) []string {
+	t := Tunables(scheduler)
+	if t == nil {
+		return nil
+	}
+	return append(t, Queue(Tuned)...)
+}
+
+// SwitchChanged returns the queue attributes a scheduler switch may change
+// (tuned and restored), in the table's order: the actuator records them
+// before its first change and puts them back on revert.
+func SwitchChanged() []string { return append(Queue(Tuned), Queue(Restored)...) }
+
+// IsQueue reports whether name is a queue attribute (queue/NAME) of the
+// table rather than a scheduler tunable.
+func IsQueue(name string) bool {
+	_, ok := Lookup("", name)
+	return ok
+}
 
 // names returns the names of the rows of scheduler ("" for the queue
 // attributes) with role r ("" any role).

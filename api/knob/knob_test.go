@@ -18,8 +18,11 @@ func TestTableWellFormed(t *testing.T) {
 		if !slices.Contains(units, k.Unit) {
 			t.Errorf("%+v: unit not one of %v", k, units)
 		}
-		if k.Role != Tuned && k.Role != Restored {
+		if k.Role != Tuned && k.Role != Restored && k.Role != OwnPolicy {
 			t.Errorf("%+v: role %q", k, k.Role)
+		}
+		if k.Min > k.Max || k.Min < 0 {
+			t.Errorf("%+v: bounds [%d, %d]", k, k.Min, k.Max)
 		}
 		if key := [2]string{k.Scheduler, k.Name}; seen[key] {
 			t.Errorf("%+v: twice", k)
@@ -40,8 +43,12 @@ func TestNames(t *testing.T) {
 		{"mq-deadline's tuned", Tunables("mq-deadline"), []string{"read_expire", "write_expire", "fifo_batch", "writes_starved", "front_merges"}},
 		{"mq-deadline's recorded", Recorded("mq-deadline"),
 			[]string{"read_expire", "write_expire", "fifo_batch", "writes_starved", "front_merges", "async_depth", "prio_aging_expire"}},
-		{"tuned queue attributes", Queue(Tuned), []string{"read_ahead_kb"}},
-		{"restored queue attributes", Queue(Restored), []string{"nr_requests", "wbt_lat_usec"}},
+		{"tuned queue attributes", Queue(Tuned), []string{"nr_requests"}},
+		{"own-policy queue attributes", Queue(OwnPolicy), []string{"read_ahead_kb"}},
+		{"kyber's ranged", Ranged("kyber"), []string{"read_lat_nsec", "write_lat_nsec", "nr_requests"}},
+		{"none's ranged", Ranged("none"), nil},
+		{"changed by a switch", SwitchChanged(), []string{"nr_requests", "wbt_lat_usec"}},
+		{"restored queue attributes", Queue(Restored), []string{"wbt_lat_usec"}},
 	} {
 		if !slices.Equal(c.got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/shadowtune/shadowtune/api/knob"
+	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/sched"
 )
 
@@ -165,7 +167,9 @@ tunables:
 }
 
 // TestKnownTunablesMatchSimulator keeps the API's tunable names, and so the
-// CEL rule that lists them, in step with internal/sched.
+// CEL rule that lists them, in step with internal/sched: the knob table's
+// scheduler tunables are the elevator models', and its tuned queue
+// attributes are modelled by the simulator within their bounds.
 func TestKnownTunablesMatchSimulator(t *testing.T) {
 	simNames := sched.Names()
 	var apiNames []string
@@ -184,7 +188,7 @@ func TestKnownTunablesMatchSimulator(t *testing.T) {
 		for k := range def {
 			sim = append(sim, k)
 		}
-		api := KnownTunables(n)
+		api := knob.Tunables(string(n))
 		slices.Sort(sim)
 		slices.Sort(api)
 		if !slices.Equal(sim, api) {
@@ -200,6 +204,18 @@ func TestKnownTunablesMatchSimulator(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+	for _, name := range knob.Queue(knob.Tuned) {
+		row, _ := knob.Lookup("", name)
+		for v, ok := range map[int64]bool{row.Min: true, row.Max: true, row.Min - 1: false, row.Max + 1: false} {
+			err := engine.CheckCandidate(engine.Candidate{Scheduler: "mq-deadline", Tunables: engine.Tunables{name: v}})
+			if (err == nil) != ok {
+				t.Errorf("mq-deadline with %s=%d: error %v", name, v, err)
+			}
+		}
+		if !slices.Contains(KnownTunables(SchedulerKyber), name) {
+			t.Errorf("a TunableRange of kyber may not name %s", name)
 		}
 	}
 }

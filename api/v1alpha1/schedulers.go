@@ -35,10 +35,23 @@ func SchedulerNames() []SchedulerName {
 // IsKnown reports whether s is one of SchedulerNames.
 func (s SchedulerName) IsKnown() bool { return slices.Contains(SchedulerNames(), s) }
 
-// KnownTunables returns the sysfs tunable names of scheduler s that a
-// TunableRange may name, from the knob table (api/knob): nil for none and
-// unknown schedulers. The slice is a copy.
-func KnownTunables(s SchedulerName) []string { return knob.Tunables(string(s)) }
+// KnownTunables returns the names a TunableRange of scheduler s may
+// name, from the knob table (api/knob): the scheduler's tunables
+// (queue/iosched/NAME), then the queue attributes tuned with a scheduler
+// (queue/nr_requests); nil for none and unknown schedulers. The slice is a
+// copy.
+func KnownTunables(s SchedulerName) []string { return knob.Ranged(string(s)) }
+
+// tunableBounds returns the bounds [lo, hi] the kernel keeps of the
+// tunable name (knob.Knob Min and Max), and whether it has any.
+func tunableBounds(name string) (lo, hi int64, ok bool) {
+	for _, k := range knob.All() {
+		if k.Name == name && k.Max > 0 {
+			return k.Min, k.Max, true
+		}
+	}
+	return 0, 0, false
+}
 
 // IsBooleanTunable reports whether the tunable takes only 0 or 1
 // (front_merges, low_latency, strict_guarantees).
@@ -59,9 +72,10 @@ func booleanTunables() []string {
 // celRule is one x-kubernetes-validations rule.
 type celRule struct{ rule, message, fieldPath string }
 
-// tunableRules are the two CEL rules on TunableRange that the knob table
-// decides: the name must be a tunable of the scheduler, and a boolean
-// tunable's max is at most 1.
+// tunableRules are the three CEL rules on TunableRange that the knob
+// table decides: the name must be a tunable of the scheduler, a boolean
+// tunable's max is at most 1, and a bounded knob's min and max are within
+// its bounds.
 func tunableRules() []celRule {
 	var rule, msg strings.Builder
 	tunable := []SchedulerName{SchedulerMQDeadline, SchedulerBFQ, SchedulerKyber}
@@ -81,6 +95,13 @@ func tunableRules() []celRule {
 	}
 	msg.WriteString(")")
 	b := booleanTunables()
+	var bounds, boundsMsg []string
+	for _, k := range knob.All() {
+		if k.Max > 0 && (k.Role == knob.Tuned) {
+			bounds = append(bounds, fmt.Sprintf("(self.name != '%s' || (self.min >= %d && self.max <= %d))", k.Name, k.Min, k.Max))
+			boundsMsg = append(boundsMsg, fmt.Sprintf("%s takes %d to %d", k.Name, k.Min, k.Max))
+		}
+	}
 	return []celRule{
 		{rule.String(), msg.String(), ".name"},
 		{
@@ -88,6 +109,7 @@ func tunableRules() []celRule {
 			fmt.Sprintf("%s and %s take 0 or 1: max must be at most 1", strings.Join(b[:len(b)-1], ", "), b[len(b)-1]),
 			".max",
 		},
+		{strings.Join(bounds, " && "), strings.Join(boundsMsg, "; ") + ": min and max must be in that range", ".max"},
 	}
 }
 

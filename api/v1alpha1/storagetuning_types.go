@@ -228,19 +228,23 @@ type SchedulerPolicy struct {
 }
 
 // TunableRange is a range of one scheduler tunable, in sysfs name and units
-// (queue/iosched/NAME: e.g. read_expire in ms, read_lat_nsec in ns). The
+// (queue/iosched/NAME: e.g. read_expire in ms, read_lat_nsec in ns), or of
+// a queue attribute set with the scheduler (queue/nr_requests, in
+// requests: how many requests the scheduler may hold, 4 to 2048). The
 // candidate values are Steps values spread evenly from Min to Max, both
-// included (Values).
+// included (Values). The names, units and bounds are the knob table's
+// (api/knob).
 //
-// +kubebuilder:validation:XValidation:rule="self.scheduler == 'mq-deadline' ? self.name in ['read_expire', 'write_expire', 'fifo_batch', 'writes_starved', 'front_merges'] : self.scheduler == 'bfq' ? self.name in ['slice_idle', 'slice_idle_us', 'low_latency', 'back_seek_max', 'back_seek_penalty', 'fifo_expire_sync', 'fifo_expire_async', 'timeout_sync', 'max_budget', 'strict_guarantees'] : self.name in ['read_lat_nsec', 'write_lat_nsec']",message="name must be a tunable of the scheduler (mq-deadline: read_expire, write_expire, fifo_batch, writes_starved, front_merges; bfq: slice_idle, slice_idle_us, low_latency, back_seek_max, back_seek_penalty, fifo_expire_sync, fifo_expire_async, timeout_sync, max_budget, strict_guarantees; kyber: read_lat_nsec, write_lat_nsec)",fieldPath=".name"
+// +kubebuilder:validation:XValidation:rule="self.scheduler == 'mq-deadline' ? self.name in ['read_expire', 'write_expire', 'fifo_batch', 'writes_starved', 'front_merges', 'nr_requests'] : self.scheduler == 'bfq' ? self.name in ['slice_idle', 'slice_idle_us', 'low_latency', 'back_seek_max', 'back_seek_penalty', 'fifo_expire_sync', 'fifo_expire_async', 'timeout_sync', 'max_budget', 'strict_guarantees', 'nr_requests'] : self.name in ['read_lat_nsec', 'write_lat_nsec', 'nr_requests']",message="name must be a tunable of the scheduler (mq-deadline: read_expire, write_expire, fifo_batch, writes_starved, front_merges, nr_requests; bfq: slice_idle, slice_idle_us, low_latency, back_seek_max, back_seek_penalty, fifo_expire_sync, fifo_expire_async, timeout_sync, max_budget, strict_guarantees, nr_requests; kyber: read_lat_nsec, write_lat_nsec, nr_requests)",fieldPath=".name"
 // +kubebuilder:validation:XValidation:rule="self.min <= self.max",message="max must be greater than or equal to min",fieldPath=".max"
 // +kubebuilder:validation:XValidation:rule="!(self.name in ['front_merges', 'low_latency', 'strict_guarantees']) || self.max <= 1",message="front_merges, low_latency and strict_guarantees take 0 or 1: max must be at most 1",fieldPath=".max"
+// +kubebuilder:validation:XValidation:rule="(self.name != 'nr_requests' || (self.min >= 4 && self.max <= 2048))",message="nr_requests takes 4 to 2048: min and max must be in that range",fieldPath=".max"
 type TunableRange struct {
 	// scheduler is mq-deadline, bfq or kyber (none has no tunables); it
 	// must be one of spec.schedulers.candidates.
 	Scheduler TunableSchedulerName `json:"scheduler"`
 
-	// name is the sysfs name of the tunable.
+	// name is the sysfs name of the tunable, or nr_requests.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	Name string `json:"name"`

@@ -203,6 +203,14 @@ func (t *TunableRange) validate(fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(xfld, *t.Max,
 			"front_merges, low_latency and strict_guarantees take 0 or 1: max must be at most 1"))
 	}
+	if lo, hi, ok := tunableBounds(t.Name); ok {
+		if t.Min < lo || t.Min > hi {
+			errs = append(errs, field.Invalid(fld.Child("min"), t.Min, between(lo, hi)))
+		}
+		if t.Max != nil && (*t.Max < lo || *t.Max > hi) {
+			errs = append(errs, field.Invalid(xfld, *t.Max, between(lo, hi)))
+		}
+	}
 	if t.Steps != nil && (*t.Steps < MinTunableSteps || *t.Steps > MaxTunableSteps) {
 		errs = append(errs, field.Invalid(fld.Child("steps"), *t.Steps, between(MinTunableSteps, MaxTunableSteps)))
 	}
@@ -317,7 +325,7 @@ func checkRange(fld *field.Path, v *int32, lo, hi int32) field.ErrorList {
 	return field.ErrorList{field.Invalid(fld, *v, between(lo, hi))}
 }
 
-func between(lo, hi int32) string {
+func between[T int | int32 | int64](lo, hi T) string {
 	return fmt.Sprintf("must be between %d and %d", lo, hi)
 }
 

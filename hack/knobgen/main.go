@@ -22,7 +22,7 @@ import (
 const markerPrefix = "// +kubebuilder:validation:XValidation:"
 
 // ruleStarts identify the markers TunableRuleMarkers returns, in its order.
-var ruleStarts = []string{`rule="self.scheduler == `, `rule="!(self.name in [`}
+var ruleStarts = []string{`rule="self.scheduler == `, `rule="!(self.name in [`, `rule="(self.name != `}
 
 func main() {
 	if len(os.Args) != 2 {

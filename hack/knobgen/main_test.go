@@ -12,15 +12,16 @@ func TestRewrite(t *testing.T) {
 	f := filepath.Join(dir, "types.go")
 	src := "// doc\n" + markerPrefix + `rule="self.scheduler == 'x'",message="old"` + "\n" +
 		markerPrefix + `rule="self.min <= self.max"` + "\n" +
-		markerPrefix + `rule="!(self.name in ['a']) || self.max <= 1"` + "\ntype T struct{}\n"
+		markerPrefix + `rule="!(self.name in ['a']) || self.max <= 1"` + "\n" +
+		markerPrefix + `rule="(self.name != 'a' || self.max <= 9)"` + "\ntype T struct{}\n"
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := rewrite(f, []string{`rule="self.scheduler == 'y'"`, `rule="!(self.name in ['b'])"`}); err != nil {
+	if err := rewrite(f, []string{`rule="self.scheduler == 'y'"`, `rule="!(self.name in ['b'])"`, `rule="(self.name != 'b')"`}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(f)
-	for _, want := range []string{`'y'`, `['b']`, `self.min <= self.max`} {
+	for _, want := range []string{`'y'`, `['b']`, `(self.name != 'b')`, `self.min <= self.max`} {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("rewritten file lacks %s:\n%s", want, got)
 		}
@@ -32,7 +33,7 @@ func TestRewrite(t *testing.T) {
 	if err := os.WriteFile(f, []byte("type T struct{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := rewrite(f, []string{"a", "b"}); err == nil || !strings.Contains(err.Error(), "0 markers") {
+	if err := rewrite(f, []string{"a", "b", "c"}); err == nil || !strings.Contains(err.Error(), "0 markers") {
 		t.Errorf("rewrite of a file without markers: %v, want a 0 markers error", err)
 	}
 }

@@ -51,7 +51,8 @@ func (c Candidate) Name() string {
 }
 
 // ParseCandidate parses "name", "name:k=v,k=v" or either with a "+redcap"
-// suffix. Names and tunables are validated against the scheduler models.
+// suffix. Names and tunables are validated against the scheduler models
+// (CheckCandidate).
 func ParseCandidate(s string) (Candidate, error) {
 	var c Candidate
 	s = strings.TrimSpace(s)
@@ -68,10 +69,10 @@ func ParseCandidate(s string) (Candidate, error) {
 		if err != nil {
 			return Candidate{}, fmt.Errorf("candidate %q: %w", s, err)
 		}
-		if _, err := sched.New(name, t, sched.DefaultDevice); err != nil {
+		c.Tunables = t
+		if err := CheckCandidate(c); err != nil {
 			return Candidate{}, fmt.Errorf("candidate %q: %w", s, err)
 		}
-		c.Tunables = t
 	}
 	return c, nil
 }
@@ -573,8 +574,9 @@ func simulateAll(w *sim.Window, cands []Candidate, opt Options, keepAll bool) ([
 	outs := make([]Outcome, len(cands))
 	errs := make([]error, len(cands))
 	run := func(i int, c Candidate) {
+		iosched, nr := c.split()
 		cfg := sim.Config{
-			Scheduler: c.Scheduler, Tunables: c.Tunables, Device: dev, Servers: k, Tags: tags,
+			Scheduler: c.Scheduler, Tunables: iosched, NrRequests: nr, Device: dev, Servers: k, Tags: tags,
 			NewDisk: newDisk, NewGate: newGate, Seed: opt.Seed, KeepPerRequest: keep(c),
 			ResponseQuantiles: opt.ResponseQuantiles,
 		}

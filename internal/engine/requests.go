@@ -50,11 +50,16 @@ func EvaluateRequests(reqs []trace.Request, loop Loop, cands []Candidate, opt Op
 	return Evaluate(w, cands, opt)
 }
 
-// CheckCandidate returns an error when the elevator model cannot build c:
-// an unknown scheduler, or a tunable it does not have or a value out of its
-// range.
+// CheckCandidate returns an error when the simulator cannot model c: an
+// unknown scheduler, a tunable the elevator model does not have or a value
+// out of its range, or a queue attribute (nr_requests) the simulator does
+// not model, outside the kernel's bounds or set with none.
 func CheckCandidate(c Candidate) error {
-	_, err := sched.New(c.Scheduler, c.Tunables, sched.DefaultDevice)
+	if err := checkQueueKnobs(c.Scheduler, c.Tunables); err != nil {
+		return err
+	}
+	iosched, _ := c.split()
+	_, err := sched.New(c.Scheduler, iosched, sched.DefaultDevice)
 	return err
 }
 

@@ -69,6 +69,16 @@ type Config struct {
 	Tags int
 	// Loop selects open or closed-loop replay.
 	Loop Loop
+	// NrRequests is the scheduler's request limit, queue/nr_requests: how
+	// many requests may be allocated at once, in the elevator or
+	// dispatched and not completed. A request that finds them all taken
+	// waits, first in first out, until one completes, and only then
+	// enters the elevator: blk_mq_get_tag (block/blk-mq-tag.c) sleeps on
+	// the scheduler tags' wait queue, and a bio merged into a queued
+	// request takes no tag. 0: no limit (the default depth, twice the
+	// device's up to 256, is rarely reached by a replayed window). Not
+	// applied under none, whose limit is the device's tags.
+	NrRequests int
 	// NewDisk returns a fresh device model for one run; seed is Config.Seed.
 	NewDisk func(seed int64) DeviceModel
 	// NewGate, when not nil, returns a fresh Gate for one run: a request
@@ -344,6 +354,12 @@ type runner struct {
 	devq     requestFIFO // dispatched, waiting for a server
 	gate     Gate
 	gateq    requestFIFO // dispatched, waiting for the gate
+	// nrRequests is Config.NrRequests (0: no limit); allocated counts the
+	// requests holding one (in the elevator or in flight), tagq those
+	// waiting for one.
+	nrRequests int
+	allocated  int
+	tagq       requestFIFO
 
 	sr  []sched.Request // one per window request
 	rel []int64         // simulated release time, ns
@@ -406,10 +422,16 @@ func newRunner(w *Window, cfg Config, el sched.Scheduler) *runner {
 	}
 	r := &runner{
 		w: w, reqs: w.reqs, p: w.plan, el: el,
-		disk:      cfg.NewDisk(cfg.Seed),
-		gate:      newGate(cfg),
-		servers:   k,
-		tags:      max(cfg.Tags, k),
+		disk:    cfg.NewDisk(cfg.Seed),
+		gate:    newGate(cfg),
+		servers: k,
+		tags:    max(cfg.Tags, k),
+		nrRequests: func() int {
+			if cfg.Scheduler == "none" {
+				return 0
+			}
+			return max(cfg.NrRequests, 0)
+		}(),
 		slots:     make([]*sched.Request, k),
 		wakeAt:    -1,
 		ev:        make(evHeap, 0, 64),
@@ -500,11 +522,27 @@ func (r *runner) release(i int32) {
 	r.submit(q)
 }
 
-// submit hands a request to the elevator.
+// submit hands a request to the elevator, or queues it for a request
+// slot when nr_requests are allocated (Config.NrRequests).
 func (r *runner) submit(q *sched.Request) {
+	if r.nrRequests > 0 && r.allocated >= r.nrRequests {
+		r.tagq.push(q)
+		return
+	}
+	r.allocated++
 	q.Insert = r.now
 	if r.el.Insert(q, r.now) {
 		r.merged++
+		r.allocated--
+	}
+}
+
+// freeRequest returns a completed request's slot and lets the oldest
+// request waiting for one into the elevator.
+func (r *runner) freeRequest() {
+	r.allocated--
+	for r.tagq.len() > 0 && r.allocated < r.nrRequests {
+		r.submit(r.tagq.pop())
 	}
 }
 
@@ -581,6 +619,7 @@ func (r *runner) complete(slot int32) {
 	}
 	q.Complete = r.now
 	r.el.Complete(q, r.now)
+	r.freeRequest()
 	r.finish(q)
 }
 
