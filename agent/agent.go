@@ -9,7 +9,7 @@
 // takes new policies while it runs (SetPolicies), keeping each device's
 // learned state. A window of a device has one road: the tracer's requests
 // reach the device's controller as they arrive (device.ingest,
-// deviceController.add); at the window's end device.window ends the
+// window.Controller.Add); at the window's end device.window ends the
 // controller's window under the device's gate (pause, grant, minDwell),
 // performs the action it asks for and refreshes the status, which is the
 // API's own device entry (v1alpha1.DeviceState).

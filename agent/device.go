@@ -101,7 +101,7 @@ type windowEnv struct {
 	// "MAJ:MIN" (blkcaps); nil: none are known.
 	caps map[string]model.Throttle
 	// readScale is the window's length over a sampled window's traced
-	// part (windowInput.ReadScale).
+	// part (window.Input.ReadScale).
 	readScale float64
 	// caches reads and switches dm-caches below hostRoot; nil: none are
 	// governed.

@@ -89,7 +89,7 @@ func (a *Agent) sampleLen() time.Duration {
 }
 
 // sampleScale is a sampled window's length over its traced part
-// (windowInput.ReadScale), 0 when the agent does not sample.
+// (window.Input.ReadScale), 0 when the agent does not sample.
 func (a *Agent) sampleScale() float64 {
 	if s := a.sampleLen(); s > 0 {
 		return float64(a.window) / float64(s)

@@ -1,12 +1,15 @@
+// Package window holds one device's controller (Controller): a
+// deterministic state machine fed one window at a time, with no I/O of
+// its own, so that every rule is unit-tested. A window's requests arrive
+// in chunks (Controller.Add); the window ends in one call
+// (Controller.EndWindow), which learns what is left to learn, simulates,
+// verifies the last change and decides under the gate it is given. The
+// device (package agent) performs the action the controller asks for and,
+// when the device did change, tells it so (Controller.Commit): nothing is
+// decided and then undone.
+//
+// Units: times in ns, sectors of 512 bytes, read-ahead in KiB.
 package window
-
-// The per-device controller: a deterministic state machine fed one window
-// at a time, with no I/O of its own, so that every rule is unit-tested.
-// A window's requests arrive in chunks (add); the window ends in one call
-// (endWindow), which learns what is left to learn, simulates, verifies the
-// last change and decides under the gate it is given. The device (device.go)
-// performs the action the controller asks for and, when the device did
-// change, tells it so (Commit): nothing is decided and then undone.
 
 import (
 	"errors"
@@ -293,7 +296,7 @@ type Input struct {
 	// PageCache is what the page-cache probe counted of the device's
 	// files in the window (Measured false: no probe).
 	PageCache readahead.PageCache
-	// Sampled: the window was traced for its last part only (sampling.go).
+	// Sampled: the window was traced for its last part only (agent/sampling.go).
 	Sampled bool
 	// ReadScale is the window's length over its traced part when it was
 	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
@@ -434,7 +437,7 @@ type Controller struct {
 	// explain, when set, is given every window whose simulation decided
 	// a scheduler switch, or predicted one it did not reproduce the window
 	// well enough to make (decide.ReasonNotReproduced): the time, the
-	// requests and the model simulated, and the report (Options.ExplainDir).
+	// requests and the model simulated, and the report (agent.Options.ExplainDir).
 	explain func(time.Time, []trace.Request, *model.Model, engine.Report)
 }
 
@@ -488,13 +491,15 @@ func (c *Controller) Add(chunk []trace.Request) {
 }
 
 // Skip counts n requests of the window that were dropped before they
-// could be learned (device.keepPending).
+// could be learned (the agent's device.keepPending bounds its memory).
 func (c *Controller) Skip(n int) { c.win.unlearned += n }
 
 // EndWindow ends the window at in.Now: it learns what the window has not
 // learned yet (calibrating the model first, until that is done), then
 // evaluates and decides under in.Gate, unless in.Skip. The next window
-// starts empty.
+// starts empty. The error is the simulation's (engine.EvaluateRequests,
+// wrapped once with the device's name); the report is filled as far as
+// the window got.
 func (c *Controller) EndWindow(in Input) (rep Report, err error) {
 	defer c.nextWindow()
 	defer func() {
@@ -553,7 +558,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	c.stepReadAhead(in)
 	if in.Missed != "" {
 		// The read-ahead road's evidence is the page cache's over the
-		// whole window (sampling.go); the simulation's would be the
+		// whole window (agent/sampling.go); the simulation's would be the
 		// sample's alone.
 		rep.Skipped, rep.Reason = in.Missed, ReasonSampleMissed
 		c.decideReadAhead(&rep, in)

@@ -57,7 +57,7 @@ func (c *Controller) Calibrated() bool { return c.calibrated }
 func (c *Controller) Requests() int { return c.win.total }
 
 // Settled is the number of consecutive windows that left the device
-// settled (sampling.go).
+// settled (agent/sampling.go).
 func (c *Controller) Settled() int { return c.settled }
 
 // SetSettled sets that count (n windows).

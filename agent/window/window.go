@@ -35,7 +35,7 @@ type window struct {
 	keep []trace.Request
 	head int
 	// total counts the window's requests; unlearned those dropped before
-	// they reached it (Controller.skip).
+	// they reached it (Controller.Skip).
 	total, unlearned int
 	// readSectors and aheadSectors are the sectors of the window's reads
 	// and of those the kernel issued as read-ahead (REQ_RAHEAD, which the
