@@ -150,4 +150,3 @@ func TestNextSettle(t *testing.T) {
 		}
 	}
 }
-

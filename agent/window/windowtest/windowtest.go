@@ -63,4 +63,3 @@ func SortByArrival(r []trace.Request) {
 		}
 	}
 }
-
