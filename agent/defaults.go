@@ -125,9 +125,9 @@ func previousReadAhead(dc *v1alpha1.DefaultsChange) int {
 }
 
 // judgeDefaults judges each changed knob of the device that the window
-// prices (window.Controller.DefaultCosts) by the policy's margin (sentinel.Judge), and
-// exports the verdicts; a knob the window does not price keeps its last
-// verdict.
+// prices (window.Controller.DefaultCosts) by the policy's margin
+// (sentinel.Judge), and exports the verdicts; a knob the window does not
+// price keeps its last verdict.
 func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
 	dc := d.status.DefaultsChanged
 	if dc == nil {
