@@ -9,7 +9,7 @@
 // takes new policies while it runs (SetPolicies), keeping each device's
 // learned state. A window of a device has one road: the tracer's requests
 // reach the device's controller as they arrive (device.ingest,
-// deviceController.add); at the window's end device.window ends the
+// window.Controller.Add); at the window's end device.window ends the
 // controller's window under the device's gate (pause, grant, minDwell),
 // performs the action it asks for and refreshes the status, which is the
 // API's own device entry (v1alpha1.DeviceState).
@@ -34,6 +34,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -486,7 +487,7 @@ func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 		if d.status.Gone != "" {
 			continue
 		}
-		n := d.ctrl.win.total
+		n := d.ctrl.Requests()
 		d.window(now, env)
 		d.status.EventsDropped, d.status.EventsLost = int64(min(stats.Dropped, 1<<63-1)), int64(min(stats.Lost, 1<<63-1))
 		if a.opt.Metrics != nil {
@@ -554,7 +555,7 @@ func (a *Agent) shutdown() error {
 	a.opt.Log.Info("restored original settings", "devices", done)
 	for _, d := range a.devs {
 		if d.status.Gone == "" {
-			d.refresh(a.act, Gate{Granted: true})
+			d.refresh(a.act, window.Gate{Granted: true})
 		}
 	}
 	a.publish()

@@ -25,10 +25,10 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
-	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -178,27 +178,24 @@ func (d *device) cacheBefore(e *windowEnv) {
 			e.metrics.SetCache(d.sys.Name, nil)
 		}
 		d.cache, d.status.Cache = nil, nil
-		d.ctrl.dmCache, d.ctrl.cacheActive = false, false
+		d.ctrl.SetCache(false, false)
 		return
 	}
 	if d.cache == nil || d.cache.info.Name != info.Name {
 		d.cache = &governedCache{hitPct: -1, predHitPct: -1, dmDev: dm, backoff: map[string]time.Time{}}
-		d.ctrl.cacheWarm = engine.CacheWarm{}
+		d.ctrl.ForgetCacheWarm()
 		d.setDMCacheModel(info, dm, e)
 	} else {
 		d.cache.prev, d.cache.havePrev = d.cache.info, true
 	}
 	d.cache.info = info
-	d.ctrl.dmCache, d.ctrl.cacheActive = true, info.Mode == decide.CacheOn
-	if d.ctrl.cacheActive {
-		d.ctrl.cacheWarm = engine.CacheWarm{} // the next time it is off, the simulation starts afresh
-	}
+	d.ctrl.SetCache(true, info.Mode == decide.CacheOn)
 }
 
 // cacheAfter decides on the cache after the window (rep) and, in Apply
 // mode when the gate allows and nothing else changed in the window,
 // switches it; a switch is verified over the next windows first.
-func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEnv) {
+func (d *device) cacheAfter(rep window.Report, g window.Gate, now time.Time, e *windowEnv) {
 	c := d.cache
 	if c == nil {
 		return
@@ -209,8 +206,8 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 		d.showCache()
 		return
 	}
-	in := decide.CacheInput{Active: d.ctrl.cacheActive, MarginPct: d.ctrl.policy.Decide.MarginPct,
-		MinReads: uint64(d.ctrl.policy.MinRequests), PrevPredictedOn: c.predOn, PrevMeasuredOff: c.measOff}
+	in := decide.CacheInput{Active: d.ctrl.CacheActive(), MarginPct: d.ctrl.Policy.Decide.MarginPct,
+		MinReads: uint64(d.ctrl.Policy.MinRequests), PrevPredictedOn: c.predOn, PrevMeasuredOff: c.measOff}
 	if r := rep.Report; r != nil && !in.Active {
 		in.PredictedGainPct = r.CacheGainPct
 		in.ADAOn = r.ADA != nil && r.ADA.On
@@ -222,7 +219,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 	c.hitPct = -1
 	if c.havePrev && c.info.ReadHits >= c.prev.ReadHits && c.info.ReadMisses >= c.prev.ReadMisses {
 		hits, misses := c.info.ReadHits-c.prev.ReadHits, c.info.ReadMisses-c.prev.ReadMisses
-		in.ReadNs, in.BlockReadNs = d.ctrl.readNs, d.ctrl.blockReadNs
+		in.ReadNs, in.BlockReadNs = d.ctrl.ReadCosts()
 		if !in.Active {
 			// Off, the counters count the reads of blocks the cache
 			// holds (decide.CacheInput.ResidentHits).
@@ -250,7 +247,7 @@ func (d *device) cacheAfter(rep WindowReport, g Gate, now time.Time, e *windowEn
 			// prediction that turned it on, as a regression does a
 			// switch: the simulation, which judges the filled cache,
 			// does not turn it on again for the back-off.
-			c.backoff[decide.CacheOn] = now.Add(d.ctrl.policy.Backoff)
+			c.backoff[decide.CacheOn] = now.Add(d.ctrl.Policy.Backoff)
 		}
 	}
 	d.showCache()
@@ -298,13 +295,13 @@ func (d *device) verifyCache(now time.Time, e *windowEnv) {
 		return
 	}
 	after := v.sumNs / float64(v.reads)
-	limit := v.baselineNs * (1 + d.ctrl.policy.ToleratedRegressionPct/100)
+	limit := v.baselineNs * (1 + d.ctrl.Policy.ToleratedRegressionPct/100)
 	msg := fmt.Sprintf("mean read response %.0f µs after, %.0f µs before", after/1e3, v.baselineNs/1e3)
 	if after <= limit {
 		c.lastText += "; verified: " + msg
 		return
 	}
-	c.backoff[v.to] = now.Add(d.ctrl.policy.Backoff)
+	c.backoff[v.to] = now.Add(d.ctrl.Policy.Backoff)
 	d.switchCache(v.from, "regression: "+msg, now, e)
 	c.verify = nil // a revert is not verified again
 	d.status.Reverts++
@@ -314,10 +311,10 @@ func (d *device) verifyCache(now time.Time, e *windowEnv) {
 // cacheGate reports whether the cache may be switched now: Apply mode,
 // the policy's gate, no other change or verification in progress, and
 // minDwell since the cache's last switch.
-func (d *device) cacheGate(rep WindowReport, g Gate, now time.Time) bool {
+func (d *device) cacheGate(rep window.Report, g window.Gate, now time.Time) bool {
 	c := d.cache
-	return d.apply() && !g.Paused && !g.Yielded && g.Granted && rep.Action.Kind == ActionNone &&
-		d.ctrl.verify == nil &&
+	return d.apply() && !g.Paused && !g.Yielded && g.Granted && rep.Action.Kind == window.ActionNone &&
+		!d.ctrl.Verifying() &&
 		(c.lastChange.IsZero() || now.Sub(c.lastChange) >= g.MinDwell)
 }
 
@@ -335,8 +332,8 @@ func (d *device) switchCache(mode, reason string, now time.Time, e *windowEnv) {
 	c.info.Mode, c.havePrev, c.predOn, c.measOff = mode, false, false, false // counters of the new mode start at the next window
 	c.lastChange = now
 	c.lastText = fmt.Sprintf("%s -> %s: %s", from, mode, reason)
-	if c.reads >= uint64(max(d.ctrl.policy.MinRequests, 1)) {
-		c.verify = &cacheVerify{from: from, to: mode, baselineNs: c.readNs, left: d.ctrl.policy.VerifyWindows}
+	if c.reads >= uint64(max(d.ctrl.Policy.MinRequests, 1)) {
+		c.verify = &cacheVerify{from: from, to: mode, baselineNs: c.readNs, left: d.ctrl.Policy.VerifyWindows}
 	}
 	d.status.Changes++
 	d.status.LastChangeTime, d.status.LastChange = ptrTime(now), "cache "+c.lastText
@@ -377,60 +374,6 @@ func (d *device) showCache() {
 	d.status.Cache = st
 }
 
-// readCostNs is the mean cost at the origin of a read in reqs smaller
-// than blockSectors (readNs) and of one at least that large (blockNs), ns;
-// 0 for a class without reads, which then borrows the other's cost. A
-// read's cost is the device time it takes from others: its service time
-// net of the wait inside the device for one of m's k servers and m's
-// throttle (model.NetServiceTimes, what the model learns) divided by k,
-// and no less than the throttle's interval per request and per byte.
-// Its measured service time (dispatch to completion) is not that cost:
-// at queue depth 16 behind a 500 IOPS cap every read's is about 32 ms,
-// and dm-cache's promotions, copied in bursts, wait behind each other
-// and the reads (in the VM lab their mean was 1.38 times the 4 KiB
-// reads', their cost 1.14 times, where the cap makes them equal).
-// scratch is reused for the net times.
-func readCostNs(reqs []trace.Request, blockSectors uint64, m *model.Model, scratch *[]int64) (readNs, blockNs float64) {
-	th, k := m.Throttle(), max(m.Servers(), 1)
-	var net model.NetService
-	net.SetThrottle(th)
-	*scratch = net.Times(reqs, k, *scratch)
-	var small, large, ns, nl float64
-	for i := range reqs {
-		r, t := &reqs[i], (*scratch)[i]
-		if r.Op != trace.Read || t == trace.Unknown {
-			continue
-		}
-		c := float64(t) / float64(k)
-		if th.IOPS > 0 {
-			c = max(c, 1e9/th.IOPS)
-		}
-		if th.BytesPerSec > 0 {
-			c = max(c, float64(r.Sectors)*trace.SectorSize*1e9/th.BytesPerSec)
-		}
-		if uint64(r.Sectors) >= blockSectors {
-			large += c
-			nl++
-		} else {
-			small += c
-			ns++
-		}
-	}
-	if ns > 0 {
-		readNs = small / ns
-	}
-	if nl > 0 {
-		blockNs = large / nl
-	}
-	if readNs == 0 {
-		readNs = blockNs
-	}
-	if blockNs == 0 {
-		blockNs = readNs
-	}
-	return readNs, blockNs
-}
-
 // setDMCacheModel sets the simulated cache that stands for the dm-cache
 // info (kernel name dm) in front of the device: smq by its own rules
 // (engine.SMQ, its hotspots sized by the cache's origin, or by the device
@@ -440,20 +383,20 @@ func readCostNs(reqs []trace.Request, blockSectors uint64, m *model.Model, scrat
 // one of the engine's CPUs. When the probe fails the failure is logged
 // and the hits keep the default RAM copy cost.
 func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
-	cfg := &d.ctrl.policy.Engine.Cache
+	cfg := &d.ctrl.Policy.Engine.Cache
 	origin := info.OriginSectors
 	if origin == 0 {
 		origin = d.sys.SizeBytes / trace.SectorSize
 	}
 	*cfg = engine.SMQ(info.TotalBlocks, uint32(info.BlockSectors), origin)
-	d.ctrl.policy.Engine.CacheFill = true
+	d.ctrl.Policy.Engine.CacheFill = true
 	dev, ns, err := probeCacheRead(e.hostRoot, dm, info.Origin)
 	if err != nil {
 		e.log.Info("cache read time not measured", "device", d.sys.Name, "cache", info.Name, "error", err.Error())
 		return
 	}
 	cfg.HitOverheadNs = max(ns, 1)
-	cfg.HitServers = d.ctrl.policy.Engine.CPUs
+	cfg.HitServers = d.ctrl.Policy.Engine.CPUs
 	if cfg.HitServers <= 0 {
 		cfg.HitServers = runtime.NumCPU()
 	}

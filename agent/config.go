@@ -6,28 +6,11 @@ import (
 	"slices"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
-
-// MaxResponseRatio bounds how far the simulated mean response time of the
-// setting in effect may be from the measured one, either way, for the
-// window's predictions to be acted on (decide.ReasonNotReproduced).
-//
-// The model is checked request by request on service time (the model
-// error), but a decision compares queueing, which magnifies a wrong
-// device parallelism or a biased service time many times over. On the
-// decision benchmark (docs/runs/2026-12-03-history.md, "Predictions the
-// simulation could not reproduce"), every window that decided a scheduler
-// switch on a loop device had simulated `none` at 7.5 to 8,301 times its
-// measured mean response time (a model of one server for a device that
-// had up to 128 requests in flight), and there the queue that only the
-// simulation had let mq-deadline and bfq merge their way to predicted
-// gains of 5.9 to 91.5 %; verification had measured such a switch
-// 152.6 % slower. Within 2×, a prediction rests on a simulation that resembles
-// the device as it ran.
-const MaxResponseRatio = 2
 
 // policyFor translates a defaulted spec (StorageTuningSpec.Default, the
 // API's one layer of defaults) into the controller's Policy for device sd:
@@ -39,8 +22,8 @@ const MaxResponseRatio = 2
 //
 // The decision acts on a predicted gain only where the simulation of the
 // setting in effect reproduces the window's measured mean response time
-// within MaxResponseRatio (decide.Config.MaxResponseRatio).
-func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
+// within window.MaxResponseRatio (decide.Config.MaxResponseRatio).
+func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) window.Policy {
 	cands := candidates(spec, sd)
 	def := engine.Candidate{Scheduler: string(spec.Schedulers.Default)}
 	if !slices.Contains(sd.Schedulers, def.Scheduler) {
@@ -54,7 +37,7 @@ func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
 	dcfg.MarginPct = float64(*ev.MarginPercent)
 	dcfg.GuardChanges = int(*ev.ThrashGuard.Changes)
 	dcfg.QuietChecks = int(*ev.ThrashGuard.QuietChecks)
-	dcfg.MaxResponseRatio = MaxResponseRatio
+	dcfg.MaxResponseRatio = window.MaxResponseRatio
 	rot := sd.Rotational
 	eopt := engine.Options{
 		// What the application waits for, not device service time alone
@@ -72,7 +55,7 @@ func policyFor(spec *v1alpha1.StorageTuningSpec, sd sysfs.Device) Policy {
 			cands = append(cands, c)
 		}
 	}
-	return Policy{
+	return window.Policy{
 		Apply:                   spec.Mode == v1alpha1.ModeApply,
 		Candidates:              cands,
 		Decide:                  dcfg,

@@ -6,7 +6,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -135,7 +134,7 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.ctrl.explain = explainer{dir: a.opt.ExplainDir, log: a.opt.Log}.hook(s.sys.Name)
+		d.ctrl.SetExplain(explainer{dir: a.opt.ExplainDir, log: a.opt.Log}.hook(s.sys.Name))
 		if p != nil {
 			d.carry(p)
 		} else {
@@ -153,7 +152,7 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 // holds reports whether the disk still has the setting the device's
 // controller knows (nothing changed it behind the agent's back).
 func (d *device) holds(sd sysfs.Device) bool {
-	cur := d.ctrl.current
+	cur := d.ctrl.Current
 	return cur.Candidate.Scheduler == sd.Scheduler && cur.ReadAheadKiB == sd.ReadAheadKiB
 }
 
@@ -162,14 +161,9 @@ func (d *device) holds(sd sysfs.Device) bool {
 // regression back-off, the time of the last change (for minDwell), the
 // read-ahead default before a change under it, and the status counters.
 func (d *device) carry(old *device) {
-	c, o := d.ctrl, old.ctrl
-	if o.model.Config().CapacitySectors == c.model.Config().CapacitySectors {
-		c.model, c.disk = o.model, o.model.NewDisk(0)
-		c.calibrated, c.online, c.note = o.calibrated, o.calibrated, o.note
+	if d.ctrl.Carry(old.ctrl) {
 		d.status.Class = old.status.Class
 	}
-	maps.Copy(c.backoff, o.backoff)
-	c.lastChange, c.previousRA = o.lastChange, o.previousRA
 	st, was := &d.status, &old.status
 	st.TotalRequests, st.UnlearnedRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.UnlearnedRequests, was.EventsDropped, was.EventsLost
 	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
@@ -209,7 +203,7 @@ func (a *Agent) release(devs []*device) {
 func (a *Agent) fitMemory(devs []*device) {
 	plan := planMemory(a.opt.MemoryLimit, len(devs))
 	for _, d := range devs {
-		p := &d.ctrl.policy
+		p := &d.ctrl.Policy
 		p.MaxSimulated = plan.MaxSimulated
 		if p.ScreenRequests > 0 {
 			p.ScreenRequests = min(p.ScreenRequests, plan.MaxSimulated/4)

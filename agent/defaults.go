@@ -20,7 +20,6 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/metrics"
-	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -75,7 +74,7 @@ func (d *device) checkDefaults(last, before *sentinel.Seen, cur sentinel.Seen, l
 		dc.Knobs = append(dc.Knobs, v1alpha1.KnobChange{Knob: c.Knob, Old: c.Old, New: c.New})
 	}
 	d.status.DefaultsChanged = dc
-	d.ctrl.previousRA = previousReadAhead(dc)
+	d.ctrl.SetPreviousReadAhead(previousReadAhead(dc))
 	msg := "the device's defaults changed since the agent's previous start"
 	if !found {
 		msg = "the device's defaults still differ from those before a change found earlier"
@@ -126,9 +125,9 @@ func previousReadAhead(dc *v1alpha1.DefaultsChange) int {
 }
 
 // judgeDefaults judges each changed knob of the device that the window
-// prices (defaultCosts) by the policy's margin (sentinel.Judge), and
-// exports the verdicts; a knob the window does not price keeps its last
-// verdict.
+// prices (window.Controller.DefaultCosts) by the policy's margin
+// (sentinel.Judge), and exports the verdicts; a knob the window does not
+// price keeps its last verdict.
 func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
 	dc := d.status.DefaultsChanged
 	if dc == nil {
@@ -136,8 +135,8 @@ func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
 	}
 	for i := range dc.Knobs {
 		k := &dc.Knobs[i]
-		newNs, oldNs := d.ctrl.defaultCosts(*k, r)
-		if v, ok := sentinel.Judge(newNs, oldNs, d.ctrl.policy.Decide.MarginPct); ok {
+		newNs, oldNs := d.ctrl.DefaultCosts(*k, r)
+		if v, ok := sentinel.Judge(newNs, oldNs, d.ctrl.Policy.Decide.MarginPct); ok {
 			k.Verdict, k.ChangePercent = v1alpha1.VerdictNotSlower, fmt.Sprintf("%+.1f", v.ChangePct)
 			if v.Slower {
 				k.Verdict = v1alpha1.VerdictSlower
@@ -153,33 +152,4 @@ func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
 		}
 		m.SetDefaultsSlower(d.sys.Name, judged)
 	}
-}
-
-// defaultCosts are the predicted device times, ns, of the same work at a
-// changed knob's new and old defaults; 0, 0 when the window does not
-// price them. read_ahead_kb: the read-ahead road's cost of the readers'
-// decayed page-cache evidence at each depth (readahead.Cost), once the
-// evidence resolved enough pages to be judged. scheduler: the
-// simulation of the window's requests (r) under each, when both are
-// candidates of the policy.
-func (c *deviceController) defaultCosts(k v1alpha1.KnobChange, r *engine.Report) (newNs, oldNs float64) {
-	switch k.Knob {
-	case "read_ahead_kb":
-		n, errN := strconv.Atoi(k.New)
-		o, errO := strconv.Atoi(k.Old)
-		if !c.policy.ReadAhead || len(c.ra.Decision.Costs) == 0 || errN != nil || errO != nil {
-			return 0, 0
-		}
-		s, ev := c.raSettings(Gate{}), c.road.Evidence()
-		cost := func(kib int) float64 {
-			return readahead.Cost(c.ra.Device, ev, kib, c.current.ReadAheadKiB, s.Seeks, s.LowWastePct)
-		}
-		return cost(n), cost(o)
-	case "scheduler":
-		if r == nil {
-			return 0, 0
-		}
-		return float64(c.simulatedTotal(*r, k.New)), float64(c.simulatedTotal(*r, k.Old))
-	}
-	return 0, 0
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -29,12 +30,12 @@ import (
 // device is the agent's state for one governed device.
 type device struct {
 	sys    sysfs.Device
-	ctrl   *deviceController
+	ctrl   *window.Controller
 	status v1alpha1.DeviceState
 
 	policy *v1alpha1.StorageTuning // the governing policy
 	key    string                  // policyKey(policy)
-	target *Setting                // the last evaluated window's recommendation
+	target *window.Setting         // the last evaluated window's recommendation
 	// yielded: another writer changed the device and the policy yields to
 	// it (watchWriters): no change is made any more.
 	yielded bool
@@ -100,7 +101,7 @@ type windowEnv struct {
 	// "MAJ:MIN" (blkcaps); nil: none are known.
 	caps map[string]model.Throttle
 	// readScale is the window's length over a sampled window's traced
-	// part (windowInput.ReadScale).
+	// part (window.Input.ReadScale).
 	readScale float64
 	// caches reads and switches dm-caches below hostRoot; nil: none are
 	// governed.
@@ -115,18 +116,15 @@ type windowEnv struct {
 func newDevice(s selected, stateDir string) (*device, error) {
 	sd := s.sys
 	m, loaded := loadModel(stateDir, sd)
-	cur := Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
-	ctrl, err := newDeviceController(sd.Name, m, cur, policyFor(&s.policy.Spec, sd))
+	cur := window.Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
+	ctrl, err := window.New(sd.Name, m, cur, policyFor(&s.policy.Spec, sd))
 	if err != nil {
 		return nil, err
 	}
-	ctrl.calibrated = loaded // a saved model was calibrated when it was learned
-	ctrl.online = loaded
 	if loaded {
-		m.StartWindow() // the first window is learned online
-		// The device was learned before: its windows may be sampled from
-		// the first (sampling.go); any decision makes the next one whole.
-		ctrl.settled = SettleWindows
+		// A saved model was calibrated when it was learned: the first
+		// window is learned online, and may be sampled (sampling.go).
+		ctrl.Learned()
 	}
 	d := &device{sys: sd, ctrl: ctrl, policy: s.policy, key: policyKey(s.policy)}
 	d.status = v1alpha1.DeviceState{
@@ -153,18 +151,18 @@ func (d *device) apply() bool { return d.policy.Spec.Mode == v1alpha1.ModeApply 
 func (d *device) ingest(mu *sync.Mutex) {
 	mu.Lock()
 	d.pending, d.chunk = d.chunk[:0], d.pending
-	d.pendingMax = 2 * d.ctrl.policy.MaxSimulated
+	d.pendingMax = 2 * d.ctrl.Policy.MaxSimulated
 	dropped := d.overflow
 	d.overflow = 0
 	mu.Unlock()
-	d.ctrl.add(d.chunk)
-	d.ctrl.skip(dropped)
+	d.ctrl.Add(d.chunk)
+	d.ctrl.Skip(dropped)
 }
 
 // gate is the device's gate now: its policy's pause and minDwell, and, in
 // Apply mode, the grant (asked only then).
-func (d *device) gate(e *windowEnv) Gate {
-	g := Gate{Paused: d.policy.Spec.Paused, Granted: true, Yielded: d.yielded}
+func (d *device) gate(e *windowEnv) window.Gate {
+	g := window.Gate{Paused: d.policy.Spec.Paused, Granted: true, Yielded: d.yielded}
 	if dw := d.policy.Spec.Rollout.MinDwell; dw != nil {
 		g.MinDwell = dw.Duration
 	}
@@ -179,7 +177,7 @@ func (d *device) gate(e *windowEnv) Gate {
 func (d *device) window(now time.Time, e *windowEnv) {
 	d.watchWriters(now, e)
 	d.cacheBefore(e)
-	in := windowInput{Now: now, Gate: d.gate(e), Sampled: d.sampled}
+	in := window.Input{Now: now, Gate: d.gate(e), Sampled: d.sampled}
 	if d.sampled {
 		in.ReadScale = e.readScale
 	}
@@ -192,7 +190,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		in.Skip = "over the CPU budget"
 	}
 	cpu0, t0 := processCPU(), time.Now()
-	rep, err := d.ctrl.endWindow(in)
+	rep, err := d.ctrl.EndWindow(in)
 	if in.Skip == "" {
 		wall, cpu := time.Since(t0), processCPU()-cpu0
 		e.budget.spend(cpu)
@@ -204,14 +202,14 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if err == nil && in.Skip == "" {
 		d.judgeDefaults(rep.Report, e.metrics)
 	}
-	d.logReadAhead(e.log)
-	if err == nil && rep.Action.Kind != ActionNone {
+	d.ctrl.LogReadAhead(e.log, d.sys.Name)
+	if err == nil && rep.Action.Kind != window.ActionNone {
 		d.act(rep.Action, now, e)
 	}
 	if err == nil && in.Skip == "" {
 		d.cacheAfter(rep, in.Gate, now, e)
 	}
-	if d.ctrl.memoDirty || d.ctrl.memoUnverified != d.ctrl.unverified() {
+	if d.ctrl.MemoDue() {
 		d.memorize(e.act, e.log)
 	}
 	d.refresh(e.act, in.Gate)
@@ -251,7 +249,7 @@ func (d *device) checkSample(hostRoot string, scale float64) string {
 }
 
 // report puts a window's report into the status and the metrics.
-func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEnv) {
+func (d *device) report(rep window.Report, err error, in window.Input, e *windowEnv) {
 	st, m := &d.status, e.metrics
 	st.TotalRequests += int64(rep.Requests)
 	st.UnlearnedRequests += int64(rep.Unlearned)
@@ -273,14 +271,14 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 			st.DeviceVariationPercent = v1alpha1.FormatPercent(rep.DeviceVariationPct)
 		}
 	}
-	st.Class, w.Note = v1alpha1.DeviceClass(d.ctrl.model.Class().String()), d.ctrl.note
+	st.Class, w.Note = v1alpha1.DeviceClass(d.ctrl.Model().Class().String()), d.ctrl.Note()
 	st.Throttle = nil
-	if th := d.ctrl.model.Throttle(); th.Enabled() {
+	if th := d.ctrl.Model().Throttle(); th.Enabled() {
 		st.Throttle = &v1alpha1.DeviceThrottle{IOPS: int64(math.Round(th.IOPS)), BytesPerSecond: int64(math.Round(th.BytesPerSec))}
 	}
-	if d.ctrl.narrow {
+	if until, narrow := d.ctrl.NarrowedUntil(); narrow {
 		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + "every candidate simulated alike: the current setting alone is simulated until " +
-			d.ctrl.alike.until.UTC().Format(time.RFC3339)
+			until.UTC().Format(time.RFC3339)
 	}
 	if rep.Unlearned > 0 {
 		w.Note = strings.TrimPrefix(w.Note+"; ", "; ") + fmt.Sprintf("%d requests arrived while the agent was evaluating and were not learned (memory bound)", rep.Unlearned)
@@ -298,7 +296,7 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	if r == nil {
 		if m != nil {
 			reason := metrics.SkipTooFewRequests
-			if rep.Reason == ReasonSampleMissed {
+			if rep.Reason == window.ReasonSampleMissed {
 				reason = metrics.SkipSampleMissed
 			}
 			m.SkipWindow(d.sys.Name, reason)
@@ -307,28 +305,28 @@ func (d *device) report(rep WindowReport, err error, in windowInput, e *windowEn
 	}
 	w.Best, w.BestGainPercent = r.Decision.Best, v1alpha1.FormatPercent(r.Decision.BestImprovementPct)
 	w.ReadAheadAdviceKiB = int32(r.ReadAhead.KiB)
-	if d.ctrl.policy.ReadAhead && d.ctrl.ra.Decision.KiB > 0 {
-		w.ReadAheadAdviceKiB = int32(d.ctrl.ra.Decision.KiB)
+	if kib := d.ctrl.ReadAheadAdvice(); kib > 0 {
+		w.ReadAheadAdviceKiB = int32(kib)
 	}
 	w.DispatchCharges = dispatchCharges(r)
-	st.Candidates = topCandidates(r, d.ctrl.policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
-	d.showEvidence()
+	st.Candidates = topCandidates(r, d.ctrl.Policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
+	d.ctrl.ShowEvidence(&d.status)
 	if rep.Target != nil {
 		d.target = rep.Target
-		st.Recommendation = recommendationOf(rep, d.ctrl.policy.ReadAhead)
+		st.Recommendation = recommendationOf(rep, d.ctrl.Policy.ReadAhead)
 	}
-	if rep.Held == HoldDwell {
+	if rep.Held == window.HoldDwell {
 		w.Note = "keeping the setting for spec.rollout.minDwell, until " +
-			d.ctrl.lastChange.Add(in.Gate.MinDwell).UTC().Format(time.RFC3339)
+			d.ctrl.Memo.LastChange.Add(in.Gate.MinDwell).UTC().Format(time.RFC3339)
 	}
 	if m != nil {
-		observeWindow(m, d.sys.Name, rep, d.ctrl.predicted(*rep.Report), in.Now)
+		observeWindow(m, d.sys.Name, rep, d.ctrl.Predicted(*rep.Report), in.Now)
 		d.observeEvidence(m)
 	}
 }
 
 // observeWindow exports a simulated window's figures.
-func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, pred map[string]time.Duration, now time.Time) {
+func observeWindow(m *metrics.Metrics, dev string, rep window.Report, pred map[string]time.Duration, now time.Time) {
 	r := rep.Report
 	sim := map[string]time.Duration{}
 	for _, o := range r.Outcomes {
@@ -345,35 +343,35 @@ func observeWindow(m *metrics.Metrics, dev string, rep WindowReport, pred map[st
 // observeEvidence exports the evidence of the device's last window.
 func (d *device) observeEvidence(m *metrics.Metrics) {
 	c := d.ctrl
-	ev := c.ra.Evidence
-	m.SetEvidence(d.sys.Name, ev.WastePct()/100, ev.Resolved() >= readahead.MinResolvedPages, c.corrections)
-	th := c.model.Throttle()
+	ev := c.ReadAheadEvidence()
+	m.SetEvidence(d.sys.Name, ev.WastePct()/100, ev.Resolved() >= readahead.MinResolvedPages, c.Memo.Corrections)
+	th := c.Model().Throttle()
 	m.SetThrottle(d.sys.Name, th.IOPS, th.BytesPerSec)
-	m.SetCounterfactual(d.sys.Name, c.counterfactual.ErrorPct(), c.counterfactual.Checks, c.cfHolding > 0)
+	m.SetCounterfactual(d.sys.Name, c.Memo.Counterfactual.ErrorPct(), c.Memo.Counterfactual.Checks, c.CounterfactualHolding())
 }
 
 // act writes the action's setting to the device (the actuator records the
 // original first) and, when it is written, commits it to the controller.
-func (d *device) act(a Action, now time.Time, e *windowEnv) {
-	prev := d.ctrl.current
+func (d *device) act(a window.Action, now time.Time, e *windowEnv) {
+	prev := d.ctrl.Current
 	s := a.Setting
 	st := &d.status
-	if a.verify != nil || a.ra == raDecided {
+	if a.StartsVerification() {
 		// The memo says a change is unverified before the device has it.
-		d.ctrl.changing = true
+		d.ctrl.SetChanging(true)
 		d.memorize(e.act, e.log)
 	}
 	written := d.write(s, prev, e)
-	d.ctrl.changing = false
+	d.ctrl.SetChanging(false)
 	if !written {
 		return
 	}
-	d.ctrl.commit(a, now)
+	d.ctrl.Commit(a, now)
 	d.memorize(e.act, e.log)
 	st.Applied = &v1alpha1.AppliedSetting{Scheduler: s.Candidate.Scheduler, Tunables: tunablesText(s.Candidate.Tunables),
 		ReadAheadKiB: int32(s.ReadAheadKiB), At: metav1.NewTime(now)}
 	st.LastChangeTime, st.LastChange = ptrTime(now), changeText(prev, s)
-	if a.Kind == ActionRevert {
+	if a.Kind == window.ActionRevert {
 		st.Reverts++
 		st.LastRevertTime = ptrTime(now)
 		st.LastChange = "reverted " + st.LastChange + ": " + a.Reason
@@ -381,7 +379,7 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 		st.Changes++
 	}
 	if m := e.metrics; m != nil {
-		if a.Kind == ActionRevert {
+		if a.Kind == window.ActionRevert {
 			m.IncRevert(d.sys.Name, metrics.RevertRegression)
 		} else {
 			m.IncChange(d.sys.Name)
@@ -400,7 +398,7 @@ func (d *device) act(a Action, now time.Time, e *windowEnv) {
 // not overwritten (ErrOtherWriter); the next window's check names the
 // writer and yields. It reports whether s was written; an error is in
 // the status and logged.
-func (d *device) write(s, was Setting, e *windowEnv) bool {
+func (d *device) write(s, was window.Setting, e *windowEnv) bool {
 	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
 		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
 		Expect: &actuate.Expected{Scheduler: was.Candidate.Scheduler, ReadAheadKiB: was.ReadAheadKiB},
@@ -420,7 +418,7 @@ func (d *device) write(s, was Setting, e *windowEnv) bool {
 }
 
 // changeText says what a write changed: "none -> bfq, read_ahead_kb 128 -> 16".
-func changeText(prev, s Setting) string {
+func changeText(prev, s window.Setting) string {
 	var parts []string
 	if s.Candidate.Name() != prev.Candidate.Name() {
 		parts = append(parts, fmt.Sprintf("%s -> %s", prev.Candidate.Name(), s.Candidate.Name()))
@@ -435,7 +433,7 @@ func changeText(prev, s Setting) string {
 // after a window: the setting in sysfs, the recorded original, the
 // controller's guard and verification, and whether a recommended change
 // awaits a grant (gate g).
-func (d *device) refresh(act *actuate.Actuator, g Gate) {
+func (d *device) refresh(act *actuate.Actuator, g window.Gate) {
 	st := &d.status
 	if s, err := act.Read(d.sys.Name); err == nil {
 		st.Current = v1alpha1.DeviceSettings{Scheduler: s.Scheduler, Tunables: s.Tunables, ReadAheadKiB: int32(s.ReadAheadKiB)}
@@ -447,17 +445,15 @@ func (d *device) refresh(act *actuate.Actuator, g Gate) {
 		// Without a record the device has its original setting: nothing
 		// the agent wrote is in effect, and no dwell holds it.
 		st.Original, st.Applied = nil, nil
-		d.ctrl.lastChange = time.Time{}
+		d.ctrl.Memo.LastChange = time.Time{}
 	}
-	gd := d.ctrl.guard
+	gd := d.ctrl.Memo.Guard
 	st.ThrashGuard = v1alpha1.ThrashGuardState{Changes: int32(gd.ConsecutiveChanges), QuietChecks: int32(gd.QuietChecks),
 		Pinned: gd.Pinned}
 	st.VerifyingWindows = 0
-	if v := d.ctrl.verify; v != nil {
-		st.VerifyingWindows = int32(max(v.left, 0))
-	}
-	st.ModelCalibrated = d.ctrl.calibrated
-	pending := d.target != nil && !sameSetting(*d.target, d.ctrl.current)
+	st.VerifyingWindows = int32(d.ctrl.VerifyingWindows())
+	st.ModelCalibrated = d.ctrl.Calibrated()
+	pending := d.target != nil && !window.SameSetting(*d.target, d.ctrl.Current)
 	st.AwaitingGrant = pending && d.apply() && !g.Paused && !g.Yielded && !g.Granted
 }
 

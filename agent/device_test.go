@@ -26,6 +26,8 @@ import (
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/window"
+	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/sched"
@@ -218,7 +220,7 @@ func newGateEnvOn(t *testing.T, root, dev string, p *v1alpha1.StorageTuning) *ga
 func (e *gateEnv) window(t *testing.T, scale float64) v1alpha1.DeviceState {
 	t.Helper()
 	n := e.seq + 1
-	return e.feed(t, fifoWindow(uint64(n), 2000, 4, 4, int64(n)*10e9, scale))
+	return e.feed(t, windowtest.FIFOWindow(uint64(n), 2000, 4, 4, int64(n)*10e9, scale))
 }
 
 // confirmed runs two windows: the first must decide a switch and hold it
@@ -228,7 +230,7 @@ func (e *gateEnv) confirmed(t *testing.T, scale float64) v1alpha1.DeviceState {
 	t.Helper()
 	writes := len(e.fake.Writes())
 	st := e.window(t, scale)
-	if r := st.Recommendation; r == nil || r.Reason != ReasonAwaitingConfirmation || len(e.fake.Writes()) != writes {
+	if r := st.Recommendation; r == nil || r.Reason != window.ReasonAwaitingConfirmation || len(e.fake.Writes()) != writes {
 		t.Fatalf("window %d: recommendation %+v, writes %v; want a switch held for confirmation", e.seq, r, e.fake.Writes()[writes:])
 	}
 	return e.window(t, scale)
@@ -317,17 +319,17 @@ func TestGrantGate(t *testing.T) {
 	// expected of the previous setting (the verification's expectation is
 	// scaled down to make it so): the regression revert needs no grant.
 	e.allow = false
-	if e.d.ctrl.verify == nil {
+	if !e.d.ctrl.Verifying() {
 		t.Fatal("no verification after the change")
 	}
-	e.d.ctrl.verify.bias = 0.01
+	e.d.ctrl.SetVerificationBias(0.01)
 	for i := 0; i < 2; i++ {
 		st = e.window(t, 1)
 	}
 	if got := e.schedulerWrites(); len(got) != 2 || !strings.HasSuffix(got[1], "scheduler=none") {
 		t.Fatalf("scheduler writes %v, want the switch then its revert to none", got)
 	}
-	if st.Reverts != 1 || st.LastRevertTime == nil || st.Current.Scheduler != "none" || st.Recommendation.Reason != ReasonRegressionReverted {
+	if st.Reverts != 1 || st.LastRevertTime == nil || st.Current.Scheduler != "none" || st.Recommendation.Reason != window.ReasonRegressionReverted {
 		t.Fatalf("reverts %d at %v, settings %+v, recommendation %+v", st.Reverts, st.LastRevertTime, st.Current, st.Recommendation)
 	}
 }
@@ -433,8 +435,8 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := a.devs[0]
-	d.ctrl.backoff["bfq"] = time.Unix(5000, 0)
-	d.ctrl.calibrated = true
+	d.ctrl.Memo.Backoff["bfq"] = time.Unix(5000, 0)
+	d.ctrl.Learned()
 	d.status.Reverts, d.status.Changes, d.status.EventsDropped = 2, 3, 7
 
 	// Same policy generation, device unchanged: the same controller.
@@ -456,8 +458,8 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 	if n == d || n.ctrl == d.ctrl {
 		t.Fatal("new generation: the controller was reused")
 	}
-	if n.ctrl.model != d.ctrl.model || !n.ctrl.calibrated || !n.ctrl.backoff["bfq"].Equal(time.Unix(5000, 0)) {
-		t.Errorf("model/calibration/back-off not carried: %v %v", n.ctrl.calibrated, n.ctrl.backoff)
+	if n.ctrl.Model() != d.ctrl.Model() || !n.ctrl.Calibrated() || !n.ctrl.Memo.Backoff["bfq"].Equal(time.Unix(5000, 0)) {
+		t.Errorf("model/calibration/back-off not carried: %v %v", n.ctrl.Calibrated(), n.ctrl.Memo.Backoff)
 	}
 	if n.status.Reverts != 2 || n.status.Changes != 3 || n.status.EventsDropped != 7 {
 		t.Errorf("counters not carried: %+v", n.status)
@@ -465,7 +467,7 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 
 	// Changed behind the agent's back: same policy, but the controller no
 	// longer knows the setting.
-	n.ctrl.current.Candidate.Scheduler = "kyber"
+	n.ctrl.Current.Candidate.Scheduler = "kyber"
 	if err := a.configure(policySet{policies: []*v1alpha1.StorageTuning{p2}}); err != nil {
 		t.Fatal(err)
 	}
@@ -485,14 +487,14 @@ func TestPoliciesChangeKeepsDevices(t *testing.T) {
 	if err := a.configure(policySet{policies: []*v1alpha1.StorageTuning{p2}}); err != nil {
 		t.Fatal(err)
 	}
-	a.devs[0].ctrl.backoff["bfq"] = time.Unix(5000, 0)
+	a.devs[0].ctrl.Memo.Backoff["bfq"] = time.Unix(5000, 0)
 	a.devs[0].status.Reverts = 2
 	old := a.devs[0]
 	old.sys.DiskSeq++ // the agent knew another disk as sda
 	if err := a.configure(policySet{policies: []*v1alpha1.StorageTuning{p2}}); err != nil {
 		t.Fatal(err)
 	}
-	if a.devs[0] == old || a.devs[0].status.Reverts != 0 || len(a.devs[0].ctrl.backoff) != 0 {
+	if a.devs[0] == old || a.devs[0].status.Reverts != 0 || len(a.devs[0].ctrl.Memo.Backoff) != 0 {
 		t.Errorf("carried state to another disk: %+v", a.devs[0].status)
 	}
 }
@@ -516,7 +518,7 @@ func TestRestoredDeviceIsNoOtherWriter(t *testing.T) {
 	if _, err := act.Apply("sda", actuate.Setting{Scheduler: was.Scheduler, ReadAheadKiB: was.ReadAheadKiB / 4}); err != nil {
 		t.Fatal(err)
 	}
-	a.devs[0].ctrl.current.ReadAheadKiB = was.ReadAheadKiB / 4 // as the agent's own change leaves it
+	a.devs[0].ctrl.Current.ReadAheadKiB = was.ReadAheadKiB / 4 // as the agent's own change leaves it
 	if err := a.configure(policySet{policies: []*v1alpha1.StorageTuning{testTuning("p", 2, v1alpha1.ModeObserve, sda)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -527,7 +529,7 @@ func TestRestoredDeviceIsNoOtherWriter(t *testing.T) {
 	if now.ReadAheadKiB != was.ReadAheadKiB {
 		t.Fatalf("read_ahead_kb %d after the restore, want %d", now.ReadAheadKiB, was.ReadAheadKiB)
 	}
-	if change := settingChange(a.devs[0].ctrl.current, now); change != "" {
+	if change := settingChange(a.devs[0].ctrl.Current, now); change != "" {
 		t.Errorf("the restored device's controller knows another setting: %s", change)
 	}
 }
@@ -608,7 +610,7 @@ func TestMinDwell(t *testing.T) {
 		{"dwell over", t0, t0.Add(time.Minute), true},
 	}
 	allowed := func(lastChange, now time.Time) bool {
-		return e.d.gate(e.env).hold(lastChange, now) == HoldNone
+		return e.d.gate(e.env).Hold(lastChange, now) == window.HoldNone
 	}
 	for _, c := range cases {
 		if got := allowed(c.lastChange, c.now); got != c.want {
@@ -698,8 +700,8 @@ func TestOtherWriterYields(t *testing.T) {
 			if _, ok := e.act.Original("sda"); ok {
 				t.Errorf("the record of sda is kept after yielding to another writer")
 			}
-			if e.d.ctrl.current.Candidate.Scheduler != other {
-				t.Errorf("the controller simulates from %s, want the other writer's %s", e.d.ctrl.current.Candidate.Name(), other)
+			if e.d.ctrl.Current.Candidate.Scheduler != other {
+				t.Errorf("the controller simulates from %s, want the other writer's %s", e.d.ctrl.Current.Candidate.Name(), other)
 			}
 			for range 4 {
 				st = e.window(t, 1)
@@ -747,9 +749,9 @@ func TestOtherWriterYieldHandsBack(t *testing.T) {
 	if _, err := e.act.Apply("sda", actuate.Setting{ReadAheadKiB: ra}); err != nil {
 		t.Fatal(err)
 	}
-	cur := e.d.ctrl.current
+	cur := e.d.ctrl.Current
 	cur.ReadAheadKiB = ra
-	e.d.ctrl.resync(cur)
+	e.d.ctrl.Resync(cur)
 	other := "kyber"
 	if st.Current.Scheduler == other {
 		other = "bfq"
@@ -772,8 +774,8 @@ func TestOtherWriterYieldHandsBack(t *testing.T) {
 	if _, ok := e.act.Original("sda"); ok {
 		t.Error("the record is kept after the yield")
 	}
-	if e.d.ctrl.current.ReadAheadKiB != before.ReadAheadKiB {
-		t.Errorf("the controller goes on from read_ahead_kb %d, want the restored %d", e.d.ctrl.current.ReadAheadKiB, before.ReadAheadKiB)
+	if e.d.ctrl.Current.ReadAheadKiB != before.ReadAheadKiB {
+		t.Errorf("the controller goes on from read_ahead_kb %d, want the restored %d", e.d.ctrl.Current.ReadAheadKiB, before.ReadAheadKiB)
 	}
 }
 
@@ -847,10 +849,10 @@ func TestMinDwellAcrossRestarts(t *testing.T) {
 	if st := e.confirmed(t, 1); st.Changes != 1 {
 		t.Fatalf("no change to start from: %+v", st)
 	}
-	changed := e.d.ctrl.lastChange
+	changed := e.d.ctrl.Memo.LastChange
 	d := e.restarted(t, p)
-	if !d.ctrl.lastChange.Equal(changed) || d.gate(e.env).hold(d.ctrl.lastChange, changed.Add(time.Minute)) != HoldDwell {
-		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.lastChange, changed)
+	if !d.ctrl.Memo.LastChange.Equal(changed) || d.gate(e.env).Hold(d.ctrl.Memo.LastChange, changed.Add(time.Minute)) != window.HoldDwell {
+		t.Fatalf("restarted device: last change %v (want %v), not dwelling", d.ctrl.Memo.LastChange, changed)
 	}
 }
 
@@ -873,7 +875,8 @@ func TestSampleMissedTheWork(t *testing.T) {
 	e.env.readScale = 10
 	sampled := func(before, during uint64) v1alpha1.DeviceState {
 		t.Helper()
-		e.d.sampled, e.d.ctrl.settled = true, SettleWindows
+		e.d.sampled = true
+		e.d.ctrl.SetSettled(window.SettleWindows)
 		stat(before)
 		e.d.markSample(e.root)
 		stat(during)
@@ -883,8 +886,8 @@ func TestSampleMissedTheWork(t *testing.T) {
 	if !strings.Contains(st.Window.Skipped, "held 2000 of the 82000 requests") || st.Window.Best != "" {
 		t.Fatalf("a sample that missed the work: window %+v; want it skipped, nothing predicted", st.Window)
 	}
-	if e.d.ctrl.settled >= SettleWindows {
-		t.Fatalf("settled %d after a missed sample: the next window would be sampled", e.d.ctrl.settled)
+	if e.d.ctrl.Settled() >= window.SettleWindows {
+		t.Fatalf("settled %d after a missed sample: the next window would be sampled", e.d.ctrl.Settled())
 	}
 	if st := sampled(18_000, 2000); st.Window.Skipped != "" || st.Window.Best == "" {
 		t.Fatalf("a sample that holds its share: window %+v", st.Window)
@@ -909,22 +912,22 @@ func TestCounterfactualAcrossRestarts(t *testing.T) {
 	if st := e.confirmed(t, 1); st.Changes != 1 {
 		t.Fatalf("no change to start from: %+v", st)
 	}
-	at := e.d.ctrl.lastChange
+	at := e.d.ctrl.Memo.LastChange
 	rec := counterfactual.Record{Checks: 1, SumErrorPoints: 40, WrongSigns: 1, Last: counterfactual.Check{Predicted: 0.8, Measured: 1.2}, At: at}
 	restart := func(r counterfactual.Record) *device {
 		t.Helper()
-		e.d.ctrl.counterfactual = r
+		e.d.ctrl.Memo.Counterfactual = r
 		e.d.memorize(e.act, testr.New(t))
 		return e.restarted(t, p)
 	}
 	d := restart(rec)
-	got := d.ctrl.counterfactual
-	if !got.At.Equal(rec.At) || got.Checks != 1 || got.SumErrorPoints != 40 || got.WrongSigns != 1 || got.Last != rec.Last || got.Holding(at.Add(time.Minute), d.ctrl.policy.Backoff, d.ctrl.policy.Decide.MarginPct) != 40 {
+	got := d.ctrl.Memo.Counterfactual
+	if !got.At.Equal(rec.At) || got.Checks != 1 || got.SumErrorPoints != 40 || got.WrongSigns != 1 || got.Last != rec.Last || got.Holding(at.Add(time.Minute), d.ctrl.Policy.Backoff, d.ctrl.Policy.Decide.MarginPct) != 40 {
 		t.Fatalf("restarted device: %+v, want %+v holding", got, rec)
 	}
 	rec.SumErrorPoints = -5
-	if d := restart(rec); d.ctrl.counterfactual.Checks != 0 {
-		t.Fatalf("an unsound record was trusted: %+v", d.ctrl.counterfactual)
+	if d := restart(rec); d.ctrl.Memo.Counterfactual.Checks != 0 {
+		t.Fatalf("an unsound record was trusted: %+v", d.ctrl.Memo.Counterfactual)
 	}
 }
 
@@ -936,8 +939,8 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	p := testTuning("fleet", 3, v1alpha1.ModeApply, nil)
 	e := newGateEnv(t, "sda", p)
 	// A first window decides the switch and holds it for confirmation.
-	if st := e.feed(t, fifoWindow(1, 2000, 4, 4, 0, 1)); st.Recommendation == nil ||
-		st.Recommendation.Reason != ReasonAwaitingConfirmation {
+	if st := e.feed(t, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)); st.Recommendation == nil ||
+		st.Recommendation.Reason != window.ReasonAwaitingConfirmation {
 		t.Fatalf("first window: recommendation %+v, want a switch held for confirmation", st.Recommendation)
 	}
 	raced := false
@@ -952,7 +955,7 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	}
 	// Not feed: the window's error is the refused Apply, which it checks.
 	var mu sync.Mutex
-	e.d.pending = append(e.d.pending, fifoWindow(2, 2000, 4, 4, 10e9, 1)...)
+	e.d.pending = append(e.d.pending, windowtest.FIFOWindow(2, 2000, 4, 4, 10e9, 1)...)
 	e.d.ingest(&mu)
 	e.env.budget = newCPUBudget(time.Hour, 100)
 	e.d.window(time.Unix(1010, 0), e.env)
@@ -979,8 +982,8 @@ func TestWindowShowsDispatchCharges(t *testing.T) {
 	}
 	// Costs in ms, so that the disk's few hundred requests a second give
 	// factors well above 1.
-	e.d.ctrl.policy.Engine.DispatchCostNs = map[string]float64{"none": 0, "mq-deadline": 3e6, "bfq": 4.4e6}
-	e.d.ctrl.policy.Engine.CPUs = 2
+	e.d.ctrl.Policy.Engine.DispatchCostNs = map[string]float64{"none": 0, "mq-deadline": 3e6, "bfq": 4.4e6}
+	e.d.ctrl.Policy.Engine.CPUs = 2
 	st := e.window(t, 1)
 	got := st.Window.DispatchCharges
 	if len(got) != 2 || got[0].Scheduler != "bfq" || got[1].Scheduler != "mq-deadline" {
@@ -1030,7 +1033,7 @@ func TestUnverifiedChangeRestoredAtStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			if verified {
-				for e.d.ctrl.verify != nil {
+				for e.d.ctrl.Verifying() {
 					if st = e.window(t, 1); st.Reverts != 0 {
 						t.Fatalf("the change reverted: %+v", st.LastVerification)
 					}

@@ -146,7 +146,7 @@ func dispatchSummary(c schedcost.Costs) string {
 // costs (engine.Options.DispatchCostNs).
 func (a *Agent) chargeDispatch(devs []*device) {
 	for _, d := range devs {
-		d.ctrl.policy.Engine.DispatchCostNs, d.ctrl.policy.Engine.CPUs = a.dispatch.PerRequestNs, a.dispatch.CPUs
+		d.ctrl.Policy.Engine.DispatchCostNs, d.ctrl.Policy.Engine.CPUs = a.dispatch.PerRequestNs, a.dispatch.CPUs
 	}
 }
 

@@ -1,26 +1,17 @@
 package agent
 
-// The evidence a device's recommendations rest on, in its status (issue
-// 14 item 6): the read-ahead measurements of the last window, the learned
-// corrections, the last verification, and the window's charges for each
-// scheduler's CPU cost.
+// The window's charges for each scheduler's CPU cost, in the device's
+// status (issue 14 item 6; the rest of the evidence is the controller's:
+// window.Controller.ShowEvidence).
 
 import (
 	"maps"
 	"slices"
 	"strconv"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/shadowtune/shadowtune/agent/counterfactual"
-	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
-
-// maxCorrections bounds status.corrections (the schema's MaxItems).
-const maxCorrections = 16
 
 // maxDispatchCharges bounds window.dispatchCharges (the schema's
 // MaxItems).
@@ -40,69 +31,4 @@ func dispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
 		out = append(out, v1alpha1.DispatchCharge{Scheduler: s, Factor: strconv.FormatFloat(r.DispatchFactors[s], 'f', 3, 64)})
 	}
 	return out
-}
-
-// showEvidence puts the controller's evidence into the status.
-func (d *device) showEvidence() {
-	c, st := d.ctrl, &d.status
-	if d.ctrl.policy.ReadAhead {
-		ev := c.ra.Evidence
-		st.ReadAhead = &v1alpha1.ReadAheadEvidence{
-			UsedPages: int64(min(ev.Used(), 1<<62)), WastedPages: int64(min(ev.Random.Wasted+ev.Sequential.Wasted, 1<<62)),
-			ReadAheadSharePercent: v1alpha1.FormatPercent(c.raShare), SequentialStreams: int32(min(c.raStreams, 1<<30)),
-			Rule: string(c.ra.Decision.Reason),
-		}
-		if ev.Resolved() >= readahead.MinResolvedPages {
-			st.ReadAhead.WastePercent = v1alpha1.FormatPercent(ev.WastePct())
-		}
-	}
-	// A new slice: the old one may be shared with a status already handed
-	// out.
-	st.Corrections = make([]v1alpha1.LearnedCorrection, 0, min(len(c.corrections), maxCorrections))
-	for _, name := range slices.Sorted(maps.Keys(c.corrections)) {
-		if len(st.Corrections) == maxCorrections {
-			break
-		}
-		st.Corrections = append(st.Corrections, v1alpha1.LearnedCorrection{
-			Candidate: name, Factor: strconv.FormatFloat(c.corrections[name], 'f', 2, 64)})
-	}
-	if v := c.lastVerify; v != nil {
-		st.LastVerification = verificationStatus(v)
-	}
-	st.Counterfactual = counterfactualStatus(c.counterfactual, c.policy.Backoff, c.policy.Decide.MarginPct)
-}
-
-// counterfactualStatus is r in the API's terms (nil without checks),
-// with the end of its hold when its error exceeds marginPct.
-func counterfactualStatus(r counterfactual.Record, backoff time.Duration, marginPct float64) *v1alpha1.CounterfactualState {
-	if r.Checks == 0 {
-		return nil
-	}
-	ratio := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
-	at := metav1.NewTime(r.At)
-	out := &v1alpha1.CounterfactualState{Checks: int32(min(r.Checks, 1<<30)), ErrorPercent: v1alpha1.FormatPercent(r.ErrorPct()),
-		WrongSigns: int32(min(r.WrongSigns, 1<<30)), LastPredictedRatio: ratio(r.Last.Predicted), LastMeasuredRatio: ratio(r.Last.Measured),
-		LastCheckTime: &at}
-	if r.ErrorPct() > marginPct {
-		until := metav1.NewTime(r.At.Add(backoff))
-		out.HoldUntil = &until
-	}
-	return out
-}
-
-// verificationStatus is v in the API's terms: ms of application wait for
-// a scheduler change, µs per used page for read-ahead.
-func verificationStatus(v *verificationResult) *v1alpha1.Verification {
-	scale, unit := 1e6, "ms"
-	if v.Unit != "ns" {
-		scale, unit = 1e3, "µs of device time per used page"
-	}
-	f := func(ns float64) string {
-		if ns <= 0 {
-			return ""
-		}
-		return strconv.FormatFloat(ns/scale, 'f', 2, 64)
-	}
-	return &v1alpha1.Verification{Change: v.What, Outcome: v.Outcome,
-		Baseline: f(v.BaselineNs), Predicted: f(v.PredictedNs), Measured: f(v.MeasuredNs), Unit: unit}
 }

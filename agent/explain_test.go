@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -22,9 +22,9 @@ import (
 func TestExplainKeepsSwitchWindows(t *testing.T) {
 	dir := t.TempDir()
 	c := newTestController(t, false)
-	c.explain = explainer{dir: dir, log: logr.Discard()}.hook("sdz")
+	c.SetExplain(explainer{dir: dir, log: logr.Discard()}.hook("sdz"))
 	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
-	reqs := fifoWindow(1, 2000, 4, 4, 0, 1)
+	reqs := windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)
 	rep, err := step(c, reqs, now)
 	if err != nil {
 		t.Fatal(err)
@@ -76,15 +76,15 @@ func TestExplainKeepsSwitchWindows(t *testing.T) {
 	// is not kept.
 	c2 := newTestController(t, false)
 	dir2 := t.TempDir()
-	c2.explain = explainer{dir: dir2, log: logr.Discard()}.hook("sdz")
-	c2.current.Candidate.Scheduler = rep.Report.Decision.Target
+	c2.SetExplain(explainer{dir: dir2, log: logr.Discard()}.hook("sdz"))
+	c2.Current.Candidate.Scheduler = rep.Report.Decision.Target
 	rep2, err := step(c2, reqs, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rep2.Report.Decision.Switch {
 		t.Fatalf("under %s the same window still decides a switch (%s): the test's window no longer checks a window without one",
-			c2.current.Candidate.Scheduler, rep2.Report.Decision.Message)
+			c2.Current.Candidate.Scheduler, rep2.Report.Decision.Message)
 	}
 	if ents, _ := os.ReadDir(dir2); len(ents) != 0 {
 		t.Fatalf("a window without a switch decision was kept: %d files", len(ents))
@@ -106,7 +106,7 @@ func TestExplainPrune(t *testing.T) {
 	dir := t.TempDir()
 	x := explainer{dir: dir, log: logr.Discard()}
 	m := model.Default(model.SSD, 1<<21)
-	reqs := fifoWindow(2, 10, 1, 1, 0, 1)
+	reqs := windowtest.FIFOWindow(2, 10, 1, 1, 0, 1)
 	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	if err := x.save("sda1", t0, reqs, m, engine.Report{}); err != nil {
 		t.Fatal(err)
@@ -128,34 +128,5 @@ func TestExplainPrune(t *testing.T) {
 		if other, _ := filepath.Glob(filepath.Join(dir, "sda1-*"+suffix)); len(other) != 1 {
 			t.Fatalf("sda1's window was removed with sda's: %v", other)
 		}
-	}
-}
-
-// TestExplainKeepsUnreproducedPredictions: a window whose predicted switch
-// is not made because the simulation of the current setting did not
-// reproduce the measured response time (decide.ReasonNotReproduced) is
-// kept, and its report says why no switch was made.
-func TestExplainKeepsUnreproducedPredictions(t *testing.T) {
-	dir := t.TempDir()
-	c := newTestController(t, false)
-	c.explain = explainer{dir: dir, log: logr.Discard()}.hook("sdz")
-	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
-	d := decide.Decision{Target: "none", Best: "mq-deadline", BestImprovementPct: 55.5, Reason: decide.ReasonNotReproduced,
-		Message: `"mq-deadline" predicted 55.5% faster, but the simulated mean response time of "none" is 533.00× the measured one (trusted within 2×)`}
-	er := engine.Report{Current: "none", Decision: d, ResponseRatio: 533}
-	c.keepForExplain(now, fifoWindow(3, 100, 1, 1, 0, 1), c.model, er)
-	if kept, _ := filepath.Glob(filepath.Join(dir, "sdz-*"+explainReport)); len(kept) != 1 {
-		t.Fatalf("%d reports kept, want 1", len(kept))
-	}
-	var rep WindowReport
-	c.decideWindow(&rep, er, windowInput{Now: now, Gate: Gate{Granted: true}})
-	if rep.Skipped != d.Message || rep.Reason != string(decide.ReasonNotReproduced) || rep.Action.Kind != ActionNone {
-		t.Fatalf("skipped %q, reason %q, action %+v; want the decision's message, NotReproduced, none", rep.Skipped, rep.Reason, rep.Action)
-	}
-	// Nothing else is kept: a window that decided to stay.
-	er.Decision = decide.Decision{Target: "none", Best: "none", Reason: decide.ReasonAlreadyBest}
-	c.keepForExplain(now.Add(time.Second), fifoWindow(3, 100, 1, 1, 0, 1), c.model, er)
-	if kept, _ := filepath.Glob(filepath.Join(dir, "sdz-*"+explainReport)); len(kept) != 1 {
-		t.Fatalf("%d reports kept after an AlreadyBest window, want 1", len(kept))
 	}
 }

@@ -438,7 +438,7 @@ func runIntegWorkload(t *testing.T, fio string, w integWorkload, bystander strin
 	j := judgedWindows(wins, served, name)
 	// Windows in which the device's own speed varied from group to group
 	// by more than the limit are listed (see
-	// WindowReport.DeviceVariationPct and judgeAccuracy).
+	// window.Report.DeviceVariationPct and judgeAccuracy).
 	for i, v := range j.vars {
 		if v > integMaxModelErrPct {
 			res.variedWindows = append(res.variedWindows, fmt.Sprintf("%.1f/%.1f", j.errs[i], v))

@@ -67,5 +67,5 @@ func loadModel(stateDir string, sd sysfs.Device) (m *model.Model, loaded bool) {
 // saveModel writes the device's model durably and whole (package statefs:
 // temporary file, fsync, rename; never through a symbolic link).
 func saveModel(stateDir string, d *device) error {
-	return statefs.WriteFile(stateDir, ModelName(d.sys), 0o600, d.ctrl.model.Save)
+	return statefs.WriteFile(stateDir, ModelName(d.sys), 0o600, d.ctrl.Model().Save)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -34,7 +35,7 @@ func (d *device) watchWriters(now time.Time, e *windowEnv) {
 	if err != nil {
 		return // the window reports a device it cannot read
 	}
-	change := settingChange(d.ctrl.current, s)
+	change := settingChange(d.ctrl.Current, s)
 	if change == "" {
 		return
 	}
@@ -52,7 +53,7 @@ func (d *device) watchWriters(now time.Time, e *windowEnv) {
 			s = after
 		}
 	}
-	d.ctrl.resync(Setting{Candidate: engine.Candidate{Scheduler: s.Scheduler}, ReadAheadKiB: s.ReadAheadKiB})
+	d.ctrl.Resync(window.Setting{Candidate: engine.Candidate{Scheduler: s.Scheduler}, ReadAheadKiB: s.ReadAheadKiB})
 	writer := ""
 	if e.writers != nil {
 		writer = e.writers.Writer(d.sys.Name, now)
@@ -70,7 +71,7 @@ func (d *device) watchWriters(now time.Time, e *windowEnv) {
 // read_ahead_kb 128 -> 512"): the scheduler, the tunables the controller
 // set (while the scheduler is the same) and read-ahead; "" when nothing
 // does.
-func settingChange(known Setting, s actuate.State) string {
+func settingChange(known window.Setting, s actuate.State) string {
 	var parts []string
 	k := known.Candidate
 	if s.Scheduler != k.Scheduler {

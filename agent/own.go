@@ -18,6 +18,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/internal/decide"
 )
 
@@ -64,7 +65,7 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 	if o, ok := act.Original(d.sys.Name); ok && o.State.ReadAheadKiB > 0 {
 		// The device was changed before this start: read-ahead is
 		// restored to what it had before the agent, not to what it has.
-		d.ctrl.originalRA = o.State.ReadAheadKiB
+		d.ctrl.SetOriginalReadAhead(o.State.ReadAheadKiB)
 	}
 	m, ok, err := act.LoadDeviceState(d.sys.Name)
 	if err != nil {
@@ -78,18 +79,18 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 		return
 	}
 	c := d.ctrl
-	c.lastChange = m.LastChange
-	c.guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
-	maps.Copy(c.backoff, m.Backoff)
+	c.Memo.LastChange = m.LastChange
+	c.Memo.Guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
+	maps.Copy(c.Memo.Backoff, m.Backoff)
 	for name, f := range m.Corrections {
-		if f >= CorrectionMin && f <= CorrectionMax {
-			c.corrections[name] = f
+		if f >= window.CorrectionMin && f <= window.CorrectionMax {
+			c.Memo.Corrections[name] = f
 		}
 	}
 	if err := m.Counterfactual.Valid(); err != nil {
 		log.Error(err, "the device's memo holds an unsound counterfactual record; starting without it", "device", d.sys.Name)
 	} else {
-		c.counterfactual = m.Counterfactual
+		c.Memo.Counterfactual = m.Counterfactual
 	}
 }
 
@@ -98,11 +99,11 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 // device, and when a verification taught a correction or a check).
 func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	c := d.ctrl
-	m := actuate.DeviceMemo{LastChange: c.lastChange, GuardChanges: c.guard.ConsecutiveChanges,
-		GuardQuietChecks: c.guard.QuietChecks, Pinned: c.guard.Pinned, Backoff: maps.Clone(c.backoff),
-		Corrections: maps.Clone(c.corrections), Counterfactual: c.counterfactual, Unverified: c.unverified(),
+	m := actuate.DeviceMemo{LastChange: c.Memo.LastChange, GuardChanges: c.Memo.Guard.ConsecutiveChanges,
+		GuardQuietChecks: c.Memo.Guard.QuietChecks, Pinned: c.Memo.Guard.Pinned, Backoff: maps.Clone(c.Memo.Backoff),
+		Corrections: maps.Clone(c.Memo.Corrections), Counterfactual: c.Memo.Counterfactual, Unverified: c.Unverified(),
 		Defaults: cloneSeen(d.defaults), PreviousDefaults: cloneSeen(d.previousDefaults)}
-	c.memoDirty, c.memoUnverified = false, m.Unverified
+	c.MemoWritten(m.Unverified)
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)
 	}

@@ -69,7 +69,7 @@ func (w *pageCacheWatch) zeroNew(byName map[string][]uint32) {
 func pageCacheDevs(hostRoot string, devs []*device, paused []uint32) (byName map[string][]uint32, all, light []uint32) {
 	byName = map[string][]uint32{}
 	for _, d := range devs {
-		if d.status.Gone != "" || !d.ctrl.policy.ReadAhead {
+		if d.status.Gone != "" || !d.ctrl.Policy.ReadAhead {
 			continue
 		}
 		ids := []uint32{d.sys.Dev}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/agent/window"
 )
 
 // TestPageCacheDevs: the probe counts the disk and its partitions of each
@@ -25,7 +26,7 @@ func TestPageCacheDevs(t *testing.T) {
 		}
 	}
 	dev := func(name string, num uint32, ra bool, gone string) *device {
-		d := &device{sys: sysfs.Device{Name: name, Dev: num}, ctrl: &deviceController{policy: Policy{ReadAhead: ra}}}
+		d := &device{sys: sysfs.Device{Name: name, Dev: num}, ctrl: &window.Controller{Policy: window.Policy{ReadAhead: ra}}}
 		d.status.Gone = gone
 		return d
 	}

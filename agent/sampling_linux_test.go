@@ -16,6 +16,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/tracer"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/testutil/loopdev"
 )
@@ -23,7 +24,7 @@ import (
 // TestAgentSamplesSettledDevice runs the agent on a loop device under
 // steady random reads, with the device's own scheduler as the only
 // candidate, so that every window keeps the setting: after
-// agent.SettleWindows whole windows the windows are sampled, traced for
+// window.SettleWindows whole windows the windows are sampled, traced for
 // their last second of three only, and the pauses and resumes lose
 // nothing. The tracer misses about 1e-4 of this load's completions
 // whether or not a disk is paused (whole tracing lost 1–16 of 36,000
@@ -92,7 +93,7 @@ func TestAgentSamplesSettledDevice(t *testing.T) {
 	t.Logf("windows: %v; lost %d, dropped %d of %.0f traced; the control traced %.0f whole and lost %d, dropped %d",
 		log, fd.EventsLost, fd.EventsDropped, sampledTraced, ctlTraced, cd.EventsLost, cd.EventsDropped)
 	if len(sampled) < 2 || len(whole) == 0 {
-		t.Fatalf("%d sampled and %d whole windows of fio: want at least 2 sampled after %d whole", len(sampled), len(whole), agent.SettleWindows)
+		t.Fatalf("%d sampled and %d whole windows of fio: want at least 2 sampled after %d whole", len(sampled), len(whole), window.SettleWindows)
 	}
 	// At 2,000 reads a second a whole window has ~6,000 requests; a
 	// sample of its last second ~2,000 (a third), less what the tracer

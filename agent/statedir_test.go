@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/internal/model"
 )
 
@@ -127,7 +128,11 @@ func TestModelsDirSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := sysfs.Device{Name: "loop3", SizeBytes: 64 << 20}
-	d := &device{sys: sd, ctrl: &deviceController{model: model.Default(sd.Class(), 64<<20/512)}}
+	ctrl, err := window.New(sd.Name, model.Default(sd.Class(), 64<<20/512), window.Setting{}, window.Policy{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &device{sys: sd, ctrl: ctrl}
 	if err := saveModel(dir, d); err == nil {
 		t.Errorf("saveModel through a symlinked models directory: no error")
 	}

@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -103,7 +104,7 @@ func CandidateSpec(c engine.Candidate) string {
 }
 
 // recommendationOf is the status of a window's recommendation.
-func recommendationOf(rep WindowReport, readAhead bool) *v1alpha1.Recommendation {
+func recommendationOf(rep window.Report, readAhead bool) *v1alpha1.Recommendation {
 	t := rep.Target
 	rec := &v1alpha1.Recommendation{Scheduler: t.Candidate.Scheduler, Tunables: tunablesText(t.Candidate.Tunables),
 		Reason: rep.Reason, GainPercent: v1alpha1.FormatPercent(0)}

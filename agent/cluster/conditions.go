@@ -15,7 +15,7 @@ package cluster
 //     AwaitingGrant; a change under verification → Unknown Applied; some
 //     device changed → True Applied; else True NothingToApply.
 //   - Degraded, first that holds: a regression revert within
-//     agent.RegressionBackoff → True Reverted; a change failed → True
+//     window.RegressionBackoff → True Reverted; a change failed → True
 //     ApplyFailed; another writer changed a governed device → True
 //     OtherWriter (naming the device, the change and the writer); the
 //     agent container was killed for lack of memory within

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -223,7 +224,7 @@ func summarize(st *v1alpha1.NodeStorageStateStatus, in StatusInput) facts {
 		if !ds.ModelCalibrated {
 			f.learning = append(f.learning, n)
 		}
-		if t := ds.LastRevertTime; t != nil && in.Now.Sub(t.Time) < agent.RegressionBackoff {
+		if t := ds.LastRevertTime; t != nil && in.Now.Sub(t.Time) < window.RegressionBackoff {
 			f.reverted = append(f.reverted, n)
 		}
 		if ds.Window != nil && ds.Window.ApplyError != "" {

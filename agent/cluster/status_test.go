@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -151,7 +152,7 @@ func TestBuildStatusConditions(t *testing.T) {
 			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
 				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
 					changed(d)
-					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-agent.RegressionBackoff + time.Minute)}
+					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-window.RegressionBackoff + time.Minute)}
 				})}}},
 			want: map[string]cond{"Degraded": {T, v1alpha1.ReasonReverted}, "Ready": {F, v1alpha1.ReasonReverted}},
 		},
@@ -159,7 +160,7 @@ func TestBuildStatusConditions(t *testing.T) {
 			name: "reverted before the back-off",
 			in: StatusInput{Agent: agent.Status{Tracer: "ebpf", Devices: []v1alpha1.DeviceState{
 				dev("sda", "fleet", v1alpha1.ModeApply, func(d *v1alpha1.DeviceState) {
-					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-agent.RegressionBackoff - time.Minute)}
+					d.Reverts, d.LastRevertTime = 1, &metav1.Time{Time: now.Add(-window.RegressionBackoff - time.Minute)}
 				})}}},
 			want: map[string]cond{"Degraded": {F, v1alpha1.ReasonAgentReady}, "Ready": {T, v1alpha1.ReasonAgentReady}},
 		},

@@ -8,7 +8,15 @@
 //   - the node agent (package agent, not its tests) reaches the simulator
 //     only through internal/engine: it imports none of internal/sim,
 //     internal/sched, internal/redcap and internal/readahead (the disk
-//     model it learns online, internal/model, is its own).
+//     model it learns online, internal/model, is its own); nor does its
+//     device controller, agent/window;
+//   - the agent's layers below its root package, agent/window (one
+//     device's controller) and agent/readahead (the read-ahead road),
+//     their tests included, do not depend on the root package agent,
+//     which uses them;
+//   - the device controller (agent/window, not its tests) does no I/O: it
+//     imports none of the packages that reach files, processes, the
+//     network or the devices (noIO).
 //
 // The rules are checked on every package of the module, test packages and
 // the e2e build tag included.
@@ -32,7 +40,20 @@ const (
 	mainPkg      = module + "/cmd/shadowtune"
 	appPkg       = module + "/cmd/shadowtune/app"
 	agentPkg     = module + "/agent"
+	windowPkg    = module + "/agent/window"
+	readaheadPkg = module + "/agent/readahead"
 )
+
+// belowAgent are the agent's layers below its root package, which must
+// not depend on it.
+var belowAgent = []string{windowPkg, readaheadPkg}
+
+// noIO are the packages through which code reaches files, processes, the
+// network or the devices; the device controller imports none of them.
+var noIO = []string{
+	"os", "os/exec", "os/signal", "syscall", "net", "net/http", "io/ioutil", "io/fs", "golang.org/x/sys/unix",
+	module + "/agent/sysfs", module + "/agent/actuate", module + "/agent/tracer", module + "/internal/fsutil",
+}
 
 // behindEngine are the simulator's packages, which the agent reaches only
 // through internal/engine.
@@ -98,16 +119,41 @@ func violations(pkgs []pkg) []string {
 		if b != mainPkg && b != appPkg && slices.ContainsFunc(p.imports, func(i string) bool { return plain(i) == appPkg }) {
 			out = append(out, fmt.Sprintf("%s imports %s: only %s may", p.path, appPkg, mainPkg))
 		}
-		if p.path == agentPkg {
-			for _, i := range p.imports {
-				if slices.Contains(behindEngine, plain(i)) {
-					out = append(out, fmt.Sprintf("%s imports %s: the agent reaches the simulator through internal/engine only", p.path, i))
-				}
-			}
-		}
+		out = append(out, agentViolations(all, p)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// agentViolations are the agent's rules broken by package p (all: every
+// package listed, by ImportPath): the simulator reached past
+// internal/engine, a layer below the root package depending on it, and
+// the device controller's I/O.
+func agentViolations(all map[string]pkg, p pkg) []string {
+	var out []string
+	if p.path == agentPkg || p.path == windowPkg {
+		for _, i := range p.imports {
+			if slices.Contains(behindEngine, plain(i)) {
+				out = append(out, fmt.Sprintf("%s imports %s: the agent reaches the simulator through internal/engine only", p.path, i))
+			}
+		}
+	}
+	if slices.Contains(belowAgent, base(p.path)) {
+		for _, d := range p.deps {
+			if plain(d) == agentPkg {
+				out = append(out, fmt.Sprintf("%s depends on %s (%s): a layer below the agent's root package must not depend on it",
+					p.path, d, strings.Join(chain(all, p, d), " -> ")))
+			}
+		}
+	}
+	if p.path == windowPkg {
+		for _, i := range p.imports {
+			if slices.Contains(noIO, plain(i)) {
+				out = append(out, fmt.Sprintf("%s imports %s: the device controller does no I/O", p.path, i))
+			}
+		}
+	}
+	return out
 }
 
 // chain returns a shortest import chain from p to dep through all (by
@@ -188,7 +234,7 @@ func list(t *testing.T) []pkg {
 func TestImportRules(t *testing.T) {
 	pkgs := list(t)
 	// The rules are not vacuous: the packages they are about are listed.
-	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster"} {
+	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", windowPkg, readaheadPkg} {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == want }) {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -252,6 +298,31 @@ func TestViolations(t *testing.T) {
 			{path: clus, imports: []string{module + "/internal/redcap"}},
 		}, []string{
 			agentPkg + " imports " + module + "/internal/sim: the agent reaches the simulator through internal/engine only",
+		}},
+		{"controller past the engine", []pkg{
+			{path: windowPkg, imports: []string{engine, module + "/internal/sim"}},
+			{path: windowPkg + " [" + windowPkg + ".test]", imports: []string{engine, module + "/internal/sim"}},
+		}, []string{
+			windowPkg + " imports " + module + "/internal/sim: the agent reaches the simulator through internal/engine only",
+		}},
+		{"layers below the agent", []pkg{
+			{path: windowPkg, imports: []string{readaheadPkg}, deps: []string{readaheadPkg, agentPkg}},
+			{path: readaheadPkg, imports: []string{agentPkg}, deps: []string{agentPkg}},
+			{path: windowPkg + "_test [" + windowPkg + ".test]", imports: []string{agentPkg}, deps: []string{agentPkg}},
+			{path: agentPkg, imports: []string{windowPkg}, deps: []string{windowPkg, readaheadPkg}},
+			{path: clus, imports: []string{agentPkg}, deps: []string{agentPkg, windowPkg}},
+		}, []string{
+			readaheadPkg + " depends on " + agentPkg + " (" + readaheadPkg + " -> " + agentPkg + "): a layer below the agent's root package must not depend on it",
+			windowPkg + " depends on " + agentPkg + " (" + windowPkg + " -> " + readaheadPkg + " -> " + agentPkg + "): a layer below the agent's root package must not depend on it",
+			windowPkg + "_test [" + windowPkg + ".test] depends on " + agentPkg + " (" + windowPkg + "_test [" + windowPkg + ".test] -> " + agentPkg + "): a layer below the agent's root package must not depend on it",
+		}},
+		{"controller I/O", []pkg{
+			{path: windowPkg, imports: []string{"os", "fmt", module + "/agent/sysfs"}},
+			{path: windowPkg + " [" + windowPkg + ".test]", imports: []string{"os", "os/exec"}},
+			{path: agentPkg, imports: []string{"os", "os/exec"}},
+		}, []string{
+			windowPkg + " imports " + module + "/agent/sysfs: the device controller does no I/O",
+			windowPkg + " imports os: the device controller does no I/O",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

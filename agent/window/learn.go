@@ -1,4 +1,4 @@
-package agent
+package window
 
 // Learning a window: every measured request predicted, then learned, in
 // dispatch order (KDSim §4: the model learns online), and the class check
@@ -169,7 +169,7 @@ func pctErr(pred, real int64) float64 {
 // device is re-modelled as an SSD. The elevator still sees the kernel's
 // rotational flag (Policy.Engine.Rotational), since bfq and the kernel use
 // it.
-func (c *deviceController) calibrate(reqs []trace.Request) {
+func (c *Controller) calibrate(reqs []trace.Request) {
 	var random, fast, measured int
 	var last uint64
 	thr := c.model.Config().Hit
@@ -195,12 +195,12 @@ func (c *deviceController) calibrate(reqs []trace.Request) {
 			fast++
 		}
 	}
-	if measured < c.policy.MinRequests {
+	if measured < c.Policy.MinRequests {
 		return
 	}
 	c.calibrated = true
 	what := "random reads"
-	if c.model.Class() == model.HDD && random < c.policy.MinRequests {
+	if c.model.Class() == model.HDD && random < c.Policy.MinRequests {
 		// Too few random reads to judge (a strided or sequential load):
 		// the reads the HDD model itself predicts as misses testify
 		// instead. They are the ones its read-miss table would price, and
@@ -209,7 +209,7 @@ func (c *deviceController) calibrate(reqs []trace.Request) {
 		random, fast = c.predictedMisses(reqs)
 		what = "reads the HDD model predicted as misses"
 	}
-	if c.model.Class() == model.HDD && random >= c.policy.MinRequests && fast*10 >= random*9 {
+	if c.model.Class() == model.HDD && random >= c.Policy.MinRequests && fast*10 >= random*9 {
 		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
 		c.model, c.disk = m, m.NewDisk(0)
 		c.note = fmt.Sprintf("modelled as ssd: %d of %d %s were faster than the HDD hit threshold", fast, random, what)
@@ -242,7 +242,7 @@ const (
 // capped at 3,000 IOPS and 125 MB/s, `shadowtune model eval` gave a
 // median error of 33.3 % as hdd and 4.4 % as ssd (issue 15 item 4). On the
 // DiskSim traces of real HDDs the HDD model stays (docs/agent.md).
-func (c *deviceController) compareClasses(reqs []trace.Request) {
+func (c *Controller) compareClasses(reqs []trace.Request) {
 	ssd := model.Default(model.SSD, c.model.Config().CapacitySectors)
 	ssd.SetServers(model.EstimateServers(reqs))
 	hddErr, ssdErr := replayError(c.model, reqs), replayError(ssd, reqs)
@@ -266,7 +266,7 @@ func replayError(m *model.Model, reqs []trace.Request) float64 {
 // scratch copy of the (HDD) model, as learn does, and counts the reads it
 // predicts slower than the hit threshold (misses: a seek) and, of those,
 // the ones measured faster than it.
-func (c *deviceController) predictedMisses(reqs []trace.Request) (misses, fast int) {
+func (c *Controller) predictedMisses(reqs []trace.Request) (misses, fast int) {
 	order := make([]int, 0, len(reqs))
 	for i := range reqs {
 		if reqs[i].HasService() {
@@ -309,7 +309,7 @@ const throttleChange = 0.1
 // changes while a change is being verified: the verification's baseline
 // is the current model's simulation scaled by its bias, and another model
 // would break that comparison.
-func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
+func (c *Controller) checkThrottle(reqs []trace.Request) bool {
 	if c.model.Class() == model.HDD || c.verify != nil {
 		return false
 	}
@@ -358,7 +358,7 @@ func (c *deviceController) checkThrottle(reqs []trace.Request) bool {
 // replaceModel puts m in place of the device's model after the first
 // window and records why in the note. The bias between real and simulated
 // times was the old model's, so it is learned anew from the next window.
-func (c *deviceController) replaceModel(m *model.Model, note string) {
+func (c *Controller) replaceModel(m *model.Model, note string) {
 	c.model, c.disk, c.note = m, m.NewDisk(0), note
 	c.bias, c.biasKnown = 1, false
 }
@@ -369,7 +369,7 @@ func (c *deviceController) replaceModel(m *model.Model, note string) {
 // traced whole (sampleNext). Caps that move from window to window keep
 // the windows whole, at the tracing's cost only: nothing is decided on
 // them.
-func (c *deviceController) capsPending() bool {
+func (c *Controller) capsPending() bool {
 	if c.throttleOver {
 		return true
 	}

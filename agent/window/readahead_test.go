@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"strings"
@@ -46,12 +46,12 @@ func seqCounts(kib int, pages uint64) readahead.PageCache {
 		FullWindows: w, FullPages: pages, FullDepth: pages}
 }
 
-func raController(t *testing.T, raKiB int) *deviceController {
+func raController(t *testing.T, raKiB int) *Controller {
 	t.Helper()
 	p := testPolicy(true)
 	p.ReadAhead = true
 	p.Engine.ReadAhead = engine.ReadAheadBounds(16, 4096)
-	c, err := newDeviceController("loopz", model.Default(model.SSD, 100*gib),
+	c, err := New("loopz", model.Default(model.SSD, 100*gib),
 		Setting{Candidate: engine.Candidate{Scheduler: "none"}, ReadAheadKiB: raKiB}, p)
 	if err != nil {
 		t.Fatal(err)
@@ -62,18 +62,18 @@ func raController(t *testing.T, raKiB int) *deviceController {
 
 // raStep ends a window of reqs with the page cache's counts pc under the
 // CRD's default minDwell (10 minutes) and commits the action.
-func raStep(c *deviceController, reqs []trace.Request, pc readahead.PageCache, now time.Time) WindowReport {
+func raStep(c *Controller, reqs []trace.Request, pc readahead.PageCache, now time.Time) Report {
 	return raStepGate(c, reqs, pc, now, Gate{Granted: true, MinDwell: 10 * time.Minute})
 }
 
-func raStepGate(c *deviceController, reqs []trace.Request, pc readahead.PageCache, now time.Time, g Gate) WindowReport {
-	c.add(reqs)
-	rep, err := c.endWindow(windowInput{Now: now, Gate: g, PageCache: pc})
+func raStepGate(c *Controller, reqs []trace.Request, pc readahead.PageCache, now time.Time, g Gate) Report {
+	c.Add(reqs)
+	rep, err := c.EndWindow(Input{Now: now, Gate: g, PageCache: pc})
 	if err != nil {
 		panic(err)
 	}
 	if rep.Action.Kind != ActionNone {
-		c.commit(rep.Action, now)
+		c.Commit(rep.Action, now)
 	}
 	return rep
 }
@@ -88,7 +88,7 @@ func TestReadAheadCutByRisk(t *testing.T) {
 	now := time.Unix(1000, 0)
 	thrash := raWindow(0, 400, 5120, 2_000_000, false)
 	c := raController(t, 2560)
-	c.lastChange = now.Add(-time.Minute)
+	c.Memo.LastChange = now.Add(-time.Minute)
 	if rep := raStep(c, thrash, readahead.PageCache{}, now); rep.Action.Kind != ActionNone {
 		t.Fatalf("without a probe the agent changed the device: %+v", rep.Action)
 	}
@@ -107,7 +107,7 @@ func TestReadAheadCutByRisk(t *testing.T) {
 		{"observe", Gate{Granted: true}, false, HoldNone},
 	} {
 		c := raController(t, 2560)
-		c.policy.Apply = tc.apply
+		c.Policy.Apply = tc.apply
 		rep := raStepGate(c, thrash, thrashCounts(2560, 400), now, tc.g)
 		if rep.Action.Kind != ActionNone || rep.Held != tc.want || rep.Target == nil || rep.Target.ReadAheadKiB >= 2560 {
 			t.Errorf("%s: action %+v, held %v, target %+v; want no action, held %v, the cut recommended", tc.name, rep.Action, rep.Held, rep.Target, tc.want)
@@ -121,7 +121,7 @@ func TestReadAheadCutByRisk(t *testing.T) {
 func TestReadAheadRaisedOnSequentialDemand(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := raController(t, 2560)
-	c.current.ReadAheadKiB = 16
+	c.Current.ReadAheadKiB = 16
 	if rep := raStep(c, raWindow(0, 100, 8, 100_000, false), readahead.PageCache{Measured: true}, now); rep.Action.Kind != ActionNone {
 		t.Fatalf("no sequential demand: %+v", rep.Action)
 	}
@@ -145,7 +145,7 @@ func TestReadAheadChangeThatHurtsIsReverted(t *testing.T) {
 		t.Fatalf("action %+v, want a cut", rep.Action)
 	}
 	cut := rep.Action.Setting.ReadAheadKiB
-	var last WindowReport
+	var last Report
 	for i := 1; i <= 2; i++ { // 400 read-arounds of the cut depth, 6 ms each: 3 times the time per used page
 		last = raStep(c, raWindow(int64(i)*10e9, 400, uint32(2*cut), 6_000_000, true), thrashCounts(cut, 400), now.Add(time.Duration(i)*5*time.Second))
 	}
@@ -177,12 +177,12 @@ func TestReadAheadDecidedOnFewRequests(t *testing.T) {
 func TestDwellEndsWithTheOriginal(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	c.commit(Action{Kind: ActionApply, Setting: Setting{Candidate: engine.Candidate{Scheduler: "kyber"}}}, now)
-	if !c.lastChange.Equal(now) {
-		t.Fatalf("a switch: lastChange %v, want %v", c.lastChange, now)
+	c.Commit(Action{Kind: ActionApply, Setting: Setting{Candidate: engine.Candidate{Scheduler: "kyber"}}}, now)
+	if !c.Memo.LastChange.Equal(now) {
+		t.Fatalf("a switch: lastChange %v, want %v", c.Memo.LastChange, now)
 	}
-	c.commit(Action{Kind: ActionRevert, Setting: Setting{Candidate: engine.Candidate{Scheduler: c.originalSched}}}, now.Add(time.Minute))
-	if !c.lastChange.IsZero() {
-		t.Errorf("the original back: lastChange %v, want none", c.lastChange)
+	c.Commit(Action{Kind: ActionRevert, Setting: Setting{Candidate: engine.Candidate{Scheduler: c.originalSched}}}, now.Add(time.Minute))
+	if !c.Memo.LastChange.IsZero() {
+		t.Errorf("the original back: lastChange %v, want none", c.Memo.LastChange)
 	}
 }

@@ -1,21 +1,21 @@
-package agent
+package window
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // feed delivers reqs to the controller in chunks of size n, as the
 // tracer's batches.
-func feed(c *deviceController, reqs []trace.Request, n int) {
+func feed(c *Controller, reqs []trace.Request, n int) {
 	for len(reqs) > 0 {
 		k := min(n, len(reqs))
-		c.add(reqs[:k])
+		c.Add(reqs[:k])
 		reqs = reqs[k:]
 	}
 }
@@ -24,9 +24,9 @@ func feed(c *deviceController, reqs []trace.Request, n int) {
 // whatever the chunking, and its buffers stop growing.
 func TestCollectKeepsNewest(t *testing.T) {
 	c := newTestController(t, false)
-	c.policy.MaxSimulated = 1000
+	c.Policy.MaxSimulated = 1000
 	c.nextWindow()
-	reqs := fifoWindow(1, 5500, 4, 4, 0, 1)
+	reqs := windowtest.FIFOWindow(1, 5500, 4, 4, 0, 1)
 	w := &c.win
 	for _, n := range []int{1, 7, 333, 999, 1000, 1001, 2500, 6000} {
 		feed(c, reqs, n)
@@ -39,7 +39,7 @@ func TestCollectKeepsNewest(t *testing.T) {
 		if got := w.simulated(); !slices.Equal(got, reqs[len(reqs)-1000:]) {
 			t.Fatalf("chunks of %d: a second call changed the window", n)
 		}
-		if cap(w.keep) > c.policy.MaxSimulated {
+		if cap(w.keep) > c.Policy.MaxSimulated {
 			t.Errorf("chunks of %d: keep grew to %d", n, cap(w.keep))
 		}
 		c.nextWindow()
@@ -55,7 +55,7 @@ func TestCollectKeepsNewest(t *testing.T) {
 // end gives when the chunks follow dispatch order (fifoWindow: one disk
 // served in order), and the same model.
 func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
-	reqs := fifoWindow(3, 20000, 4, 4, 0, 1)
+	reqs := windowtest.FIFOWindow(3, 20000, 4, 4, 0, 1)
 	whole := newTestController(t, false)
 	whole.calibrated = true
 	want := whole.learnedOf(reqs)
@@ -78,10 +78,10 @@ func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
 // end, over the kept requests: for a window within MaxSimulated, fed in
 // chunks, exactly what the same window fed at once gives.
 func TestCollectCalibratesAtWindowEnd(t *testing.T) {
-	ssdLike := fifoWindow(4, 3000, 4, 4, 0, 0.01) // far faster than an HDD
+	ssdLike := windowtest.FIFOWindow(4, 3000, 4, 4, 0, 0.01) // far faster than an HDD
 	a := newTestController(t, false)
 	feed(a, ssdLike, 500)
-	repA, err := a.endWindow(windowInput{Now: time.Unix(0, 0), Gate: Gate{Granted: true}})
+	repA, err := a.EndWindow(Input{Now: time.Unix(0, 0), Gate: Gate{Granted: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,57 +103,12 @@ func TestCollectCalibratesAtWindowEnd(t *testing.T) {
 }
 
 // learnedOf is what learning reqs as one whole window gives.
-func (c *deviceController) learnedOf(reqs []trace.Request) learned {
+func (c *Controller) learnedOf(reqs []trace.Request) learned {
 	var l windowLearner
 	l.observe(c.disk, reqs)
 	r := l.result()
 	r.requests = len(reqs)
 	return r
-}
-
-// While the loop is busy (evaluating a window) the tracer's requests wait
-// in the device's pending buffer: it stays within 2 × MaxSimulated,
-// counts what it drops, and the window still simulates the newest
-// MaxSimulated requests, contiguous.
-func TestPendingIsBounded(t *testing.T) {
-	c := newTestController(t, false)
-	c.policy.MaxSimulated = 1000
-	c.nextWindow()
-	d := &device{ctrl: c}
-	var mu sync.Mutex
-	d.ingest(&mu) // learns the bound, as the loop's first ingest does
-	reqs := fifoWindow(1, 7300, 4, 4, 0, 1)
-	for i := range reqs { // the loop is busy: nothing is ingested
-		d.keepPending(&reqs[i])
-		if len(d.pending) > 2*c.policy.MaxSimulated {
-			t.Fatalf("pending holds %d requests, over 2 × %d", len(d.pending), c.policy.MaxSimulated)
-		}
-	}
-	kept := len(d.pending)
-	if d.overflow+kept != len(reqs) {
-		t.Fatalf("dropped %d + kept %d ≠ %d delivered", d.overflow, kept, len(reqs))
-	}
-	d.ingest(&mu)
-	if got, want := c.win.simulated(), reqs[len(reqs)-1000:]; !slices.Equal(got, want) {
-		t.Fatal("the window does not simulate the newest 1000 requests")
-	}
-	in := windowInput{Now: time.Unix(100, 0), Skip: "test"}
-	rep, err := c.endWindow(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep.Unlearned != len(reqs)-kept || rep.Requests != kept {
-		t.Errorf("report: %d requests, %d unlearned; want %d and %d", rep.Requests, rep.Unlearned, kept, len(reqs)-kept)
-	}
-	// The status accounts for every delivered request: traced and
-	// learned, or dropped unlearned.
-	d.report(rep, nil, in, &windowEnv{})
-	if st := d.status; st.TotalRequests+st.UnlearnedRequests != int64(len(reqs)) || st.UnlearnedRequests != int64(len(reqs)-kept) {
-		t.Errorf("status: totalRequests %d, unlearnedRequests %d; want %d and %d", st.TotalRequests, st.UnlearnedRequests, kept, len(reqs)-kept)
-	}
-	if c.win.unlearned != 0 {
-		t.Error("the next window starts with unlearned requests")
-	}
 }
 
 // A read-ahead request counts as alone when it is dispatched once every

@@ -1,11 +1,11 @@
-package agent
+package window
 
 import (
 	"math"
-	"math/rand/v2"
 	"testing"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -14,55 +14,6 @@ import (
 )
 
 const gib = uint64(1) << 21
-
-// fifoWindow records n random 4 KiB reads from `procs` processes that each
-// keep `depth` requests in flight, served first-come first-served by one
-// disk whose service times come from the default HDD model, as a device
-// running the `none` elevator would record them. scale multiplies every
-// measured service time (a slower real device).
-func fifoWindow(seed uint64, n, procs, depth int, start int64, scale float64) []trace.Request {
-	rng := rand.New(rand.NewPCG(seed, 7))
-	m := model.Default(model.HDD, 100*gib)
-	d := m.NewDisk(0)
-	reqs := make([]trace.Request, 0, n)
-	devFree := start
-	// Each process issues its next request when one of its own completes.
-	next := make([]int64, procs*depth)
-	for i := range next {
-		next[i] = start + int64(i)*1000
-	}
-	for len(reqs) < n {
-		// The slot whose next issue is earliest.
-		k := 0
-		for j := range next {
-			if next[j] < next[k] {
-				k = j
-			}
-		}
-		arr := next[k]
-		sector := rng.Uint64N(90*gib) &^ 7
-		disp := max(arr, devFree)
-		svc := int64(float64(d.Service(trace.Read, sector, 8)) * scale)
-		comp := disp + svc
-		devFree = comp
-		reqs = append(reqs, trace.Request{
-			Arrival: arr, Dispatch: disp, Complete: comp, Sector: sector, Sectors: 8,
-			Op: trace.Read, Flags: trace.Sync, PID: uint32(100 + k/depth), Think: trace.Unknown,
-		})
-		next[k] = comp + 50_000
-	}
-	// Records are ordered by arrival.
-	sortByArrival(reqs)
-	return reqs
-}
-
-func sortByArrival(r []trace.Request) {
-	for i := 1; i < len(r); i++ {
-		for j := i; j > 0 && r[j].Arrival < r[j-1].Arrival; j-- {
-			r[j], r[j-1] = r[j-1], r[j]
-		}
-	}
-}
 
 func testPolicy(apply bool) Policy {
 	cands := []engine.Candidate{{Scheduler: "none"}, {Scheduler: "mq-deadline"}, {Scheduler: "bfq"}, {Scheduler: "kyber"}}
@@ -78,11 +29,11 @@ func testPolicy(apply bool) Policy {
 // step feeds reqs to the controller as one window ending at now, under an
 // open gate, and commits the action it asks for, as the agent does once
 // the device has taken the write.
-func step(c *deviceController, reqs []trace.Request, now time.Time) (WindowReport, error) {
-	c.add(reqs)
-	rep, err := c.endWindow(windowInput{Now: now, Gate: Gate{Granted: true}})
+func step(c *Controller, reqs []trace.Request, now time.Time) (Report, error) {
+	c.Add(reqs)
+	rep, err := c.EndWindow(Input{Now: now, Gate: Gate{Granted: true}})
 	if err == nil && rep.Action.Kind != ActionNone {
-		c.commit(rep.Action, now)
+		c.Commit(rep.Action, now)
 	}
 	return rep, err
 }
@@ -91,7 +42,7 @@ func step(c *deviceController, reqs []trace.Request, now time.Time) (WindowRepor
 // gain and hold it for confirmation (confirmSwitch), then the same
 // requests again, shifted to follow them, as the next window (a second
 // later), which confirms the switch: the second window's report.
-func stepConfirmed(t *testing.T, c *deviceController, reqs []trace.Request, now time.Time) (WindowReport, error) {
+func stepConfirmed(t *testing.T, c *Controller, reqs []trace.Request, now time.Time) (Report, error) {
 	t.Helper()
 	rep, err := step(c, reqs, now)
 	if err != nil {
@@ -104,9 +55,9 @@ func stepConfirmed(t *testing.T, c *deviceController, reqs []trace.Request, now 
 	return step(c, next, now.Add(time.Second))
 }
 
-func newTestController(t *testing.T, apply bool) *deviceController {
+func newTestController(t *testing.T, apply bool) *Controller {
 	t.Helper()
-	c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(apply))
+	c, err := New("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(apply))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +68,7 @@ func TestObserveModeNeverActs(t *testing.T) {
 	c := newTestController(t, false)
 	now := time.Unix(1000, 0)
 	for i := 0; i < 3; i++ {
-		rep, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 1), now)
+		rep, err := step(c, windowtest.FIFOWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 1), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +87,7 @@ func TestObserveModeNeverActs(t *testing.T) {
 func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	rep, err := stepConfirmed(t, c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +102,7 @@ func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
 	// (a sorted queue), so no revert. Their real times come from the
 	// simulated target itself: record them as the model predicts.
 	for i := 2; i < 4; i++ {
-		w := fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6)
+		w := windowtest.FIFOWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6)
 		rep, err = step(c, w, now.Add(time.Duration(i)*5*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -160,23 +111,23 @@ func TestApplySwitchesAndKeepsAVerifiedChange(t *testing.T) {
 			t.Fatalf("window %d: reverted a change that did not regress: %s", i, rep.Action.Reason)
 		}
 	}
-	if c.current.Candidate.Name() != target || c.verify != nil {
-		t.Fatalf("current %s, verify %+v", c.current.Candidate.Name(), c.verify)
+	if c.Current.Candidate.Name() != target || c.verify != nil {
+		t.Fatalf("current %s, verify %+v", c.Current.Candidate.Name(), c.verify)
 	}
 }
 
 func TestRegressionRevertsAndBacksOff(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	rep, err := stepConfirmed(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now)
+	rep, err := stepConfirmed(t, c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), now)
 	if err != nil || rep.Action.Kind != ActionApply {
 		t.Fatalf("first window: %v %+v", err, rep.Action)
 	}
 	target := rep.Action.Setting.Candidate.Name()
 	// The real device got much slower after the change.
-	var last WindowReport
+	var last Report
 	for i := 2; i < 4; i++ {
-		last, err = step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second))
+		last, err = step(c, windowtest.FIFOWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 3), now.Add(time.Duration(i)*5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,11 +135,11 @@ func TestRegressionRevertsAndBacksOff(t *testing.T) {
 	if last.Action.Kind != ActionRevert || last.Action.Setting.Candidate.Scheduler != "none" {
 		t.Fatalf("action %+v, want a revert to none", last.Action)
 	}
-	if c.current.Candidate.Scheduler != "none" {
-		t.Fatalf("current %s after revert", c.current.Candidate.Name())
+	if c.Current.Candidate.Scheduler != "none" {
+		t.Fatalf("current %s after revert", c.Current.Candidate.Name())
 	}
 	// The same switch is not retried during the back-off.
-	rep, err = step(c, fifoWindow(9, 2000, 4, 4, 90e9, 1), now.Add(time.Minute))
+	rep, err = step(c, windowtest.FIFOWindow(9, 2000, 4, 4, 90e9, 1), now.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +150,7 @@ func TestRegressionRevertsAndBacksOff(t *testing.T) {
 
 func TestIdleWindowIsSkipped(t *testing.T) {
 	c := newTestController(t, true)
-	rep, err := step(c, fifoWindow(1, 20, 1, 1, 0, 1), time.Unix(0, 0))
+	rep, err := step(c, windowtest.FIFOWindow(1, 20, 1, 1, 0, 1), time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,10 +163,10 @@ func TestModelErrorIsMeasured(t *testing.T) {
 	c := newTestController(t, false)
 	// The first window teaches the model; the second, from the same
 	// device, must be predicted within a few per cent.
-	if _, err := step(c, fifoWindow(1, 3000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
+	if _, err := step(c, windowtest.FIFOWindow(1, 3000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := step(c, fifoWindow(2, 3000, 4, 4, 20e9, 1), time.Unix(10, 0))
+	rep, err := step(c, windowtest.FIFOWindow(2, 3000, 4, 4, 20e9, 1), time.Unix(10, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +174,7 @@ func TestModelErrorIsMeasured(t *testing.T) {
 		t.Fatalf("model error %.2f %% on a device that follows the model", rep.ModelErrorPct)
 	}
 	// A device twice as slow as learned shows as a large error.
-	rep, err = step(c, fifoWindow(3, 1000, 4, 4, 40e9, 2), time.Unix(20, 0))
+	rep, err = step(c, windowtest.FIFOWindow(3, 1000, 4, 4, 40e9, 2), time.Unix(20, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,13 +188,13 @@ func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
 	// ~80 µs (a virtio or cloud volume) is re-modelled as an SSD, after
 	// which the model follows it.
 	c := newTestController(t, false)
-	if _, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 0.01), time.Unix(0, 0)); err != nil {
+	if _, err := step(c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 0.01), time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if c.model.Class() != model.SSD || c.note == "" {
 		t.Fatalf("class %s, note %q: want ssd", c.model.Class(), c.note)
 	}
-	rep, err := step(c, fifoWindow(2, 2000, 4, 4, 20e9, 0.01), time.Unix(10, 0))
+	rep, err := step(c, windowtest.FIFOWindow(2, 2000, 4, 4, 20e9, 0.01), time.Unix(10, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +203,7 @@ func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
 	}
 	// A real HDD stays an HDD.
 	h := newTestController(t, false)
-	if _, err := step(h, fifoWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
+	if _, err := step(h, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if h.model.Class() != model.HDD {
@@ -262,8 +213,8 @@ func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
 
 func TestBusyWindowIsSimulatedOverItsNewestSlice(t *testing.T) {
 	c := newTestController(t, true)
-	c.policy.MaxSimulated = 500
-	rep, err := step(c, fifoWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0))
+	c.Policy.MaxSimulated = 500
+	rep, err := step(c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +225,7 @@ func TestBusyWindowIsSimulatedOverItsNewestSlice(t *testing.T) {
 	// fast as predicted is not reverted even though only a slice is
 	// simulated.
 	for i := 2; i < 4; i++ {
-		rep, err = step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6), time.Unix(int64(i)*5, 0))
+		rep, err = step(c, windowtest.FIFOWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, 0.6), time.Unix(int64(i)*5, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -288,12 +239,12 @@ func TestBusyWindowIsSimulatedOverItsNewestSlice(t *testing.T) {
 // newest Policy.ScreenRequests; that pass stands only when the setting is
 // settled, and a window near a switch is evaluated over the whole slice.
 func TestSettledWindowIsScreened(t *testing.T) {
-	win := fifoWindow(1, 3000, 4, 4, 0, 1)
-	screening := func(t *testing.T, current string, screen int) WindowReport {
+	win := windowtest.FIFOWindow(1, 3000, 4, 4, 0, 1)
+	screening := func(t *testing.T, current string, screen int) Report {
 		t.Helper()
 		p := testPolicy(false)
 		p.MaxSimulated, p.ScreenRequests = 2000, screen
-		c, err := newDeviceController("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: current}}, p)
+		c, err := New("sdz", model.Default(model.HDD, 100*gib), Setting{Candidate: engine.Candidate{Scheduler: current}}, p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +323,7 @@ func TestConfirmSwitch(t *testing.T) {
 		{"a window without a switch starts over", []decide.Decision{better("bfq"), stay, better("bfq")}, []bool{false, false, false}},
 		{"the thrash guard's pin at once", []decide.Decision{pin}, []bool{true}},
 	} {
-		c := &deviceController{}
+		c := &Controller{}
 		for i, d := range tc.seq {
 			got := false
 			if d.Switch {
@@ -394,7 +345,7 @@ func TestConfirmSwitch(t *testing.T) {
 // (stepConfirmed), then runs the two windows that verify the switch,
 // their real times scale times the model's: the switch's target and the
 // time of the window that ended its verification.
-func switchMeasured(t *testing.T, c *deviceController, w []trace.Request, now time.Time, scale float64) (string, time.Time) {
+func switchMeasured(t *testing.T, c *Controller, w []trace.Request, now time.Time, scale float64) (string, time.Time) {
 	t.Helper()
 	rep, err := stepConfirmed(t, c, w, now)
 	if err != nil || rep.Action.Kind != ActionApply {
@@ -403,7 +354,7 @@ func switchMeasured(t *testing.T, c *deviceController, w []trace.Request, now ti
 	var at time.Time
 	for i := 2; i < 4; i++ {
 		at = now.Add(time.Duration(i) * 5 * time.Second)
-		if _, err := step(c, fifoWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, scale), at); err != nil {
+		if _, err := step(c, windowtest.FIFOWindow(uint64(i), 2000, 4, 4, int64(i)*10e9, scale), at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -413,14 +364,14 @@ func switchMeasured(t *testing.T, c *deviceController, w []trace.Request, now ti
 func TestCorrectionAfterRefutedSwitch(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	w := windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)
 	target, _ := switchMeasured(t, c, w, now, 3)
-	f := c.corrections[target]
+	f := c.Memo.Corrections[target]
 	if f <= 1 {
-		t.Fatalf("correction of %s = %.2f after a refuted switch, want > 1 (all: %v)", target, f, c.corrections)
+		t.Fatalf("correction of %s = %.2f after a refuted switch, want > 1 (all: %v)", target, f, c.Memo.Corrections)
 	}
 	// Past its back-off, the same window no longer predicts a gain for it.
-	c.backoff = map[string]time.Time{}
+	c.Memo.Backoff = map[string]time.Time{}
 	rep, err := step(c, w, now.Add(time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -474,12 +425,12 @@ func TestCandidatesAlikeSimulatedLess(t *testing.T) {
 // correction.
 func TestPredictedForTheCounterfactual(t *testing.T) {
 	c := newTestController(t, false)
-	c.corrections = map[string]float64{"kyber": 1.5}
+	c.Memo.Corrections = map[string]float64{"kyber": 1.5}
 	full := engine.Report{Current: "none", Outcomes: []engine.Outcome{
 		{Candidate: engine.Candidate{Scheduler: "none"}, Result: sim.Result{WaitNs: 100, TotalServiceNs: 100}},
 		{Candidate: engine.Candidate{Scheduler: "kyber"}, Result: sim.Result{WaitNs: 200, TotalServiceNs: 200}}}}
-	c.policy.Engine.Rank = engine.RankWait
-	got := c.predicted(full)
+	c.Policy.Engine.Rank = engine.RankWait
+	got := c.Predicted(full)
 	if got["none"] != 100 || got["kyber"] != 300 {
 		t.Errorf("full window: %v, want none 100 and kyber 200 × 1.5", got)
 	}
@@ -488,9 +439,9 @@ func TestPredictedForTheCounterfactual(t *testing.T) {
 	}
 	c.narrow = true
 	alone := engine.Report{Current: "none", Outcomes: full.Outcomes[:1]}
-	got = c.predicted(alone)
-	if len(got) != len(c.policy.Candidates) {
-		t.Fatalf("narrowed window: %v, want every one of the policy's %d candidates", got, len(c.policy.Candidates))
+	got = c.Predicted(alone)
+	if len(got) != len(c.Policy.Candidates) {
+		t.Fatalf("narrowed window: %v, want every one of the policy's %d candidates", got, len(c.Policy.Candidates))
 	}
 	if got["kyber"] != 150 || got["none"] != 100 {
 		t.Errorf("narrowed window: %v, want kyber as none's 100 × its 1.5, none 100", got)
@@ -504,25 +455,25 @@ func TestPredictedForTheCounterfactual(t *testing.T) {
 func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	w := fifoWindow(1, 2000, 4, 4, 0, 1)
+	w := windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)
 	_, checked := switchMeasured(t, c, w, now, 3)
-	r := c.counterfactual
+	r := c.Memo.Counterfactual
 	if r.Checks != 1 || !r.At.Equal(checked) {
 		t.Fatalf("record %+v, want one check at %v", r, checked)
 	}
-	if r.Last.Predicted >= 1 || r.Last.Measured <= 1+c.policy.Decide.MarginPct/100 || r.ErrorPct() <= c.policy.Decide.MarginPct || r.WrongSigns != 1 {
+	if r.Last.Predicted >= 1 || r.Last.Measured <= 1+c.Policy.Decide.MarginPct/100 || r.ErrorPct() <= c.Policy.Decide.MarginPct || r.WrongSigns != 1 {
 		t.Fatalf("record %+v (error %.1f pts): want a gain predicted, a slowdown measured, one wrong sign", r, r.ErrorPct())
 	}
 	if !c.memoDirty {
 		t.Fatal("the check was not marked for the memo")
 	}
-	st := counterfactualStatus(r, c.policy.Backoff, c.policy.Decide.MarginPct)
+	st := counterfactualStatus(r, c.Policy.Backoff, c.Policy.Decide.MarginPct)
 	if st == nil || st.Checks != 1 || st.HoldUntil == nil || !st.HoldUntil.Time.Equal(checked.Add(RegressionBackoff)) {
 		t.Fatalf("status %+v, want one check held until %v", st, checked.Add(RegressionBackoff))
 	}
 	// Neither the regressed candidate's back-off nor its correction is
 	// what holds the switch here.
-	c.backoff, c.corrections = map[string]time.Time{}, map[string]float64{}
+	c.Memo.Backoff, c.Memo.Corrections = map[string]time.Time{}, map[string]float64{}
 	rep, err := step(c, w, checked.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
@@ -530,7 +481,7 @@ func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 	if rep.Action.Kind == ActionApply || rep.Reason != string(decide.ReasonCounterfactualError) || rep.Skipped == "" {
 		t.Fatalf("within the hold: action %+v, reason %q, skipped %q; want no switch, %s", rep.Action, rep.Reason, rep.Skipped, decide.ReasonCounterfactualError)
 	}
-	c.backoff, c.corrections = map[string]time.Time{}, map[string]float64{}
+	c.Memo.Backoff, c.Memo.Corrections = map[string]time.Time{}, map[string]float64{}
 	late := checked.Add(RegressionBackoff)
 	if _, err := step(c, w, late); err != nil {
 		t.Fatal(err)
@@ -550,8 +501,8 @@ func TestCounterfactualErrorHoldsSwitches(t *testing.T) {
 func TestCounterfactualCheckOfAKeptSwitch(t *testing.T) {
 	c := newTestController(t, true)
 	now := time.Unix(1000, 0)
-	switchMeasured(t, c, fifoWindow(1, 2000, 4, 4, 0, 1), now, 0.6)
-	r := c.counterfactual
+	switchMeasured(t, c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), now, 0.6)
+	r := c.Memo.Counterfactual
 	t.Logf("record %+v, error %.2f pts", r, r.ErrorPct())
 	if r.Checks != 1 || r.WrongSigns != 0 || r.Last.Measured >= 1 || r.Last.Predicted >= r.Last.Measured {
 		t.Fatalf("record %+v, want one check, faster as predicted, by less", r)
@@ -559,11 +510,11 @@ func TestCounterfactualCheckOfAKeptSwitch(t *testing.T) {
 	if want := 100 * (r.Last.Measured - r.Last.Predicted); math.Abs(r.ErrorPct()-want) > 1e-9 {
 		t.Fatalf("error %.3f pts, want %.3f", r.ErrorPct(), want)
 	}
-	m := c.policy.Decide.MarginPct
-	if h := r.Holding(r.At, c.policy.Backoff, m); (r.ErrorPct() > m) != (h == r.ErrorPct()) {
+	m := c.Policy.Decide.MarginPct
+	if h := r.Holding(r.At, c.Policy.Backoff, m); (r.ErrorPct() > m) != (h == r.ErrorPct()) {
 		t.Fatalf("error %.1f pts, holding %.1f at the check", r.ErrorPct(), h)
 	}
-	if h := r.Holding(r.At.Add(c.policy.Backoff), c.policy.Backoff, m); h != 0 {
+	if h := r.Holding(r.At.Add(c.Policy.Backoff), c.Policy.Backoff, m); h != 0 {
 		t.Fatalf("holding %.1f after the back-off", h)
 	}
 }

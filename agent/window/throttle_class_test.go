@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"math"
@@ -22,9 +22,9 @@ import (
 // refuted by two windows well above them, not by one. Evidence that
 // awaits its second window keeps that window whole (capsPending).
 func TestThrottledClassFromWindow(t *testing.T) {
-	reqs := readTrace(t, "native", "testdata/virtio-throttled-phases.st.gz")
+	reqs := readTrace(t, "native", "../testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
-	c.policy.MaxSimulated = len(reqs)
+	c.Policy.MaxSimulated = len(reqs)
 	c.calibrate(reqs)
 	if c.model.Class() != model.SSD {
 		t.Fatalf("calibrated as %v (%s), want ssd", c.model.Class(), c.note)
@@ -39,7 +39,7 @@ func TestThrottledClassFromWindow(t *testing.T) {
 
 	now := time.Unix(1000, 0)
 	var last int64
-	window := func(w []trace.Request) WindowReport {
+	window := func(w []trace.Request) Report {
 		t.Helper()
 		w = shifted(w, last+1e9)
 		last = w[len(w)-1].Complete

@@ -1,4 +1,4 @@
-package agent
+package window
 
 // Candidates the model cannot tell apart (issue 43 item 6): on a device
 // whose simulation gives every candidate the same measure (a flash device
@@ -73,28 +73,28 @@ func allAlike(er engine.Report, rank engine.Rank) bool {
 // currentOnly is the candidate list narrowed to the current setting, and
 // the thrash guard's default setting (the rule needs it among the
 // candidates: decide.Config.Default) when that is another.
-func (c *deviceController) currentOnly() []engine.Candidate {
-	out := []engine.Candidate{c.current.Candidate}
-	for _, cand := range c.policy.Candidates {
-		if cand.Name() == c.policy.Decide.Default && cand.Name() != c.current.Candidate.Name() {
+func (c *Controller) currentOnly() []engine.Candidate {
+	out := []engine.Candidate{c.Current.Candidate}
+	for _, cand := range c.Policy.Candidates {
+		if cand.Name() == c.Policy.Decide.Default && cand.Name() != c.Current.Candidate.Name() {
 			out = append(out, cand)
 		}
 	}
 	return out
 }
 
-// predicted is the measure the decision compares for each candidate of
+// Predicted is the measure, ns, the decision compares for each candidate of
 // the policy in the window r evaluated (engine.Report.Corrected), for the
 // counterfactual's counters. In a window that simulated the current
 // setting alone, every other candidate is what the agent holds it to be:
 // the current setting's simulated outcome, with its own scheduler's
 // dispatch factor and correction.
-func (c *deviceController) predicted(r engine.Report) map[string]time.Duration {
-	rank := c.policy.Engine.Rank
-	out := make(map[string]time.Duration, len(c.policy.Candidates))
+func (c *Controller) Predicted(r engine.Report) map[string]time.Duration {
+	rank := c.Policy.Engine.Rank
+	out := make(map[string]time.Duration, len(c.Policy.Candidates))
 	var cur *engine.Outcome
 	for i, o := range r.Outcomes {
-		out[o.Candidate.Name()] = time.Duration(r.Corrected(rank, c.corrections, o))
+		out[o.Candidate.Name()] = time.Duration(r.Corrected(rank, c.Memo.Corrections, o))
 		if o.Candidate.Name() == r.Current {
 			cur = &r.Outcomes[i]
 		}
@@ -102,9 +102,9 @@ func (c *deviceController) predicted(r engine.Report) map[string]time.Duration {
 	if !c.narrow || cur == nil {
 		return out
 	}
-	for _, cand := range c.policy.Candidates {
+	for _, cand := range c.Policy.Candidates {
 		if _, ok := out[cand.Name()]; !ok && !cand.Cache {
-			out[cand.Name()] = time.Duration(r.Corrected(rank, c.corrections, engine.Outcome{Candidate: cand, Result: cur.Result}))
+			out[cand.Name()] = time.Duration(r.Corrected(rank, c.Memo.Corrections, engine.Outcome{Candidate: cand, Result: cur.Result}))
 		}
 	}
 	return out

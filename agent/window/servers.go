@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"fmt"
@@ -64,7 +64,7 @@ type serverFit struct {
 // CPU from the node's work (in the VM lab's TCG guest, seconds), and each
 // early search raises the reach, so at most len(serverSteps) run in a
 // row. It returns an error from the simulation.
-func (c *deviceController) fitServers(reqs []trace.Request, er engine.Report) error {
+func (c *Controller) fitServers(reqs []trace.Request, er engine.Report) error {
 	c.serversWait--
 	ratio := er.ResponseRatio
 	if er.Decision.Reason != decide.ReasonNotReproduced || c.model.Class() == model.HDD || c.verify != nil ||
@@ -99,7 +99,7 @@ func (c *deviceController) fitServers(reqs []trace.Request, er engine.Report) er
 		return nil
 	}
 	c.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
-		best.k, c.current.Candidate.Name(), ratio, c.model.Servers(), best.ratio, best.k))
+		best.k, c.Current.Candidate.Name(), ratio, c.model.Servers(), best.ratio, best.k))
 	return nil
 }
 
@@ -118,19 +118,19 @@ func serversReach(most int) int {
 
 // tryServers learns reqs on a copy of the model with k servers, as the
 // agent learns a window, and simulates the setting in effect with it.
-func (c *deviceController) tryServers(reqs []trace.Request, k int) (serverFit, error) {
+func (c *Controller) tryServers(reqs []trace.Request, k int) (serverFit, error) {
 	m := c.model.Clone()
 	m.SetServers(k)
 	m.StartWindow()
 	var l windowLearner
 	l.observe(m.NewDisk(0), reqs)
-	opt := c.policy.Engine
-	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), c.current.Candidate
+	opt := c.Policy.Engine
+	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), c.Current.Candidate
 	// One candidate, the setting in effect, is simulated: only its
 	// response ratio is wanted, and a decision over it alone needs it as
 	// the default.
-	opt.Decide = decide.DefaultConfig(c.current.Candidate.Name())
-	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{c.current.Candidate}, opt)
+	opt.Decide = decide.DefaultConfig(c.Current.Candidate.Name())
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{c.Current.Candidate}, opt)
 	if err != nil {
 		return serverFit{}, fmt.Errorf("%s: servers: %w", c.name, err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"math"
@@ -38,7 +38,7 @@ func phaseWindow(seed uint64, n, tail int, fast, slow, start int64) []trace.Requ
 // time (120 µs a read), where the model's cells alone, holding the newest
 // samples, would put it near 400 µs.
 func TestWindowSimulatedWithTheWholeWindow(t *testing.T) {
-	c, err := newDeviceController("sdz", model.Default(model.SSD, 100*gib),
+	c, err := New("sdz", model.Default(model.SSD, 100*gib),
 		Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package agent
+package window
 
 // The device's read-ahead road (agent/readahead): each window's page-cache
 // counts and read totals go to the device's Road, whose decision becomes
@@ -33,16 +33,16 @@ const (
 // raWindow is the road's window: its page-cache counts, the read() pages'
 // scale when the window was sampled, and the service time of its
 // read-ahead requests (a direct reader's requests are no page's cost).
-func (c *deviceController) raWindow(in windowInput) readahead.Window {
+func (c *Controller) raWindow(in Input) readahead.Window {
 	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs,
 		AheadSectors: int64(c.win.aheadSectors), AheadRequests: c.win.aheadRequests, Latencies: c.win.ahead}
 }
 
 // stepReadAhead gives the window to the road (when the policy governs
 // read-ahead) and keeps its step in c.ra.
-func (c *deviceController) stepReadAhead(in windowInput) {
+func (c *Controller) stepReadAhead(in Input) {
 	c.ra, c.raHorizon = readahead.Step{}, in.Gate.MinDwell
-	if !c.policy.ReadAhead || c.current.ReadAheadKiB <= 0 {
+	if !c.Policy.ReadAhead || c.Current.ReadAheadKiB <= 0 {
 		return
 	}
 	s := c.raSettings(in.Gate)
@@ -53,7 +53,7 @@ func (c *deviceController) stepReadAhead(in windowInput) {
 
 // showRAVerification makes the road's last verification the device's
 // last one (lastVerify) when it is new.
-func (c *deviceController) showRAVerification() {
+func (c *Controller) showRAVerification() {
 	v := c.road.Last
 	if v == nil || v == c.raShown {
 		return
@@ -67,26 +67,26 @@ func (c *deviceController) showRAVerification() {
 // previous default, when it changed under it), the policy's bounds,
 // margin and tolerance, the model's costs, and the evidence's horizon,
 // the gate's minDwell.
-func (c *deviceController) raSettings(g Gate) readahead.Settings {
-	b := c.policy.Engine.ReadAhead
+func (c *Controller) raSettings(g Gate) readahead.Settings {
+	b := c.Policy.Engine.ReadAhead
 	streams := c.raStreams
 	return readahead.Settings{
-		CurrentKiB: c.current.ReadAheadKiB, OriginalKiB: c.originalRA, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
-		MarginPct: c.policy.Decide.MarginPct, LowWastePct: c.policy.ToleratedRegressionPct,
+		CurrentKiB: c.Current.ReadAheadKiB, OriginalKiB: c.originalRA, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
+		MarginPct: c.Policy.Decide.MarginPct, LowWastePct: c.Policy.ToleratedRegressionPct,
 		Seeks:   c.model.Class() == model.HDD && streams >= 2,
 		Model:   c.model,
-		Horizon: g.MinDwell, VerifyWindows: c.policy.VerifyWindows, Backoff: c.policy.Backoff,
-		PreviousKiB: c.previousRA, RestorePrevious: c.policy.RestorePreviousDefaults,
+		Horizon: g.MinDwell, VerifyWindows: c.Policy.VerifyWindows, Backoff: c.Policy.Backoff,
+		PreviousKiB: c.previousRA, RestorePrevious: c.Policy.RestorePreviousDefaults,
 	}
 }
 
 // readAheadTarget is the depth the window asks for, and the move it is:
 // the road's decision, unless a scheduler change is being verified (its
 // verification measures one change).
-func (c *deviceController) readAheadTarget() (int, raMove) {
+func (c *Controller) readAheadTarget() (int, raMove) {
 	d := c.ra.Decision
-	if !c.policy.ReadAhead || c.verify != nil || d.KiB == 0 || d.KiB == c.current.ReadAheadKiB {
-		return c.current.ReadAheadKiB, raNone
+	if !c.Policy.ReadAhead || c.verify != nil || d.KiB == 0 || d.KiB == c.Current.ReadAheadKiB {
+		return c.Current.ReadAheadKiB, raNone
 	}
 	if d.Reason == readahead.ReasonBounds {
 		return d.KiB, raBounds
@@ -97,23 +97,23 @@ func (c *deviceController) readAheadTarget() (int, raMove) {
 // raRevert is the action that reverts the last read-ahead change, when
 // the road's verification measured a regression (it passes every gate;
 // Observe mode makes no action).
-func (c *deviceController) raRevert(rep *WindowReport) bool {
-	if !c.ra.Revert || !c.policy.Apply {
+func (c *Controller) raRevert(rep *Report) bool {
+	if !c.ra.Revert || !c.Policy.Apply {
 		return false
 	}
-	prev := c.current
+	prev := c.Current
 	prev.ReadAheadKiB = c.ra.Decision.KiB
-	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.guard, Reason: c.ra.Message, ra: raReverted}
+	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.Memo.Guard, Reason: c.ra.Message, ra: raReverted}
 	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 	return true
 }
 
 // raReason is the reason text of a read-ahead change.
-func (c *deviceController) raReason() string {
+func (c *Controller) raReason() string {
 	ev := c.road.Evidence()
 	why := string(c.ra.Decision.Reason)
 	if c.ra.Decision.Reason == readahead.ReasonPreviousDefault {
-		why = fmt.Sprintf("%s, %d KiB, before the default changed to %d KiB, which is predicted slower", why, c.previousRA, c.current.ReadAheadKiB)
+		why = fmt.Sprintf("%s, %d KiB, before the default changed to %d KiB, which is predicted slower", why, c.previousRA, c.Current.ReadAheadKiB)
 	}
 	return fmt.Sprintf("read-ahead: %s (waste %.1f %% of %.0f pages resolved: random read-around %.0f, sequential %.0f)",
 		why, ev.WastePct(), ev.Resolved(), ev.Random.Resolved(), ev.Sequential.Resolved())
@@ -122,7 +122,7 @@ func (c *deviceController) raReason() string {
 // readAheadShare is the share of the window's read sectors the kernel
 // issued as read-ahead, percent, and the processes that issued
 // read-ahead among reqs (its newest requests): concurrent streams.
-func (c *deviceController) readAheadShare(reqs []trace.Request) (float64, int) {
+func (c *Controller) readAheadShare(reqs []trace.Request) (float64, int) {
 	var share float64
 	if c.win.readSectors > 0 {
 		share = 100 * float64(c.win.aheadSectors) / float64(c.win.readSectors)
@@ -136,23 +136,24 @@ func (c *deviceController) readAheadShare(reqs []trace.Request) (float64, int) {
 	return share, len(pids)
 }
 
-// logReadAhead logs, at verbosity 1, the window's read-ahead evidence and
-// the costs its decision compared.
-func (d *device) logReadAhead(log logr.Logger) {
-	st := d.ctrl.ra
-	if !d.ctrl.policy.ReadAhead || !log.V(1).Enabled() {
+// LogReadAhead logs to log, at verbosity 1, the last window's read-ahead
+// evidence on disk and the costs (ms of device time) its decision
+// compared; nothing when the policy does not govern read-ahead.
+func (c *Controller) LogReadAhead(log logr.Logger, disk string) {
+	st := c.ra
+	if !c.Policy.ReadAhead || !log.V(1).Enabled() {
 		return
 	}
-	mix, lat := d.ctrl.road.Evidence(), d.ctrl.road.Latencies()
+	mix, lat := c.road.Evidence(), c.road.Latencies()
 	costs := make([]string, 0, len(st.Decision.Costs))
-	for _, c := range st.Decision.Costs {
-		costs = append(costs, fmt.Sprintf("%d:%.3gms", c.KiB, c.Ns/1e6))
+	for _, k := range st.Decision.Costs {
+		costs = append(costs, fmt.Sprintf("%d:%.3gms", k.KiB, k.Ns/1e6))
 	}
-	log.V(1).Info("read-ahead", "disk", d.sys.Name, "current", d.ctrl.current.ReadAheadKiB, "decision", st.Decision.KiB,
+	log.V(1).Info("read-ahead", "disk", disk, "current", c.Current.ReadAheadKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
 		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)),
 		"rows", lat.String(), "windowRows", st.Latencies.String(),
-		"verifying", st.Verifying, "lastVerification", verificationText(d.ctrl.road.Last))
+		"verifying", st.Verifying, "lastVerification", verificationText(c.road.Last))
 }
 
 // verificationText is a read-ahead change's verification in a log line

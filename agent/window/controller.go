@@ -1,12 +1,15 @@
-package agent
-
-// The per-device controller: a deterministic state machine fed one window
-// at a time, with no I/O of its own, so that every rule is unit-tested.
-// A window's requests arrive in chunks (add); the window ends in one call
-// (endWindow), which learns what is left to learn, simulates, verifies the
-// last change and decides under the gate it is given. The device (device.go)
-// performs the action the controller asks for and, when the device did
-// change, tells it so (commit): nothing is decided and then undone.
+// Package window holds one device's controller (Controller): a
+// deterministic state machine fed one window at a time, with no I/O of
+// its own, so that every rule is unit-tested. A window's requests arrive
+// in chunks (Controller.Add); the window ends in one call
+// (Controller.EndWindow), which learns what is left to learn, simulates,
+// verifies the last change and decides under the gate it is given. The
+// device (package agent) performs the action the controller asks for and,
+// when the device did change, tells it so (Controller.Commit): nothing is
+// decided and then undone.
+//
+// Units: times in ns, sectors of 512 bytes, read-ahead in KiB.
+package window
 
 import (
 	"errors"
@@ -70,6 +73,24 @@ type Policy struct {
 	// ScreenRequests/MaxSimulated of a full evaluation per window.
 	ScreenRequests int
 }
+
+// MaxResponseRatio bounds how far the simulated mean response time of the
+// setting in effect may be from the measured one, either way, for the
+// window's predictions to be acted on (decide.ReasonNotReproduced).
+//
+// The model is checked request by request on service time (the model
+// error), but a decision compares queueing, which magnifies a wrong
+// device parallelism or a biased service time many times over. On the
+// decision benchmark (docs/runs/2026-12-03-history.md, "Predictions the
+// simulation could not reproduce"), every window that decided a scheduler
+// switch on a loop device had simulated `none` at 7.5 to 8,301 times its
+// measured mean response time (a model of one server for a device that
+// had up to 128 requests in flight), and there the queue that only the
+// simulation had let mq-deadline and bfq merge their way to predicted
+// gains of 5.9 to 91.5 %; verification had measured such a switch
+// 152.6 % slower. Within 2×, a prediction rests on a simulation that resembles
+// the device as it ran.
+const MaxResponseRatio = 2
 
 // RegressionBackoff is how long, by default, a switch whose verification
 // measured a regression is not retried (Policy.Backoff); while it lasts
@@ -164,9 +185,9 @@ func (g Gate) holdReadAhead() Hold {
 	return HoldNone
 }
 
-// hold returns why the gate holds a change back at now, given the time of
+// Hold returns why the gate holds a change back at now, given the time of
 // the device's last change (zero: never changed).
-func (g Gate) hold(lastChange, now time.Time) Hold {
+func (g Gate) Hold(lastChange, now time.Time) Hold {
 	switch {
 	case g.Paused:
 		return HoldPaused
@@ -194,7 +215,7 @@ const (
 )
 
 // Action is the controller's request to the agent. The controller's state
-// moves to it only when the agent reports it done (commit).
+// moves to it only when the agent reports it done (Commit).
 type Action struct {
 	Kind    ActionKind
 	Setting Setting
@@ -212,8 +233,8 @@ type Setting struct {
 	ReadAheadKiB int
 }
 
-// WindowReport is the outcome of one window on one device.
-type WindowReport struct {
+// Report is the outcome of one window on one device.
+type Report struct {
 	Device   string
 	Start    time.Time
 	Requests int
@@ -260,12 +281,12 @@ type WindowReport struct {
 	Target *Setting
 	Reason string
 	// Sampled: the window was traced for its last part only
-	// (windowInput.Sampled).
+	// (Input.Sampled).
 	Sampled bool
 }
 
-// windowInput is what ends a window besides its requests.
-type windowInput struct {
+// Input is what ends a window besides its requests.
+type Input struct {
 	Now  time.Time
 	Gate Gate
 	// Skip, when not empty, ends the window without evaluating it (say,
@@ -275,7 +296,7 @@ type windowInput struct {
 	// PageCache is what the page-cache probe counted of the device's
 	// files in the window (Measured false: no probe).
 	PageCache readahead.PageCache
-	// Sampled: the window was traced for its last part only (sampling.go).
+	// Sampled: the window was traced for its last part only (agent/sampling.go).
 	Sampled bool
 	// ReadScale is the window's length over its traced part when it was
 	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
@@ -291,12 +312,43 @@ type windowInput struct {
 	Caps model.Throttle
 }
 
-// deviceController is the per-device state carried between windows.
-type deviceController struct {
-	name   string
-	model  *model.Model
-	disk   *model.Disk // online-learning state: position, disk cache
-	policy Policy
+// Memo is the part of a controller's state that the device keeps in its
+// memo in the state directory (actuate.DeviceMemo), so that it holds
+// across restarts, and carries to a new controller of the same disk.
+type Memo struct {
+	// LastChange is the agent's last write of the device's scheduler in
+	// force (zero when the original is back): spec.rollout.minDwell holds
+	// the next switch until then + minDwell.
+	LastChange time.Time
+	// Guard is the thrash guard's state (DADS §4.2).
+	Guard decide.State
+	// Backoff maps a candidate name to the time before which a switch to
+	// it, which regressed, is not retried.
+	Backoff map[string]time.Time
+	// Corrections are the learned factors by which a candidate's measure
+	// is multiplied in the decision (engine.Options.Corrections), from
+	// verified switches (learnCorrection), by candidate name, within
+	// [CorrectionMin, CorrectionMax].
+	Corrections map[string]float64
+	// Counterfactual is the device's counterfactual error over its
+	// verified switches (agent/counterfactual).
+	Counterfactual counterfactual.Record
+}
+
+// Controller is one device's controller: the per-device state carried
+// between windows. It does no I/O; the device (package agent) feeds it
+// requests (Add), ends each window (EndWindow), performs the Action the
+// window's Report asks for and reports it done (Commit).
+type Controller struct {
+	name  string
+	model *model.Model
+	disk  *model.Disk // online-learning state: position, disk cache
+	// Policy is the device's policy; the device adjusts it between
+	// windows (the memory plan's MaxSimulated, the measured dispatch
+	// costs, a dm-cache's model).
+	Policy Policy
+	// Memo is what the device's memo keeps.
+	Memo Memo
 
 	// win holds the current window's requests; learner learns them as
 	// they arrive once online (the model calibrated when the window began).
@@ -316,12 +368,8 @@ type deviceController struct {
 	// off; cacheBefore empties it when the cache is on or another one.
 	cacheWarm engine.CacheWarm
 
-	current Setting
-	guard   decide.State
-	// lastChange is the agent's last write of the device's scheduler in
-	// force (zero when the original is back): spec.rollout.minDwell holds
-	// the next switch until then + minDwell.
-	lastChange time.Time
+	// Current is the setting the device has, as the controller knows it.
+	Current Setting
 	// originalSched is the device's scheduler before the agent.
 	originalSched string
 
@@ -333,18 +381,10 @@ type deviceController struct {
 	// biasKnown: bias was measured at least once (until then it is 1).
 	biasKnown bool
 
-	verify  *verification
-	backoff map[string]time.Time // candidate name → no retry before
-	// corrections are the learned factors by which a candidate's measure
-	// is multiplied in the decision (engine.Options.Corrections), from
-	// verified switches (learnCorrection); kept in the device's memo.
-	corrections map[string]float64
-	// counterfactual is the device's counterfactual error over its
-	// verified switches (agent/counterfactual), kept in its memo;
-	// cfHolding the part of it that holds this window's switch back
-	// (engine.Options.CounterfactualErrorPct).
-	counterfactual counterfactual.Record
-	cfHolding      float64
+	verify *verification
+	// cfHolding is the part of Memo.Counterfactual that holds this
+	// window's switch back (engine.Options.CounterfactualErrorPct).
+	cfHolding float64
 
 	// proposed is the switch target the last evaluated window decided
 	// ("": none; confirmSwitch).
@@ -397,7 +437,7 @@ type deviceController struct {
 	// explain, when set, is given every window whose simulation decided
 	// a scheduler switch, or predicted one it did not reproduce the window
 	// well enough to make (decide.ReasonNotReproduced): the time, the
-	// requests and the model simulated, and the report (Options.ExplainDir).
+	// requests and the model simulated, and the report (agent.Options.ExplainDir).
 	explain func(time.Time, []trace.Request, *model.Model, engine.Report)
 }
 
@@ -419,21 +459,27 @@ type verification struct {
 // errNoModel is returned when a controller is built without a model.
 var errNoModel = errors.New("agent: device controller needs a disk model")
 
-func newDeviceController(name string, m *model.Model, current Setting, p Policy) (*deviceController, error) {
+// New returns the controller of device name (a kernel name, "sda") with
+// the disk model m, which it learns and may replace (calibrate,
+// checkThrottle, fitServers), the device's setting now (current, also the
+// original the agent restores) and policy p, whose knobs left zero take
+// their defaults. The model counts as uncalibrated (see Learned). The only
+// error is a nil m.
+func New(name string, m *model.Model, current Setting, p Policy) (*Controller, error) {
 	if m == nil {
 		return nil, errNoModel
 	}
-	return &deviceController{
-		name: name, model: m, disk: m.NewDisk(0), policy: p.withKnobDefaults(),
-		current: current, bias: 1, backoff: map[string]time.Time{}, corrections: map[string]float64{},
+	return &Controller{
+		name: name, model: m, disk: m.NewDisk(0), Policy: p.withKnobDefaults(),
+		Current: current, bias: 1, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
 		originalRA: current.ReadAheadKiB, originalSched: current.Candidate.Scheduler,
 	}, nil
 }
 
-// add takes a chunk of the window's requests, in arrival order: it learns
+// Add takes a chunk of the window's requests, in arrival order: it learns
 // them at once when the window is online, and keeps the newest
 // Policy.MaxSimulated of the window.
-func (c *deviceController) add(chunk []trace.Request) {
+func (c *Controller) Add(chunk []trace.Request) {
 	if len(chunk) == 0 {
 		return
 	}
@@ -441,18 +487,20 @@ func (c *deviceController) add(chunk []trace.Request) {
 	if c.online {
 		c.learner.observe(c.disk, chunk)
 	}
-	c.win.retain(chunk, c.policy.MaxSimulated)
+	c.win.retain(chunk, c.Policy.MaxSimulated)
 }
 
-// skip counts n requests of the window that were dropped before they
-// could be learned (device.keepPending).
-func (c *deviceController) skip(n int) { c.win.unlearned += n }
+// Skip counts n requests of the window that were dropped before they
+// could be learned (the agent's device.keepPending bounds its memory).
+func (c *Controller) Skip(n int) { c.win.unlearned += n }
 
-// endWindow ends the window at in.Now: it learns what the window has not
+// EndWindow ends the window at in.Now: it learns what the window has not
 // learned yet (calibrating the model first, until that is done), then
 // evaluates and decides under in.Gate, unless in.Skip. The next window
-// starts empty.
-func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err error) {
+// starts empty. The error is the simulation's (engine.EvaluateRequests,
+// wrapped once with the device's name); the report is filled as far as
+// the window got.
+func (c *Controller) EndWindow(in Input) (rep Report, err error) {
 	defer c.nextWindow()
 	defer func() {
 		rep.Unlearned, rep.Sampled = c.win.unlearned, in.Sampled
@@ -463,7 +511,7 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 			c.learner.observe(c.disk, c.win.simulated())
 		}
 		c.learner.result()
-		rep = WindowReport{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}
+		rep = Report{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}
 		c.stepReadAhead(in)
 		c.decideReadAhead(&rep, in)
 		return rep, nil
@@ -490,7 +538,7 @@ func (c *deviceController) endWindow(in windowInput) (rep WindowReport, err erro
 // nextWindow empties the window; it is learned online once the model is
 // calibrated, and the model keeps what its cells learn in it
 // (model.StartWindow) for the window's simulation.
-func (c *deviceController) nextWindow() {
+func (c *Controller) nextWindow() {
 	c.win.reset()
 	c.online = c.calibrated
 	if c.online {
@@ -502,22 +550,22 @@ func (c *deviceController) nextWindow() {
 // and l.requests of them in all): reqs are its newest requests, at most
 // MaxSimulated, in arrival order. The read-ahead road takes every window;
 // one of fewer than MinRequests requests decides read-ahead alone.
-func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowInput) (WindowReport, error) {
-	rep := WindowReport{Device: c.name, Start: in.Now, Requests: l.requests}
+func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report, error) {
+	rep := Report{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
 	c.raShare, c.raStreams = c.readAheadShare(reqs)
 	c.stepReadAhead(in)
 	if in.Missed != "" {
 		// The read-ahead road's evidence is the page cache's over the
-		// whole window (sampling.go); the simulation's would be the
+		// whole window (agent/sampling.go); the simulation's would be the
 		// sample's alone.
 		rep.Skipped, rep.Reason = in.Missed, ReasonSampleMissed
 		c.decideReadAhead(&rep, in)
 		return rep, nil
 	}
-	if l.requests < c.policy.MinRequests {
-		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.policy.MinRequests)
+	if l.requests < c.Policy.MinRequests {
+		rep.Skipped = fmt.Sprintf("%d requests (fewer than %d)", l.requests, c.Policy.MinRequests)
 		c.decideReadAhead(&rep, in)
 		return rep, nil
 	}
@@ -525,18 +573,18 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 	// the whole window rather than of its last moments (model.WindowModel).
 	m := c.model.WindowModel()
 	c.narrow = c.verify == nil && c.alike.narrowed(in.Now)
-	c.cfHolding = c.counterfactual.Holding(in.Now, c.policy.Backoff, c.policy.Decide.MarginPct)
+	c.cfHolding = c.Memo.Counterfactual.Holding(in.Now, c.Policy.Backoff, c.Policy.Decide.MarginPct)
 	er, simReqs, screened, err := c.simulate(reqs, m)
 	if err != nil {
 		return rep, err
 	}
 	if !c.narrow {
-		c.alike.observe(er, c.policy.Engine.Rank, in.Now, in.Gate.MinDwell)
+		c.alike.observe(er, c.Policy.Engine.Rank, in.Now, in.Gate.MinDwell)
 	}
 	c.keepForExplain(in.Now, simReqs, m, er)
 	sliceReal := c.measured(simReqs)
 	rep.Report, rep.SimulatedRealNs, rep.Screened = &er, sliceReal, screened
-	if bs := c.policy.Engine.Cache.SegmentSectors; bs > 0 && c.dmCache {
+	if bs := c.Policy.Engine.Cache.SegmentSectors; bs > 0 && c.dmCache {
 		// Only a device with a dm-cache is judged on these
 		// (decide.CacheInput, on and off): the net service times are not
 		// worked out again for every other device and window.
@@ -549,7 +597,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 		return rep, nil
 	}
 	if c.verify == nil {
-		c.learnBias(sliceReal, c.simulatedTotal(er, c.current.Candidate.Name()))
+		c.learnBias(sliceReal, c.simulatedTotal(er, c.Current.Candidate.Name()))
 	}
 	c.decideWindow(&rep, er, in)
 	return rep, c.fitServers(simReqs, er)
@@ -558,7 +606,7 @@ func (c *deviceController) evaluate(reqs []trace.Request, l learned, in windowIn
 // keepForExplain gives the window to c.explain (when set) if its
 // simulation decided a scheduler switch, or predicted one it did not
 // reproduce the window well enough to make.
-func (c *deviceController) keepForExplain(now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) {
+func (c *Controller) keepForExplain(now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) {
 	if c.explain != nil && (er.Decision.Switch || er.Decision.Reason == decide.ReasonNotReproduced) {
 		c.explain(now, reqs, m, er)
 	}
@@ -569,7 +617,7 @@ func (c *deviceController) keepForExplain(now time.Time, reqs []trace.Request, m
 // a deep queue on a fast device can be many times the real one, and an
 // average started at 1 would scale the first verifications and
 // corrections by that error.
-func (c *deviceController) learnBias(realNs, simNs int64) {
+func (c *Controller) learnBias(realNs, simNs int64) {
 	if realNs <= 0 || simNs <= 0 {
 		return
 	}
@@ -581,19 +629,19 @@ func (c *deviceController) learnBias(realNs, simNs int64) {
 	c.bias, c.biasKnown = r, true
 }
 
-// unverified reports whether the device holds a change that is not
+// Unverified reports whether the device holds a change that is not
 // verified yet: being written, or under verification (a scheduler switch
 // or the read-ahead road's change).
-func (c *deviceController) unverified() bool {
+func (c *Controller) Unverified() bool {
 	return c.changing || c.verify != nil || c.road.Verifying()
 }
 
 // verifyWindow counts the window towards the verification of the last
 // change. When the verification ends in a regression it asks for the
 // revert (rep.Action) and reports true. The verification is kept until
-// the revert is done (commit), so a revert that could not be written is
+// the revert is done (Commit), so a revert that could not be written is
 // asked for again the next window.
-func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sliceReal int64, now time.Time) bool {
+func (c *Controller) verifyWindow(rep *Report, er engine.Report, sliceReal int64, now time.Time) bool {
 	v := c.verify
 	if v == nil {
 		return false
@@ -610,17 +658,17 @@ func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sli
 	c.learnCorrection(v)
 	c.lastVerify = &verificationResult{What: fmt.Sprintf("%s -> %s", v.previous.Candidate.Name(), v.target.Candidate.Name()),
 		BaselineNs: v.prevNs, PredictedNs: v.targetNs, MeasuredNs: float64(v.realNs), Unit: "ns", Outcome: "Verified"}
-	limit := v.prevNs * (1 + c.policy.ToleratedRegressionPct/100)
+	limit := v.prevNs * (1 + c.Policy.ToleratedRegressionPct/100)
 	if v.prevNs <= 0 || float64(v.realNs) <= limit {
 		c.verify = nil // verified
 		return false
 	}
 	c.lastVerify.Outcome = "Reverted"
-	c.backoff[v.target.Candidate.Name()] = now.Add(c.policy.Backoff)
+	c.Memo.Backoff[v.target.Candidate.Name()] = now.Add(c.Policy.Backoff)
 	rep.Action = Action{Kind: ActionRevert, Setting: v.previous, guard: er.Guard, Reason: fmt.Sprintf(
 		"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
 		float64(v.realNs)/1e6, v.prevNs/1e6, v.previous.Candidate.Name(),
-		100*(float64(v.realNs)/v.prevNs-1), c.policy.ToleratedRegressionPct)}
+		100*(float64(v.realNs)/v.prevNs-1), c.Policy.ToleratedRegressionPct)}
 	prev := v.previous
 	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 	return true
@@ -630,16 +678,16 @@ func (c *deviceController) verifyWindow(rep *WindowReport, er engine.Report, sli
 // (rep.Target) and, in Apply mode when the gate allows it, the action.
 //
 // A switch counts towards the thrash guard (DADS §4.2 counts changes)
-// only when it is made (commit): in Observe mode, or held back by the
+// only when it is made (Commit): in Observe mode, or held back by the
 // gate, the recommendation stays the best candidate instead of the
 // pinned default after a few windows.
-func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in windowInput) {
+func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 	d := er.Decision
 	if !d.Switch {
-		c.guard = er.Guard
+		c.Memo.Guard = er.Guard
 		c.proposed = ""
 	}
-	target := c.current
+	target := c.Current
 	rep.Reason = string(d.Reason)
 	if d.Reason == decide.ReasonNotReproduced || d.Reason == decide.ReasonCounterfactualError {
 		rep.Skipped = d.Message
@@ -654,7 +702,7 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		target.ReadAheadKiB = kib
 	}
 	if d.Switch {
-		if until, ok := c.backoff[d.Target]; ok && in.Now.Before(until) {
+		if until, ok := c.Memo.Backoff[d.Target]; ok && in.Now.Before(until) {
 			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
 			rep.Reason = ReasonRegressionBackoff
 		} else if c.confirmSwitch(d) {
@@ -665,28 +713,28 @@ func (c *deviceController) decideWindow(rep *WindowReport, er engine.Report, in 
 		}
 	}
 	rep.Target = &target
-	if !c.policy.Apply || sameSetting(target, c.current) {
+	if !c.Policy.Apply || SameSetting(target, c.Current) {
 		return
 	}
 	if move != raNone {
 		if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
+			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
 		}
 		return
 	}
-	if rep.Held = in.Gate.hold(c.lastChange, in.Now); rep.Held != HoldNone {
+	if rep.Held = in.Gate.Hold(c.Memo.LastChange, in.Now); rep.Held != HoldNone {
 		return
 	}
 	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
-		verify: &verification{previous: c.current, target: target, bias: c.bias, left: c.policy.VerifyWindows,
-			corrected: c.correctionOf(target) / c.correctionOf(c.current)}}
-	rep.Verifying = c.policy.VerifyWindows
+		verify: &verification{previous: c.Current, target: target, bias: c.bias, left: c.Policy.VerifyWindows,
+			corrected: c.correctionOf(target) / c.correctionOf(c.Current)}}
+	rep.Verifying = c.Policy.VerifyWindows
 }
 
 // decideReadAhead decides a window whose scheduler evaluation was skipped
 // (too few requests, or over the CPU budget): the read-ahead road's
 // revert or move alone.
-func (c *deviceController) decideReadAhead(rep *WindowReport, in windowInput) {
+func (c *Controller) decideReadAhead(rep *Report, in Input) {
 	if c.raRevert(rep) {
 		return
 	}
@@ -694,24 +742,24 @@ func (c *deviceController) decideReadAhead(rep *WindowReport, in windowInput) {
 	if move == raNone {
 		return
 	}
-	target := c.current
+	target := c.Current
 	target.ReadAheadKiB = kib
 	rep.Target, rep.Reason = &target, string(c.ra.Decision.Reason)
-	if !c.policy.Apply {
+	if !c.Policy.Apply {
 		return
 	}
 	if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.guard, ra: move}
+		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
 	}
 }
 
 // raHold is what holds back a move of read-ahead: a move the road decided
 // on its evidence, within the policy's bounds, is low risk
 // (Gate.holdReadAhead); a move to the policy's bounds is the policy's
-// change, rolled out as any other (Gate.hold: the grant, minDwell).
-func (c *deviceController) raHold(move raMove, in windowInput) Hold {
+// change, rolled out as any other (Gate.Hold: the grant, minDwell).
+func (c *Controller) raHold(move raMove, in Input) Hold {
 	if move == raBounds {
-		return in.Gate.hold(c.lastChange, in.Now)
+		return in.Gate.Hold(c.Memo.LastChange, in.Now)
 	}
 	return in.Gate.holdReadAhead()
 }
@@ -728,23 +776,23 @@ func (c *deviceController) raHold(move raMove, in windowInput) Hold {
 // remembers the window's target, whether or not a gate then holds the
 // switch back (Observe mode, no grant, minDwell): while consecutive
 // windows decide the same switch, it stays confirmed.
-func (c *deviceController) confirmSwitch(d decide.Decision) bool {
+func (c *Controller) confirmSwitch(d decide.Decision) bool {
 	confirmed := d.Reason != decide.ReasonBetter || c.proposed == d.Target
 	c.proposed = d.Target
 	return confirmed
 }
 
-// commit tells the controller that the device now has the setting of a
+// Commit tells the controller that the device now has the setting of a
 // (written at now): the action of the window just ended. A write of the
 // scheduler starts minDwell, unless it put the original back: a dwell
 // belongs to a setting in force.
-func (c *deviceController) commit(a Action, now time.Time) {
-	prev := c.current
-	c.current, c.guard = a.Setting, a.guard
+func (c *Controller) Commit(a Action, now time.Time) {
+	prev := c.Current
+	c.Current, c.Memo.Guard = a.Setting, a.guard
 	if a.Setting.Candidate.Name() != prev.Candidate.Name() {
-		c.lastChange = now
+		c.Memo.LastChange = now
 		if a.Kind == ActionRevert && a.Setting.Candidate.Scheduler == c.originalSched && len(a.Setting.Candidate.Tunables) == 0 {
-			c.lastChange = time.Time{}
+			c.Memo.LastChange = time.Time{}
 		}
 	}
 	c.proposed = "" // decided against the setting it replaced
@@ -765,14 +813,14 @@ func (c *deviceController) commit(a Action, now time.Time) {
 	c.showRAVerification()
 }
 
-// resync tells the controller that the device has setting s, which the
+// Resync tells the controller that the device has setting s, which the
 // agent did not write (another writer): the window goes on from it, and a
 // verification in progress is dropped (it measured another setting).
-func (c *deviceController) resync(s Setting) {
+func (c *Controller) Resync(s Setting) {
 	// The setting the agent had chosen counts as decided: a window that
 	// decides to take it back (Reclaim) needs no confirmation.
-	c.proposed = c.current.Candidate.Name()
-	c.current, c.verify = s, nil
+	c.proposed = c.Current.Candidate.Name()
+	c.Current, c.verify = s, nil
 	c.road.Forget()
 }
 
@@ -780,18 +828,18 @@ func (c *deviceController) resync(s Setting) {
 // order), screening first (Policy.ScreenRequests) unless a change is being
 // verified, with model m (a snapshot it only reads); it returns the
 // evaluation, the requests it covers and whether it was the screening pass.
-func (c *deviceController) simulate(reqs []trace.Request, m *model.Model) (engine.Report, []trace.Request, bool, error) {
+func (c *Controller) simulate(reqs []trace.Request, m *model.Model) (engine.Report, []trace.Request, bool, error) {
 	if c.narrow {
 		er, err := c.evaluateOver(reqs, m)
 		return er, reqs, false, err
 	}
-	if n := c.policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
+	if n := c.Policy.ScreenRequests; n > 0 && len(reqs) > n && c.verify == nil {
 		tail := reqs[len(reqs)-n:]
 		er, err := c.evaluateOver(tail, m)
 		if err != nil {
 			return er, nil, false, err
 		}
-		if engine.ScreenAccepts(er, c.policy.Decide.MarginPct) {
+		if engine.ScreenAccepts(er, c.Policy.Decide.MarginPct) {
 			return er, tail, true, nil
 		}
 	}
@@ -805,8 +853,8 @@ func (c *deviceController) simulate(reqs []trace.Request, m *model.Model) (engin
 // evaluateOver simulates reqs under every candidate with model m (which
 // it only reads) and decides, from the controller's current setting and
 // thrash-guard state (which it does not change).
-func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (engine.Report, error) {
-	opt := c.policy.Engine
+func (c *Controller) evaluateOver(reqs []trace.Request, m *model.Model) (engine.Report, error) {
+	opt := c.Policy.Engine
 	if opt.Parallel == 0 {
 		// The agent stays in the background: one candidate at a time, so
 		// an evaluation never takes more than one core (and allocates one
@@ -815,12 +863,12 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 	}
 	opt.Model = m
 	opt.CacheWarm = c.cacheWarm
-	opt.Corrections = c.corrections
+	opt.Corrections = c.Memo.Corrections
 	opt.CounterfactualErrorPct = c.cfHolding
-	opt.Current = c.current.Candidate
-	opt.Decide = c.policy.Decide
-	opt.Guard = c.guard
-	cands := c.policy.Candidates
+	opt.Current = c.Current.Candidate
+	opt.Decide = c.Policy.Decide
+	opt.Guard = c.Memo.Guard
+	cands := c.Policy.Candidates
 	if c.narrow {
 		cands = c.currentOnly()
 	}
@@ -841,8 +889,8 @@ func (c *deviceController) evaluateOver(reqs []trace.Request, m *model.Model) (e
 // the device served reqs, ns: their total service time, or the summed
 // response time of the requests an application waits for (engine.WaitsFor;
 // of all of them when none qualifies), as sim.Result.WaitNs counts it.
-func (c *deviceController) measured(reqs []trace.Request) int64 {
-	if c.policy.Engine.Rank != engine.RankWait {
+func (c *Controller) measured(reqs []trace.Request) int64 {
+	if c.Policy.Engine.Rank != engine.RankWait {
 		return measuredService(reqs)
 	}
 	var all, sync int64
@@ -876,7 +924,9 @@ func measuredService(reqs []trace.Request) int64 {
 	return n
 }
 
-func sameSetting(a, b Setting) bool {
+// SameSetting reports whether a and b are the same elevator with the same
+// tunables and the same read-ahead (KiB).
+func SameSetting(a, b Setting) bool {
 	return a.Candidate.Name() == b.Candidate.Name() && a.ReadAheadKiB == b.ReadAheadKiB
 }
 
@@ -884,10 +934,10 @@ func sameSetting(a, b Setting) bool {
 // rank, with its scheduler's dispatch factor, without learned
 // corrections: engine.Report.Predicted), ns; 0 when r has no such
 // candidate.
-func (c *deviceController) simulatedTotal(r engine.Report, name string) int64 {
+func (c *Controller) simulatedTotal(r engine.Report, name string) int64 {
 	for _, o := range r.Outcomes {
 		if o.Candidate.Name() == name {
-			return int64(r.Predicted(c.policy.Engine.Rank, o))
+			return int64(r.Predicted(c.Policy.Engine.Rank, o))
 		}
 	}
 	return 0

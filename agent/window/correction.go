@@ -1,4 +1,4 @@
-package agent
+package window
 
 // Learning from verification (issue 14 item 5): each verified scheduler
 // switch measures how far the model was off for the candidate it switched
@@ -42,22 +42,22 @@ type verificationResult struct {
 // learnCorrection updates the correction of v's target from the finished
 // verification v: measured ÷ predicted (the target's simulated measure ×
 // the bias the model had on the previous setting).
-func (c *deviceController) learnCorrection(v *verification) {
+func (c *Controller) learnCorrection(v *verification) {
 	if v.targetNs <= 0 || v.realNs <= 0 {
 		return
 	}
 	name := v.target.Candidate.Name()
 	r := float64(v.realNs) / v.targetNs
-	if old, ok := c.corrections[name]; ok && old > 0 {
+	if old, ok := c.Memo.Corrections[name]; ok && old > 0 {
 		r = math.Exp((1-CorrectionWeight)*math.Log(old) + CorrectionWeight*math.Log(r))
 	}
-	c.corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
+	c.Memo.Corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
 	c.memoDirty = true
 }
 
 // correctionOf is the learned correction of s's candidate (1: none).
-func (c *deviceController) correctionOf(s Setting) float64 {
-	if f, ok := c.corrections[s.Candidate.Name()]; ok && f > 0 {
+func (c *Controller) correctionOf(s Setting) float64 {
+	if f, ok := c.Memo.Corrections[s.Candidate.Name()]; ok && f > 0 {
 		return f
 	}
 	return 1
@@ -68,13 +68,13 @@ func (c *deviceController) correctionOf(s Setting) float64 {
 // (target over previous, corrected as the decision compared them)
 // against the measured one (the real measure over the previous
 // setting's simulated one × bias).
-func (c *deviceController) checkCounterfactual(v *verification, now time.Time) {
+func (c *Controller) checkCounterfactual(v *verification, now time.Time) {
 	corrected := v.corrected
 	if corrected <= 0 {
 		corrected = 1
 	}
 	if chk, ok := counterfactual.NewCheck(v.prevNs, v.targetNs*corrected, float64(v.realNs)); ok {
-		c.counterfactual.Add(chk, now, c.policy.Decide.MarginPct)
+		c.Memo.Counterfactual.Add(chk, now, c.Policy.Decide.MarginPct)
 		c.memoDirty = true
 	}
 }

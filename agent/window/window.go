@@ -1,4 +1,4 @@
-package agent
+package window
 
 // A device's window of requests: what a window keeps of its requests.
 //
@@ -35,7 +35,7 @@ type window struct {
 	keep []trace.Request
 	head int
 	// total counts the window's requests; unlearned those dropped before
-	// they reached it (deviceController.skip).
+	// they reached it (Controller.Skip).
 	total, unlearned int
 	// readSectors and aheadSectors are the sectors of the window's reads
 	// and of those the kernel issued as read-ahead (REQ_RAHEAD, which the

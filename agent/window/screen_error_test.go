@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"math"
@@ -33,7 +33,7 @@ func TestScreeningError(t *testing.T) {
 		}
 		pol := testPolicy(false)
 		pol.ScreenRequests = -1 // every window whole; the screen is computed beside it
-		c, err := newDeviceController("screen", model.Default(model.HDD, 1<<32), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, pol)
+		c, err := New("screen", model.Default(model.HDD, 1<<32), Setting{Candidate: engine.Candidate{Scheduler: "none"}}, pol)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestScreeningError(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			sl := win[max(len(win)-c.policy.MaxSimulated, 0):]
+			sl := win[max(len(win)-c.Policy.MaxSimulated, 0):]
 			if rep.Report == nil || len(sl) <= screen {
 				continue
 			}
@@ -61,7 +61,7 @@ func TestScreeningError(t *testing.T) {
 			full, part := rep.Report.Decision, sr.Decision
 			diff := part.BestImprovementPct - full.BestImprovementPct
 			worst = max(worst, math.Abs(diff))
-			stands := engine.ScreenAccepts(sr, c.policy.Decide.MarginPct)
+			stands := engine.ScreenAccepts(sr, c.Policy.Decide.MarginPct)
 			t.Logf("%s window %d (%d requests): whole slice %s %+.2f %%, screen %s %+.2f %% (%+.2f points), screen stands %v",
 				p, w, len(win), full.Best, full.BestImprovementPct, part.Best, part.BestImprovementPct, diff, stands)
 			if stands && full.Switch {

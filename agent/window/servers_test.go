@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"compress/gzip"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -48,7 +49,7 @@ func openWindow(seed uint64, n, k int, load float64, start int64) []trace.Reques
 		reqs = append(reqs, trace.Request{Arrival: arr, Dispatch: arr, Complete: done,
 			Sector: rng.Uint64N(90*gib) &^ 7, Sectors: sectors, Op: trace.Read, PID: 100, Think: trace.Unknown})
 	}
-	sortByArrival(reqs)
+	windowtest.SortByArrival(reqs)
 	return reqs
 }
 
@@ -80,8 +81,8 @@ func loadGzipModel(t *testing.T, path string) *model.Model {
 // the same requests as the next window are simulated within
 // MaxResponseRatio.
 func TestFitServersReproducesTheWindow(t *testing.T) {
-	reqs := readTrace(t, "native", "testdata/loop-ext4-window.st.gz")
-	m := loadGzipModel(t, "testdata/loop-ext4-window.model.json.gz")
+	reqs := readTrace(t, "native", "../testdata/loop-ext4-window.st.gz")
+	m := loadGzipModel(t, "../testdata/loop-ext4-window.model.json.gz")
 	if m.Servers() != 1 {
 		t.Fatalf("the kept model has k = %d, want 1", m.Servers())
 	}
@@ -89,7 +90,7 @@ func TestFitServersReproducesTheWindow(t *testing.T) {
 	pol := testPolicy(false)
 	pol.Decide = decide.DefaultConfig("mq-deadline")
 	pol.Decide.MaxResponseRatio = MaxResponseRatio // as policyFor sets it
-	c, err := newDeviceController("loop0", m, Setting{Candidate: engine.Candidate{Scheduler: "none"}}, pol)
+	c, err := New("loop0", m, Setting{Candidate: engine.Candidate{Scheduler: "none"}}, pol)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +133,7 @@ func TestFitServersLeavesAlone(t *testing.T) {
 		{"no gain waits on it", model.SSD, 20, decide.ReasonBelowMargin},
 		{"reproduced", model.SSD, 1.9, decide.ReasonAlreadyBest},
 	} {
-		c, err := newDeviceController("sdz", model.Default(tc.class, 100*gib),
+		c, err := New("sdz", model.Default(tc.class, 100*gib),
 			Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +154,7 @@ func TestFitServersLeavesAlone(t *testing.T) {
 // window does not hold off the deep one after it, and a deep window does
 // hold off the next as deep.
 func TestFitServersReach(t *testing.T) {
-	c, err := newDeviceController("loop0", model.Default(model.SSD, 100*gib),
+	c, err := New("loop0", model.Default(model.SSD, 100*gib),
 		Setting{Candidate: engine.Candidate{Scheduler: "none"}}, testPolicy(false))
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package agent
+package window
 
 import (
 	"errors"
@@ -46,11 +46,11 @@ func TestCalibrateByModelError(t *testing.T) {
 		// BytesPerSec: 131072000}) with `shadowtune trace record` while fio
 		// read 4 KiB at random at queue depths 1, 4 and 16: the first 16,000
 		// requests.
-		{"throttled virtio disk", "native", "testdata/virtio-throttled-3000iops.st.gz", model.SSD},
-		{"atlas10k", "disksim", "../testdata/traces/disksim/atlas10k.trace", model.HDD},
-		{"cheetah9LP", "disksim", "../testdata/traces/disksim/cheetah9LP.trace", model.HDD},
-		{"hp_c2247a", "disksim", "../testdata/traces/disksim/hp_c2247a.trace", model.HDD},
-		{"st41601n", "disksim", "../testdata/traces/disksim/st41601n.trace", model.HDD},
+		{"throttled virtio disk", "native", "../testdata/virtio-throttled-3000iops.st.gz", model.SSD},
+		{"atlas10k", "disksim", "../../testdata/traces/disksim/atlas10k.trace", model.HDD},
+		{"cheetah9LP", "disksim", "../../testdata/traces/disksim/cheetah9LP.trace", model.HDD},
+		{"hp_c2247a", "disksim", "../../testdata/traces/disksim/hp_c2247a.trace", model.HDD},
+		{"st41601n", "disksim", "../../testdata/traces/disksim/st41601n.trace", model.HDD},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reqs := readTrace(t, tc.format, tc.path)

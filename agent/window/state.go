@@ -1,0 +1,180 @@
+package window
+
+// What the device (package agent) reads and sets of its controller
+// between windows: for its status, metrics and memo, when its policy
+// changes (Carry), and what it found out about the device itself (its
+// original read-ahead, a dm-cache in front of it).
+
+import (
+	"maps"
+	"time"
+
+	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/internal/engine"
+	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/trace"
+)
+
+// Learned tells the controller that its model was learned before (loaded
+// from the state directory): it counts as calibrated, its first window is
+// learned online (the model's window starts now), and the window may be
+// sampled (SettleWindows), since any decision makes the next one whole.
+func (c *Controller) Learned() {
+	c.calibrated, c.online = true, true
+	c.model.StartWindow()
+	c.settled = SettleWindows
+}
+
+// Carry gives c what o learned about the same disk under a previous
+// policy: the model with its calibration (when the capacity is the same;
+// it reports whether it was carried), the regression back-off, the time
+// of the last change (for minDwell) and the read-ahead default before a
+// change under the device.
+func (c *Controller) Carry(o *Controller) bool {
+	carried := o.model.Config().CapacitySectors == c.model.Config().CapacitySectors
+	if carried {
+		c.model, c.disk = o.model, o.model.NewDisk(0)
+		c.calibrated, c.online, c.note = o.calibrated, o.calibrated, o.note
+	}
+	maps.Copy(c.Memo.Backoff, o.Memo.Backoff)
+	c.Memo.LastChange, c.previousRA = o.Memo.LastChange, o.previousRA
+	return carried
+}
+
+// Model is the device's model (replaced when calibration, a throttle or
+// the servers' fit re-model the device).
+func (c *Controller) Model() *model.Model { return c.model }
+
+// Note is what calibration, or a later re-modelling, found about the
+// device ("" when nothing), for the status.
+func (c *Controller) Note() string { return c.note }
+
+// Calibrated reports whether the model was calibrated on the device.
+func (c *Controller) Calibrated() bool { return c.calibrated }
+
+// Requests is the number of requests the current window has taken so far
+// (Add).
+func (c *Controller) Requests() int { return c.win.total }
+
+// Settled is the number of consecutive windows that left the device
+// settled (agent/sampling.go).
+func (c *Controller) Settled() int { return c.settled }
+
+// SetSettled sets that count (n windows).
+func (c *Controller) SetSettled(n int) { c.settled = n }
+
+// SampleNext reports whether the device's next window may be traced in
+// part: enabled says the agent samples, cache that the policy governs a
+// cache in front of the device.
+func (c *Controller) SampleNext(enabled, cache bool) bool {
+	return sampleNext(c.sampleInput(enabled, cache))
+}
+
+// SetExplain sets the function given every window whose simulation
+// decided a scheduler switch, or predicted one it did not reproduce the
+// window well enough to make: the window's end, its simulated requests,
+// the model they were simulated with, and the report (nil: none).
+func (c *Controller) SetExplain(fn func(time.Time, []trace.Request, *model.Model, engine.Report)) {
+	c.explain = fn
+}
+
+// SetOriginalReadAhead sets the device's read_ahead_kb (KiB) before the
+// agent, which the read-ahead road returns to.
+func (c *Controller) SetOriginalReadAhead(kib int) { c.originalRA = kib }
+
+// SetPreviousReadAhead sets the device's read_ahead_kb (KiB) before its
+// default changed under it (agent/sentinel); 0 when it did not.
+func (c *Controller) SetPreviousReadAhead(kib int) { c.previousRA = kib }
+
+// SetCache tells the controller whether a dm-cache is in front of the
+// device (present) and whether it is on (active). An active cache empties
+// the simulated cache's contents: the next time it is off, the
+// simulation starts afresh.
+func (c *Controller) SetCache(present, active bool) {
+	c.dmCache, c.cacheActive = present, present && active
+	if c.cacheActive {
+		c.cacheWarm = engine.CacheWarm{}
+	}
+}
+
+// ForgetCacheWarm empties the simulated cache's contents carried from
+// window to window (another dm-cache is in front of the device).
+func (c *Controller) ForgetCacheWarm() { c.cacheWarm = engine.CacheWarm{} }
+
+// ReadCosts are the mean read costs, ns, at the origin below a dm-cache
+// and at the cache's block size, of the last window evaluated with a
+// dm-cache in front (readCostNs); 0 before one.
+func (c *Controller) ReadCosts() (readNs, blockReadNs float64) { return c.readNs, c.blockReadNs }
+
+// Verifying reports whether a scheduler change is being verified.
+func (c *Controller) Verifying() bool { return c.verify != nil }
+
+// VerifyingWindows is the number of windows left to verify the last
+// scheduler change (0: none).
+func (c *Controller) VerifyingWindows() int {
+	if c.verify == nil {
+		return 0
+	}
+	return max(c.verify.left, 0)
+}
+
+// SetVerificationBias sets the real ÷ simulated ratio by which the
+// verification in progress scales its expectation of the previous
+// setting (nothing when none is in progress).
+func (c *Controller) SetVerificationBias(b float64) {
+	if c.verify != nil {
+		c.verify.bias = b
+	}
+}
+
+// SetChanging tells the controller that the device is being written with
+// a change that starts a verification (Unverified says so meanwhile).
+func (c *Controller) SetChanging(on bool) { c.changing = on }
+
+// MemoDue reports whether the device's memo is out of date: a correction
+// or a counterfactual check was learned, or Unverified changed, since
+// MemoWritten.
+func (c *Controller) MemoDue() bool { return c.memoDirty || c.memoUnverified != c.Unverified() }
+
+// MemoWritten tells the controller that the memo was written, with
+// unverified as its Unverified.
+func (c *Controller) MemoWritten(unverified bool) { c.memoDirty, c.memoUnverified = false, unverified }
+
+// NarrowedUntil is when the next full evaluation is due while the
+// windows simulate the current setting alone because every candidate
+// simulated alike (alike.go); false when the last window was not
+// narrowed.
+func (c *Controller) NarrowedUntil() (time.Time, bool) { return c.alike.until, c.narrow }
+
+// ReadAheadAdvice is the read_ahead_kb (KiB) the read-ahead road decided
+// in the last window; 0 when the policy does not govern read-ahead or the
+// road decided nothing.
+func (c *Controller) ReadAheadAdvice() int {
+	if !c.Policy.ReadAhead {
+		return 0
+	}
+	return c.ra.Decision.KiB
+}
+
+// ReadAheadEvidence is the read-ahead road's evidence of the last window.
+func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ra.Evidence }
+
+// CounterfactualHolding reports whether the counterfactual error held the
+// last window's switch back.
+func (c *Controller) CounterfactualHolding() bool { return c.cfHolding > 0 }
+
+// StartsVerification reports whether the action starts a verification
+// (a scheduler switch, or a change the read-ahead road decided).
+func (a Action) StartsVerification() bool { return a.verify != nil || a.ra == raDecided }
+
+// CacheActive reports whether a dm-cache in front of the device is on
+// (SetCache).
+func (c *Controller) CacheActive() bool { return c.cacheActive }
+
+// Simulated is the current window's newest requests, at most
+// Policy.MaxSimulated, in arrival order: what EndWindow simulates.
+func (c *Controller) Simulated() []trace.Request { return c.win.simulated() }
+
+// Unlearned is the number of the current window's requests dropped
+// before they could be learned (Skip).
+func (c *Controller) Unlearned() int { return c.win.unlearned }
