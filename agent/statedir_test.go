@@ -12,7 +12,7 @@ import (
 )
 
 // The reliability probe's findings on the agent's own state files (issue
-// 44, F4–F7): agent.run and models/DEV.json.
+// 44, F5 and F7): models/DEV.json.
 
 // within fails t when f has not returned after 5 s (a read blocked on a
 // FIFO); unblock, if set, is then called to let it go.
@@ -56,67 +56,6 @@ func assertUnchanged(t *testing.T, path, content string) {
 	if b, err := os.ReadFile(path); err != nil || string(b) != content {
 		t.Errorf("%s outside the state directory was changed: %q, %v", path, b, err)
 	}
-}
-
-// TestRunMarkerSymlinkTmp (F4): a symbolic link at STATE/agent.run.tmp
-// must not have its target overwritten by the run marker.
-func TestRunMarkerSymlinkTmp(t *testing.T) {
-	dir := t.TempDir()
-	victim, content := outsideFile(t)
-	if err := os.Symlink(victim, filepath.Join(dir, runMarkerName+".tmp")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := markRunning(dir, time.Unix(1000, 0)); err != nil {
-		t.Logf("markRunning: %v", err)
-	}
-	assertUnchanged(t, victim, content)
-	if err := markStopped(dir); err != nil {
-		t.Logf("markStopped: %v", err)
-	}
-	assertUnchanged(t, victim, content)
-}
-
-// TestRunMarkerSymlink (F4): a symbolic link at STATE/agent.run is neither
-// read nor written through.
-func TestRunMarkerSymlink(t *testing.T) {
-	dir := t.TempDir()
-	victim, content := outsideFile(t)
-	if err := os.Symlink(victim, filepath.Join(dir, runMarkerName)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := markRunning(dir, time.Unix(1000, 0)); err != nil {
-		t.Logf("markRunning: %v", err)
-	}
-	if err := markStopped(dir); err != nil {
-		t.Logf("markStopped: %v", err)
-	}
-	assertUnchanged(t, victim, content)
-}
-
-// TestRunMarkerFIFO (F7): a FIFO at STATE/agent.run must not block the
-// agent's start or stop (it hung there, ignoring SIGTERM).
-func TestRunMarkerFIFO(t *testing.T) {
-	dir := t.TempDir()
-	fifo := filepath.Join(dir, runMarkerName)
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	within(t, "markRunning on a FIFO", openFIFO(fifo), func() {
-		if _, err := markRunning(dir, time.Unix(1000, 0)); err != nil {
-			t.Logf("markRunning: %v", err)
-		}
-	})
-	if err := syscall.Mkfifo(fifo+"2", 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(fifo+"2", fifo); err != nil {
-		t.Fatal(err)
-	}
-	within(t, "markStopped on a FIFO", openFIFO(fifo), func() {
-		if err := markStopped(dir); err != nil {
-			t.Logf("markStopped: %v", err)
-		}
-	})
 }
 
 // TestModelsDirSymlink (F5): a symbolic link at STATE/models must not get a

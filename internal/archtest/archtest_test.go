@@ -32,6 +32,7 @@ const (
 	mainPkg      = module + "/cmd/shadowtune"
 	appPkg       = module + "/cmd/shadowtune/app"
 	agentPkg     = module + "/agent"
+	hostPkg      = module + "/agent/host"
 )
 
 // behindEngine are the simulator's packages, which the agent reaches only
@@ -97,6 +98,14 @@ func violations(pkgs []pkg) []string {
 		}
 		if b != mainPkg && b != appPkg && slices.ContainsFunc(p.imports, func(i string) bool { return plain(i) == appPkg }) {
 			out = append(out, fmt.Sprintf("%s imports %s: only %s may", p.path, appPkg, mainPkg))
+		}
+		if b == hostPkg {
+			for _, d := range p.deps {
+				if plain(d) == agentPkg {
+					out = append(out, fmt.Sprintf("%s depends on %s (%s): the host package is below the agent",
+						p.path, d, strings.Join(chain(all, p, d), " -> ")))
+				}
+			}
 		}
 		if p.path == agentPkg {
 			for _, i := range p.imports {
@@ -188,7 +197,7 @@ func list(t *testing.T) []pkg {
 func TestImportRules(t *testing.T) {
 	pkgs := list(t)
 	// The rules are not vacuous: the packages they are about are listed.
-	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster"} {
+	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", hostPkg} {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == want }) {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -252,6 +261,14 @@ func TestViolations(t *testing.T) {
 			{path: clus, imports: []string{module + "/internal/redcap"}},
 		}, []string{
 			agentPkg + " imports " + module + "/internal/sim: the agent reaches the simulator through internal/engine only",
+		}},
+		{"host above the agent", []pkg{
+			{path: agentPkg, imports: []string{hostPkg}, deps: []string{hostPkg, api}},
+			{path: hostPkg, imports: []string{module + "/internal/statefs"}, deps: []string{module + "/internal/statefs"}},
+			{path: hostPkg + "_test [" + hostPkg + ".test]", imports: []string{clus}, deps: []string{clus, agentPkg, hostPkg}},
+			{path: clus, imports: []string{agentPkg}, deps: []string{agentPkg, hostPkg}},
+		}, []string{
+			hostPkg + "_test [" + hostPkg + ".test] depends on " + agentPkg + " (" + hostPkg + "_test [" + hostPkg + ".test] -> " + clus + " -> " + agentPkg + "): the host package is below the agent",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
