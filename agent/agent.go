@@ -165,7 +165,7 @@ type Agent struct {
 	// of the declined attempts.
 	dispatchRetry time.Time
 	dispatchSaved schedcost.Costs
-	remeasure     measureFunc // measureAgain unless a test sets it
+	remeasure     schedcost.MeasureFunc // schedcost.MeasureAgain unless a test sets it
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pageCacheWatch
 	// caps reads the blk-throttle caps of the devices' readers, for the

@@ -32,7 +32,7 @@ func TestDispatchBackoff(t *testing.T) {
 	a := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
 	before := time.Now()
 	note := a.tryDispatch(context.Background(), schedcost.Costs{}, contended)
-	if !strings.HasPrefix(note, dispatchPriorNote) || !strings.Contains(note, "tried again after") {
+	if !strings.HasPrefix(note, schedcost.PriorNote) || !strings.Contains(note, "tried again after") {
 		t.Errorf("note %q", note)
 	}
 	if a.dispatch.PerRequestNs["bfq"] != schedcost.Prior(runtime.NumCPU()).PerRequestNs["bfq"] {
@@ -94,7 +94,7 @@ func TestDispatchBackoff(t *testing.T) {
 	if d := c.dispatchRetry.Sub(at); d < 9*time.Minute || d > 11*time.Minute {
 		t.Errorf("retry %v after the second attempt, want 10 min", d)
 	}
-	if len(c.st.Notes) != 1 || !strings.HasPrefix(c.st.Notes[0], dispatchPriorNote) {
+	if len(c.st.Notes) != 1 || !strings.HasPrefix(c.st.Notes[0], schedcost.PriorNote) {
 		t.Errorf("status notes after the second decline: %q", c.st.Notes)
 	}
 }
