@@ -30,6 +30,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/blkcaps"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
@@ -525,7 +526,7 @@ func (a *Agent) shutdown() error {
 		if d.status.Gone != "" {
 			continue
 		}
-		if err := saveModel(a.opt.StateDir, d); err != nil {
+		if err := modelfile.Save(a.opt.StateDir, d.sys, d.ctrl.model); err != nil {
 			a.opt.Log.Error(err, "save model", "device", d.sys.Name)
 		}
 	}

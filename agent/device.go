@@ -18,6 +18,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -115,7 +116,7 @@ type windowEnv struct {
 // candidates.
 func newDevice(s selected, stateDir string) (*device, error) {
 	sd := s.sys
-	m, loaded := loadModel(stateDir, sd)
+	m, loaded := modelfile.Load(stateDir, sd)
 	cur := Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
 	ctrl, err := newDeviceController(sd.Name, m, cur, policyFor(&s.policy.Spec, sd))
 	if err != nil {

@@ -1,4 +1,4 @@
-package agent
+package modelfile
 
 import (
 	"os"
@@ -40,24 +40,6 @@ func openFIFO(path string) func() {
 	}
 }
 
-// outsideFile is a file outside the state directory, with its content.
-func outsideFile(t *testing.T) (path, content string) {
-	t.Helper()
-	path = filepath.Join(t.TempDir(), "victim")
-	content = "not the agent's"
-	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path, content
-}
-
-func assertUnchanged(t *testing.T, path, content string) {
-	t.Helper()
-	if b, err := os.ReadFile(path); err != nil || string(b) != content {
-		t.Errorf("%s outside the state directory was changed: %q, %v", path, b, err)
-	}
-}
-
 // TestModelsDirSymlink (F5): a symbolic link at STATE/models must not get a
 // model written outside the state directory.
 func TestModelsDirSymlink(t *testing.T) {
@@ -66,9 +48,9 @@ func TestModelsDirSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	sd := sysfs.Device{Name: "loop3", SizeBytes: 64 << 20}
-	d := &device{sys: sd, ctrl: &deviceController{model: model.Default(sd.Class(), 64<<20/512)}}
-	if err := saveModel(dir, d); err == nil {
-		t.Errorf("saveModel through a symlinked models directory: no error")
+	m := model.Default(sd.Class(), 64<<20/512)
+	if err := Save(dir, sd, m); err == nil {
+		t.Errorf("Save through a symlinked models directory: no error")
 	}
 	if ents, _ := os.ReadDir(outside); len(ents) != 0 {
 		t.Errorf("a model was written outside the state directory: %v", ents)
@@ -82,7 +64,7 @@ func TestModelFileNotRegular(t *testing.T) {
 	sd := sysfs.Device{Name: "loop3", SizeBytes: 64 << 20}
 	for _, kind := range []string{"fifo", "zero"} {
 		dir := t.TempDir()
-		path := ModelPath(dir, sd)
+		path := Path(dir, sd)
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			t.Fatal(err)
 		}
@@ -101,8 +83,8 @@ func TestModelFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		within(t, "loadModel on a "+kind, unblock, func() {
-			if _, loaded := loadModel(dir, sd); loaded {
+		within(t, "Load on a "+kind, unblock, func() {
+			if _, loaded := Load(dir, sd); loaded {
 				t.Errorf("%s: a model was loaded", kind)
 			}
 		})
