@@ -28,7 +28,9 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/blkcaps"
+	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
@@ -95,7 +97,7 @@ type Options struct {
 	Ready func(error)
 	// MemoryLimit is the memory the agent may use, bytes (its cgroup's
 	// memory.max); 0 for none. Each device's window is simulated over as
-	// many requests as fit (planMemory), and the status notes say so when
+	// many requests as fit (host.PlanMemory), and the status notes say so when
 	// that is fewer than the default.
 	MemoryLimit int64
 	// Caches reads and switches dm-caches (the command passes package
@@ -165,7 +167,7 @@ type Agent struct {
 	// of the declined attempts.
 	dispatchRetry time.Time
 	dispatchSaved schedcost.Costs
-	remeasure     measureFunc // measureAgain unless a test sets it
+	remeasure     schedcost.MeasureFunc // schedcost.MeasureAgain unless a test sets it
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pageCacheWatch
 	// caps reads the blk-throttle caps of the devices' readers, for the
@@ -177,7 +179,7 @@ type Agent struct {
 	// probe could be loaded).
 	writers WriterWatcher
 	window  time.Duration
-	budget  *cpuBudget
+	budget  *host.CPUBudget
 	// paused are the devices whose tracing is paused now (sampling.go);
 	// noPause: the tracer cannot pause, and no window is sampled.
 	paused  []uint32
@@ -251,7 +253,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.notes = append(a.notes, recoveryNotes(act, a.opt.Log)...)
 	a.notes = append(a.notes, restoreUnverified(act, a.opt.Log)...)
 	now := time.Now()
-	unclean, err := markRunning(a.opt.StateDir, now)
+	unclean, err := host.MarkRunning(a.opt.StateDir, now)
 	if err != nil {
 		a.notes = append(a.notes, "an unclean end of this run will not be detected: "+err.Error())
 	}
@@ -323,7 +325,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.shutdown(); err != nil {
 		return err
 	}
-	if err := markStopped(a.opt.StateDir); err != nil {
+	if err := host.MarkStopped(a.opt.StateDir); err != nil {
 		a.opt.Log.Error(err, "remove the run marker")
 	}
 	return nil
@@ -351,7 +353,7 @@ func (a *Agent) initialPolicies() policySet {
 
 // loop runs the windows until ctx is done or the tracer fails.
 func (a *Agent) loop(ctx context.Context) error {
-	if err := background(); err != nil {
+	if err := host.Background(); err != nil {
 		a.opt.Log.Error(err, "lower the priority of the learning and evaluation thread")
 	}
 	arrived := make(chan struct{}, 1)
@@ -369,8 +371,8 @@ func (a *Agent) loop(ctx context.Context) error {
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
-	clk := windowClock{start: time.Now(), resume: resume, cpuMark: processCPU(), idle: idleMeter{path: "/proc/stat"}}
-	clk.idle.share()
+	clk := windowClock{start: time.Now(), resume: resume, cpuMark: host.ProcessCPU(), idle: host.NewIdleMeter(host.ProcStat)}
+	clk.idle.Share()
 	if clk.sampleAt = a.startSamples(clk.start); !clk.sampleAt.IsZero() {
 		resume.Reset(time.Until(clk.sampleAt))
 	}
@@ -419,7 +421,7 @@ type windowClock struct {
 	// their own. (The BPF programs run in the I/O's own context and are
 	// not counted.)
 	cpuMark time.Duration
-	idle    idleMeter
+	idle    host.IdleMeter
 }
 
 // endWindows ends every device's window at now, on the window ticker,
@@ -427,8 +429,8 @@ type windowClock struct {
 func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock) {
 	a.ingest()
 	stats := a.tr.Stats()
-	a.budget.refill(now.Sub(clk.start))
-	a.budget.spend(processCPU() - clk.cpuMark)
+	a.budget.Refill(now.Sub(clk.start))
+	a.budget.Spend(host.ProcessCPU() - clk.cpuMark)
 	a.windows(now, stats, stats.Dropped-clk.lastStats.Dropped)
 	if clk.sampleAt = a.startSamples(now); !clk.sampleAt.IsZero() {
 		clk.resume.Reset(time.Until(clk.sampleAt))
@@ -436,12 +438,12 @@ func (a *Agent) endWindows(ctx context.Context, now time.Time, clk *windowClock)
 	if err := a.act.Flush(); err != nil {
 		a.opt.Log.Error(err, "write the records of the devices' originals (retried every window)")
 	}
-	a.retryDispatch(ctx, now, clk.idle.share())
+	a.retryDispatch(ctx, now, clk.idle.Share())
 	if a.disksAppeared() {
 		a.requeue()
 	}
 	clk.lastStats = stats
-	clk.cpuMark = processCPU()
+	clk.cpuMark = host.ProcessCPU()
 	clk.start = now
 }
 
@@ -525,7 +527,7 @@ func (a *Agent) shutdown() error {
 		if d.status.Gone != "" {
 			continue
 		}
-		if err := saveModel(a.opt.StateDir, d); err != nil {
+		if err := modelfile.Save(a.opt.StateDir, d.sys, d.ctrl.Model()); err != nil {
 			a.opt.Log.Error(err, "save model", "device", d.sys.Name)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
@@ -78,7 +79,7 @@ func (a *Agent) configure(ps policySet) error {
 		a.others = others
 	}
 	a.window = minWindow(sel)
-	a.budget = newCPUBudget(a.window, cpuBudgetPct(sel))
+	a.budget = host.NewCPUBudget(a.window, cpuBudgetPct(sel))
 	a.trackPageCache()
 	a.provision(pols, ps.labels)
 	if a.tr != nil {
@@ -199,9 +200,9 @@ func (a *Agent) release(devs []*device) {
 }
 
 // fitMemory sizes every device's window to Options.MemoryLimit
-// (planMemory) and notes it in the status when it is below the default.
+// (host.PlanMemory) and notes it in the status when it is below the default.
 func (a *Agent) fitMemory(devs []*device) {
-	plan := planMemory(a.opt.MemoryLimit, len(devs))
+	plan := host.PlanMemory(a.opt.MemoryLimit, len(devs))
 	for _, d := range devs {
 		p := &d.ctrl.Policy
 		p.MaxSimulated = plan.MaxSimulated

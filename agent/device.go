@@ -16,7 +16,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
+	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -85,7 +87,7 @@ func (d *device) keepPending(r *trace.Request) {
 
 // windowEnv is what a device's window uses besides the device.
 type windowEnv struct {
-	budget  *cpuBudget
+	budget  *host.CPUBudget
 	act     *actuate.Actuator
 	metrics *metrics.Metrics
 	log     logr.Logger
@@ -115,7 +117,7 @@ type windowEnv struct {
 // candidates.
 func newDevice(s selected, stateDir string) (*device, error) {
 	sd := s.sys
-	m, loaded := loadModel(stateDir, sd)
+	m, loaded := modelfile.Load(stateDir, sd)
 	cur := window.Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
 	ctrl, err := window.New(sd.Name, m, cur, policyFor(&s.policy.Spec, sd))
 	if err != nil {
@@ -186,14 +188,14 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
 	in.Caps = e.caps[d.sys.MajorMinor]
-	if !e.budget.allow() {
+	if !e.budget.Allow() {
 		in.Skip = "over the CPU budget"
 	}
-	cpu0, t0 := processCPU(), time.Now()
+	cpu0, t0 := host.ProcessCPU(), time.Now()
 	rep, err := d.ctrl.EndWindow(in)
 	if in.Skip == "" {
-		wall, cpu := time.Since(t0), processCPU()-cpu0
-		e.budget.spend(cpu)
+		wall, cpu := time.Since(t0), host.ProcessCPU()-cpu0
+		e.budget.Spend(cpu)
 		if e.metrics != nil {
 			e.metrics.ObserveEvaluation(d.sys.Name, wall, cpu)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
+	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/window"
@@ -244,7 +245,7 @@ func (e *gateEnv) feed(t *testing.T, reqs []trace.Request) v1alpha1.DeviceState 
 	var mu sync.Mutex
 	e.d.pending = append(e.d.pending, reqs...)
 	e.d.ingest(&mu)
-	e.env.budget = newCPUBudget(time.Hour, 100)
+	e.env.budget = host.NewCPUBudget(time.Hour, 100)
 	e.d.window(time.Unix(1000, 0).Add(time.Duration(e.seq)*5*time.Second), e.env)
 	if e.d.status.Window.Error != "" {
 		t.Fatalf("window %d: %s", e.seq, e.d.status.Window.Error)
@@ -957,7 +958,7 @@ func TestOtherWriterBetweenCheckAndApply(t *testing.T) {
 	var mu sync.Mutex
 	e.d.pending = append(e.d.pending, windowtest.FIFOWindow(2, 2000, 4, 4, 10e9, 1)...)
 	e.d.ingest(&mu)
-	e.env.budget = newCPUBudget(time.Hour, 100)
+	e.env.budget = host.NewCPUBudget(time.Hour, 100)
 	e.d.window(time.Unix(1010, 0), e.env)
 	st := e.d.status
 	if !raced || !strings.Contains(st.Window.ApplyError, "changed by another writer") {

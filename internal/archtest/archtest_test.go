@@ -42,11 +42,12 @@ const (
 	agentPkg     = module + "/agent"
 	windowPkg    = module + "/agent/window"
 	readaheadPkg = module + "/agent/readahead"
+	hostPkg      = module + "/agent/host"
 )
 
 // belowAgent are the agent's layers below its root package, which must
 // not depend on it.
-var belowAgent = []string{windowPkg, readaheadPkg}
+var belowAgent = []string{windowPkg, readaheadPkg, hostPkg}
 
 // noIO are the packages through which code reaches files, processes, the
 // network or the devices; the device controller imports none of them.
@@ -234,7 +235,7 @@ func list(t *testing.T) []pkg {
 func TestImportRules(t *testing.T) {
 	pkgs := list(t)
 	// The rules are not vacuous: the packages they are about are listed.
-	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", windowPkg, readaheadPkg} {
+	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", windowPkg, readaheadPkg, hostPkg} {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == want }) {
 			t.Errorf("go list did not list %s", want)
 		}
@@ -323,6 +324,14 @@ func TestViolations(t *testing.T) {
 		}, []string{
 			windowPkg + " imports " + module + "/agent/sysfs: the device controller does no I/O",
 			windowPkg + " imports os: the device controller does no I/O",
+		}},
+		{"host above the agent", []pkg{
+			{path: agentPkg, imports: []string{hostPkg}, deps: []string{hostPkg, api}},
+			{path: hostPkg, imports: []string{module + "/internal/statefs"}, deps: []string{module + "/internal/statefs"}},
+			{path: hostPkg + "_test [" + hostPkg + ".test]", imports: []string{clus}, deps: []string{clus, agentPkg, hostPkg}},
+			{path: clus, imports: []string{agentPkg}, deps: []string{agentPkg, hostPkg}},
+		}, []string{
+			hostPkg + "_test [" + hostPkg + ".test] depends on " + agentPkg + " (" + hostPkg + "_test [" + hostPkg + ".test] -> " + clus + " -> " + agentPkg + "): a layer below the agent's root package must not depend on it",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

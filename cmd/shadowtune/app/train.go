@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/agent/train"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -134,8 +135,8 @@ func runTrain(parent context.Context, stdout, stderr io.Writer, f *trainFlags) e
 	if out == "" {
 		// Into the agent's state directory, as the agent writes there
 		// (package statefs: never through a symbolic link).
-		out = agent.ModelPath(f.stateDir, res.Device)
-		if err := statefs.WriteFile(f.stateDir, agent.ModelName(res.Device), 0o644, res.Model.Save); err != nil {
+		out = modelfile.Path(f.stateDir, res.Device)
+		if err := statefs.WriteFile(f.stateDir, modelfile.Name(res.Device), 0o644, res.Model.Save); err != nil {
 			return err
 		}
 	} else if _, err := writeAtomically(out, stdout, func(w io.Writer) (int64, error) {

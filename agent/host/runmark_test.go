@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"os"
@@ -15,13 +15,13 @@ import (
 func TestRunMarker(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Unix(1000, 0)
-	if unclean, err := markRunning(dir, now); err != nil || unclean {
+	if unclean, err := MarkRunning(dir, now); err != nil || unclean {
 		t.Fatalf("first run: unclean %v, %v", unclean, err)
 	}
-	if unclean, err := markRunning(dir, now); err != nil || unclean {
+	if unclean, err := MarkRunning(dir, now); err != nil || unclean {
 		t.Fatalf("this process again: unclean %v, %v", unclean, err)
 	}
-	if err := markStopped(dir); err != nil {
+	if err := MarkStopped(dir); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, runMarkerName)); !os.IsNotExist(err) {
@@ -36,14 +36,14 @@ func TestRunMarker(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, runMarkerName), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if unclean, err := markRunning(dir, now); err != nil || !unclean {
+	if unclean, err := MarkRunning(dir, now); err != nil || !unclean {
 		t.Fatalf("after a killed run: unclean %v, %v; want true", unclean, err)
 	}
 	// A marker that does not parse is an unclean end too.
 	if err := os.WriteFile(filepath.Join(dir, runMarkerName), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if unclean, _ := markRunning(dir, now); !unclean {
+	if unclean, _ := MarkRunning(dir, now); !unclean {
 		t.Fatal("a garbled marker is not taken for an unclean end")
 	}
 }

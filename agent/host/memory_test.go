@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"strings"
@@ -22,9 +22,9 @@ func TestPlanMemory(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := planMemory(tc.limit, tc.devices)
+			p := PlanMemory(tc.limit, tc.devices)
 			if p.MaxSimulated != tc.max || !strings.Contains(p.Note, tc.note) || (tc.note == "") != (p.Note == "") {
-				t.Errorf("planMemory(%d MiB, %d) = %+v, want MaxSimulated %d and a note with %q", tc.limit/mib, tc.devices, p, tc.max, tc.note)
+				t.Errorf("PlanMemory(%d MiB, %d) = %+v, want MaxSimulated %d and a note with %q", tc.limit/mib, tc.devices, p, tc.max, tc.note)
 			}
 		})
 	}

@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"bufio"
@@ -8,20 +8,31 @@ import (
 	"strings"
 )
 
-// idleMeter measures the share of the CPUs' time spent idle between two
+// ProcStat is the file of the kernel's CPU counters. It is read in the
+// agent's own /proc, not under the host-root prefix: its counters are the
+// node's in any PID namespace, and the host root need not hold /proc (the
+// chart mounts the node's /sys there).
+const ProcStat = "/proc/stat"
+
+// IdleMeter measures the share of the CPUs' time spent idle between two
 // reads of the kernel's CPU counters (the "cpu" line of /proc/stat:
 // user, nice, system, idle, iowait, irq, softirq, steal, in USER_HZ
 // ticks; guest time is already in user and nice). The counters are the
 // node's, in any PID namespace.
-type idleMeter struct {
+type IdleMeter struct {
 	path        string // /proc/stat, or a test's file
 	idle, total uint64
 	primed      bool
 }
 
-// share returns the idle share since the last call, in [0, 1], or -1 on
-// the first call and when the counters cannot be read or did not move.
-func (m *idleMeter) share() float64 {
+// NewIdleMeter returns a meter of the counters at path (ProcStat, or a
+// test's file); its first Share only primes it.
+func NewIdleMeter(path string) IdleMeter { return IdleMeter{path: path} }
+
+// Share returns the idle share of the CPU ticks since the last call, in
+// [0, 1], or -1 on the first call and when the counters cannot be read or
+// did not move (no error is returned: -1 is "unknown").
+func (m *IdleMeter) Share() float64 {
 	idle, total, err := readCPUTicks(m.path)
 	if err != nil {
 		m.primed = false

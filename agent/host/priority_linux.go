@@ -1,4 +1,4 @@
-package agent
+package host
 
 import (
 	"runtime"
@@ -12,13 +12,13 @@ import (
 // tenth), and use idle CPU as before.
 const backgroundNice = 10
 
-// background moves the calling goroutine, for the rest of its life, to an
+// Background moves the calling goroutine, for the rest of its life, to an
 // OS thread of its own at backgroundNice. Threads the Go runtime starts
 // meanwhile come from its template thread and keep their normal priority
 // (runtime.LockOSThread's contract), so the tracer's readers, which drain
 // the kernel's buffers, are not slowed. It returns the error of
-// setpriority(2), leaving the thread's priority as it was.
-func background() error {
+// setpriority(2) unwrapped, leaving the thread's priority as it was.
+func Background() error {
 	runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
 	return unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), backgroundNice)
 }

@@ -1,4 +1,4 @@
-package agent
+package modelfile
 
 import (
 	"testing"
@@ -6,7 +6,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 )
 
-func TestModelPath(t *testing.T) {
+func TestPath(t *testing.T) {
 	for _, c := range []struct {
 		sd   sysfs.Device
 		want string
@@ -15,8 +15,8 @@ func TestModelPath(t *testing.T) {
 		{sysfs.Device{Name: "sda", Serial: "WD-WX1234 56", WWN: "naa.5000"}, "/s/models/sda-WD-WX1234_56.json"},
 		{sysfs.Device{Name: "nvme0n1", WWN: "eui.002538b1/x"}, "/s/models/nvme0n1-eui_002538b1_x.json"},
 	} {
-		if got := ModelPath("/s", c.sd); got != c.want {
-			t.Errorf("ModelPath(%+v) = %s, want %s", c.sd, got, c.want)
+		if got := Path("/s", c.sd); got != c.want {
+			t.Errorf("Path(%+v) = %s, want %s", c.sd, got, c.want)
 		}
 	}
 }

@@ -1,22 +1,21 @@
-package agent
+package host
 
 // The agent's memory, bounded by its container's limit (issue 16 item 7):
 // the work of a window grows with the requests simulated per device
 // (Policy.MaxSimulated), so the agent sizes it to the memory limit it is
-// given instead of being OOM-killed under a busy node. Options.MemoryLimit
-// is the limit (the cgroup's memory.max, read by the command); the Go
-// runtime's soft limit is set from it by the command as well.
+// given instead of being OOM-killed under a busy node.
+// agent.Options.MemoryLimit is the limit (the cgroup's memory.max, read by
+// the command); the Go runtime's soft limit is set from it by the command
+// as well.
 
 import "fmt"
 
-// Measured memory of the agent (`make bench-agent-memory`; figures in
-// docs/performance.md, "Agent memory"): under the example policy's 13
-// candidates (tunables, every one also with REDCAP) and ~400,000 IOPS, the
-// Go heap's live size after a collection was 56 MiB at 16,384 simulated
-// requests, 120 MiB at 45,056 and 133 MiB at 65,536: 1.6–2.3 KiB per
-// simulated request, and about 24 MiB without any. To that come the eBPF
-// maps and ring buffer, charged to the agent's memory cgroup, and the
-// binary's resident pages.
+// The agent's memory is a base plus a part that grows with the requests
+// each device's window simulates. AgentBaseBytes and
+// BytesPerSimulatedRequest (bytes) are those two terms as `make bench-agent-memory` measures them
+// under the heaviest policy (docs/performance.md, "Agent memory"); the
+// eBPF maps and ring buffer, charged to the agent's memory cgroup, and the
+// binary's resident pages are in the base.
 const (
 	// AgentBaseBytes is the agent's memory with no device window: the
 	// base heap, the eBPF maps and ring buffer, the binary.
@@ -34,9 +33,9 @@ const (
 	maxSimulated = 65536
 )
 
-// memoryPlan is how many requests per window each device simulates under
+// MemoryPlan is how many requests per window each device simulates under
 // a memory limit.
-type memoryPlan struct {
+type MemoryPlan struct {
 	// MaxSimulated is the requests simulated per device window.
 	MaxSimulated int
 	// Note says what the plan did, for the status ("" when the default
@@ -44,25 +43,26 @@ type memoryPlan struct {
 	Note string
 }
 
-// planMemory sizes the windows of devices devices to limit bytes (0: no
-// limit): the default MaxSimulated when it fits, else the most that fits,
-// down to minSimulated; below that the note says the limit is too small.
-func planMemory(limit int64, devices int) memoryPlan {
+// PlanMemory sizes the windows of devices devices to limit bytes (0: no
+// limit): the default MaxSimulated (65536 requests) when it fits, else the
+// most that fits, down to 4096 requests; below that the note says the
+// limit is too small. It returns no error: the plan always has a size.
+func PlanMemory(limit int64, devices int) MemoryPlan {
 	if limit <= 0 || devices <= 0 {
-		return memoryPlan{MaxSimulated: maxSimulated}
+		return MemoryPlan{MaxSimulated: maxSimulated}
 	}
 	avail := int64(float64(limit)*memoryHeadroom) - AgentBaseBytes
 	per := avail / int64(devices) / BytesPerSimulatedRequest
 	switch {
 	case per >= maxSimulated:
-		return memoryPlan{MaxSimulated: maxSimulated}
+		return MemoryPlan{MaxSimulated: maxSimulated}
 	case per >= minSimulated:
-		return memoryPlan{MaxSimulated: int(per), Note: fmt.Sprintf(
+		return MemoryPlan{MaxSimulated: int(per), Note: fmt.Sprintf(
 			"memory limit %d MiB for %d device(s): each window is simulated over its newest %d requests (default %d)",
 			limit>>20, devices, per, maxSimulated)}
 	}
 	need := float64(AgentBaseBytes+int64(devices)*minSimulated*BytesPerSimulatedRequest) / memoryHeadroom
-	return memoryPlan{MaxSimulated: minSimulated, Note: fmt.Sprintf(
+	return MemoryPlan{MaxSimulated: minSimulated, Note: fmt.Sprintf(
 		"memory limit %d MiB is too small for %d device(s): at least %d MiB is needed; each window is simulated over its newest %d requests",
 		limit>>20, devices, int64(need)>>20, minSimulated)}
 }

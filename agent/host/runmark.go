@@ -1,4 +1,4 @@
-package agent
+package host
 
 // The run marker: STATEDIR/agent.run names the agent process that runs on
 // the state directory, and is removed at a clean shutdown. An agent that
@@ -21,6 +21,7 @@ import (
 	"github.com/shadowtune/shadowtune/internal/statefs"
 )
 
+// runMarkerName is the marker's file in the state directory.
 const runMarkerName = "agent.run"
 
 // runMarkerMax is the most a run marker may hold (bytes): a few dozen are
@@ -32,14 +33,14 @@ type runMarker struct {
 	StartedAt time.Time `json:"startedAt"`
 }
 
-// markRunning writes this process's run marker into stateDir and reports
+// MarkRunning writes this process's run marker into stateDir and reports
 // whether the marker it replaced named a process that is gone (an unclean
 // end of the previous run). A marker that is not a regular file (a
 // symbolic link, a FIFO) is not read and counts as unclean; it is
 // replaced, never written through (package statefs). A state directory it
 // cannot write is not an error (the agent runs without the marker): it
-// returns the write error for a note.
-func markRunning(stateDir string, now time.Time) (unclean bool, werr error) {
+// returns the write error, wrapped ("run marker: %w"), for a note.
+func MarkRunning(stateDir string, now time.Time) (unclean bool, werr error) {
 	b, err := statefs.ReadFile(stateDir, runMarkerName, runMarkerMax)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -67,10 +68,11 @@ func markRunning(stateDir string, now time.Time) (unclean bool, werr error) {
 	return unclean, nil
 }
 
-// markStopped removes this process's run marker (a clean shutdown). A
-// marker of another process is left; one that cannot be read as a regular
-// file is removed (it is not a run's).
-func markStopped(stateDir string) error {
+// MarkStopped removes this process's run marker in stateDir (a clean
+// shutdown). A marker of another process is left; one that cannot be read
+// as a regular file is removed (it is not a run's). It returns the removal
+// error, wrapped ("run marker: %w"); a marker already gone is no error.
+func MarkStopped(stateDir string) error {
 	b, err := statefs.ReadFile(stateDir, runMarkerName, runMarkerMax)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -85,7 +87,9 @@ func markStopped(stateDir string) error {
 	return nil
 }
 
-// alive reports whether process pid exists.
+// alive reports whether process pid exists in the agent's own PID
+// namespace: the marker names a pid of that namespace, so /proc is the
+// agent's, not one under the host-root prefix.
 func alive(pid int) bool {
 	_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid)))
 	return err == nil
