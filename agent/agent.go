@@ -28,6 +28,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/blkcaps"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
@@ -102,7 +103,7 @@ type Options struct {
 	// device behind a dm-cache whose policy has spec.cache.enabled then
 	// has the cache turned on and off (Apply mode) and restored with the
 	// device.
-	Caches CacheTool
+	Caches dmcache.Caches
 	// ExplainDir, when set, keeps the windows whose simulation decided a
 	// scheduler switch (made, awaiting confirmation or held back) or
 	// predicted one it did not reproduce the window well enough to make
