@@ -248,7 +248,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer act.Close()
 	a.act = act
 	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
-	a.notes = append(a.notes, recoveryNotes(act, a.opt.Log)...)
+	a.notes = append(a.notes, dmcache.RecoveryNotes(act, a.opt.Log)...)
 	a.notes = append(a.notes, restoreUnverified(act, a.opt.Log)...)
 	now := time.Now()
 	unclean, err := markRunning(a.opt.StateDir, now)
