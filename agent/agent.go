@@ -28,6 +28,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/blkcaps"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
@@ -105,7 +106,7 @@ type Options struct {
 	// device behind a dm-cache whose policy has spec.cache.enabled then
 	// has the cache turned on and off (Apply mode) and restored with the
 	// device.
-	Caches CacheTool
+	Caches dmcache.Caches
 	// ExplainDir, when set, keeps the windows whose simulation decided a
 	// scheduler switch (made, awaiting confirmation or held back) or
 	// predicted one it did not reproduce the window well enough to make
@@ -250,7 +251,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	defer act.Close()
 	a.act = act
 	a.notes = append(a.notes, actuatorNotes(act, a.opt.Log)...)
-	a.notes = append(a.notes, recoveryNotes(act, a.opt.Log)...)
+	a.notes = append(a.notes, dmcache.RecoveryNotes(act, a.opt.Log)...)
 	a.notes = append(a.notes, restoreUnverified(act, a.opt.Log)...)
 	now := time.Now()
 	unclean, err := host.MarkRunning(a.opt.StateDir, now)

@@ -14,15 +14,13 @@ package agent
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/window"
@@ -32,33 +30,10 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// CacheInfo is what the agent reads of a dm-cache (`dmsetup table` and
-// `dmsetup status`, Documentation/admin-guide/device-mapper/cache.rst).
-type CacheInfo struct {
-	// Name is the device-mapper name; Origin the origin's "MAJOR:MINOR".
-	Name, Origin string
-	// BlockSectors is the cache block size, TotalBlocks the capacity in
-	// blocks (sectors of 512 B); OriginSectors the table's length, the
-	// origin's size smq sizes its hotspots by (sectors).
-	BlockSectors, TotalBlocks, OriginSectors uint64
-	// Mode is writethrough, passthrough or writeback.
-	Mode string
-	// Cumulative counters since the table was loaded.
-	ReadHits, ReadMisses, Promotions, Dirty uint64
-}
-
-// CacheTool reads and switches dm-caches: package dmcache's tool, adapted
-// by the command. Info's error for a device-mapper device that is not a
-// cache is not an error of the agent: the device is not governed.
-type CacheTool interface {
-	actuate.CacheModes
-	Info(name string) (CacheInfo, error)
-}
-
 // governedCache is the agent's state of one dm-cache.
 type governedCache struct {
-	dmDev      string    // the cache device's kernel name, dm-N
-	info, prev CacheInfo // at this window's end and the previous one's
+	dmDev      string            // the cache device's kernel name, dm-N
+	info, prev dmcache.CacheInfo // at this window's end and the previous one's
 	havePrev   bool
 	dec        decide.CacheDecision
 	hitPct     float64 // the window's read hits, percent; -1: no reads
@@ -98,80 +73,15 @@ func firstWord(s string) string {
 	return w
 }
 
-// maxStack is how many device-mapper layers findCache climbs above the
-// governed disk to reach a cache: an LVM cached LV's origin is not the
-// PV but its "_corig" sub-LV, a dm-linear device on the PV, whose holder
-// is the cache (vg-lv, origin = the _corig's MAJOR:MINOR).
-const maxStack = 3
-
-// findCache returns the dm-cache whose origin is the device dev (its
-// holder under HOSTROOT/sys/block/DEV/holders), or whose origin is a
-// device-mapper device stacked on dev alone (its only slave, up to
-// maxStack layers: an LVM cached LV's _corig), and the cache's dm-N.
-// Through a stacked origin the disk may carry other devices' requests
-// too (other LVs of the PV): the agent traces and simulates the disk's
-// whole stream.
-func findCache(hostRoot, dev, majorMinor string, tool CacheTool) (CacheInfo, string, bool) {
-	root := hostRoot
-	if root == "" {
-		root = "/"
-	}
-	return findCacheAbove(root, dev, majorMinor, tool, 0)
-}
-
-func findCacheAbove(root, dev, majorMinor string, tool CacheTool, depth int) (CacheInfo, string, bool) {
-	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dev, "holders"))
-	if err != nil {
-		return CacheInfo{}, "", false
-	}
-	var stacked []string // holders that are not caches, on dev alone
-	for _, e := range ents {
-		if !strings.HasPrefix(e.Name(), "dm-") {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(root, "sys", "block", e.Name(), "dm", "name"))
-		if err != nil {
-			continue
-		}
-		info, err := tool.Info(strings.TrimSpace(string(b)))
-		if err == nil {
-			if info.Origin == majorMinor {
-				return info, e.Name(), true
-			}
-			continue // a cache whose origin is another device (dev is its cache or metadata device)
-		}
-		if depth < maxStack && onlySlave(root, e.Name(), dev) {
-			stacked = append(stacked, e.Name())
-		}
-	}
-	for _, h := range stacked {
-		mm, err := os.ReadFile(filepath.Join(root, "sys", "block", h, "dev"))
-		if err != nil {
-			continue
-		}
-		if info, dm, ok := findCacheAbove(root, h, strings.TrimSpace(string(mm)), tool, depth+1); ok {
-			return info, dm, true
-		}
-	}
-	return CacheInfo{}, "", false
-}
-
-// onlySlave reports whether the device-mapper device dm maps onto dev
-// alone (HOSTROOT/sys/block/DM/slaves lists only dev).
-func onlySlave(root, dm, dev string) bool {
-	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dm, "slaves"))
-	return err == nil && len(ents) == 1 && ents[0].Name() == dev
-}
-
 // cacheBefore finds or refreshes the device's dm-cache before its window
 // is evaluated, and tells the controller whether it is on: an active
 // cache's window is judged without cached candidates.
 func (d *device) cacheBefore(e *windowEnv) {
-	var info CacheInfo
+	var info dmcache.CacheInfo
 	var dm string
 	ok := false
 	if e.caches != nil && d.policy.Spec.Cache.Enabled {
-		info, dm, ok = findCache(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
+		info, dm, ok = dmcache.Find(e.hostRoot, d.sys.Name, d.sys.MajorMinor, e.caches)
 	}
 	if !ok {
 		if d.cache != nil && e.metrics != nil {
@@ -379,10 +289,10 @@ func (d *device) showCache() {
 // (engine.SMQ, its hotspots sized by the cache's origin, or by the device
 // when the table gives no length), filled from empty over one window
 // (engine.Options.CacheFill) as the real cache fills after a switch, each
-// hit charged the cache device's measured read time (probeCacheRead) on
+// hit charged the cache device's measured read time (dmcache.ProbeRead) on
 // one of the engine's CPUs. When the probe fails the failure is logged
 // and the hits keep the default RAM copy cost.
-func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
+func (d *device) setDMCacheModel(info dmcache.CacheInfo, dm string, e *windowEnv) {
 	cfg := &d.ctrl.Policy.Engine.Cache
 	origin := info.OriginSectors
 	if origin == 0 {
@@ -390,7 +300,7 @@ func (d *device) setDMCacheModel(info CacheInfo, dm string, e *windowEnv) {
 	}
 	*cfg = engine.SMQ(info.TotalBlocks, uint32(info.BlockSectors), origin)
 	d.ctrl.Policy.Engine.CacheFill = true
-	dev, ns, err := probeCacheRead(e.hostRoot, dm, info.Origin)
+	dev, ns, err := dmcache.ProbeRead(e.hostRoot, dm, info.Origin)
 	if err != nil {
 		e.log.Info("cache read time not measured", "device", d.sys.Name, "cache", info.Name, "error", err.Error())
 		return

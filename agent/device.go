@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
@@ -107,7 +108,7 @@ type windowEnv struct {
 	readScale float64
 	// caches reads and switches dm-caches below hostRoot; nil: none are
 	// governed.
-	caches   CacheTool
+	caches   dmcache.Caches
 	hostRoot string
 }
 

@@ -48,6 +48,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/api/scheme"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -158,7 +159,7 @@ type Options struct {
 	// FollowOpenFiles is agent.Options.FollowOpenFiles.
 	FollowOpenFiles bool
 	// Caches is agent.Options.Caches (nil: no dm-cache is governed).
-	Caches agent.CacheTool
+	Caches dmcache.Caches
 	// Metrics, when non-nil, receives every window's figures (register it
 	// in controller-runtime's metrics.Registry to serve it on the
 	// manager's metrics endpoint).

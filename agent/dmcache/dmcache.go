@@ -5,6 +5,12 @@
 // itself. With Tool.Root set it runs the programs of another root file
 // system (the host's, mounted in the agent's container), chrooted into it.
 //
+// For the node agent it also finds the dm-cache in front of a disk
+// through sysfs (Find), measures what a read served by the cache costs
+// (ProbeRead), adapts Tool to the agent and its actuator with bounded
+// calls (Governor), and plans and makes the caches spec.cache.provision
+// asks for (Wanted, Plan, Provision).
+//
 // The table and status formats are those of the kernel's dm-cache target,
 // Documentation/admin-guide/device-mapper/cache.rst. Every length and
 // block size in this package is in 512-byte sectors, as in that document;

@@ -104,7 +104,7 @@ func TestSMQCalibration(t *testing.T) {
 		t.Fatalf("the guest's traces: %v", err)
 	}
 	// The agent charges each hit the cache device's read time, on one
-	// CPU each (agent.probeCacheRead); the guest has 2.
+	// CPU each (dmcache.ProbeRead); the guest has 2.
 	us, err := strconv.ParseFloat(fields(t, r.Output, "hit-probe-us")[0], 64)
 	if err != nil {
 		t.Fatalf("the cache device's read time: %v", err)

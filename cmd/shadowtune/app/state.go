@@ -13,6 +13,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent"
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 )
@@ -163,8 +164,8 @@ const hostToolsRootUsage = "run the host's own dmsetup and lvm chrooted into thi
 // and lvm from PATH, or the host's, chrooted into hostToolsRoot when it
 // is not "". It is nil when dmsetup is not installed (logged at level 1)
 // or not found in hostToolsRoot (logged at level 0: it was asked for).
-func cacheTool(log logr.Logger, hostToolsRoot string) agent.CacheTool {
-	t, err := agent.NewDMCacheTool(hostToolsRoot)
+func cacheTool(log logr.Logger, hostToolsRoot string) dmcache.Caches {
+	t, err := dmcache.NewGovernor(hostToolsRoot)
 	if err != nil {
 		if hostToolsRoot != "" {
 			log.Info(err.Error())

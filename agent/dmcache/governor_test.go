@@ -1,4 +1,4 @@
-package agent
+package dmcache
 
 import (
 	"errors"
@@ -9,12 +9,12 @@ import (
 	"testing"
 )
 
-// TestNewDMCacheToolHostRoot: with a host tools root the tool runs the
-// tools found in it (dmcache.Tool.Root, the root made absolute); a root
+// TestNewGovernorHostRoot: with a host tools root the tool runs the
+// tools found in it (Tool.Root, the root made absolute); a root
 // without dmsetup gives no tool and says where dmsetup was looked for.
-func TestNewDMCacheToolHostRoot(t *testing.T) {
+func TestNewGovernorHostRoot(t *testing.T) {
 	root := t.TempDir()
-	ct, err := NewDMCacheTool(root)
+	ct, err := NewGovernor(root)
 	if ct != nil || !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), root) ||
 		!strings.HasPrefix(err.Error(), "no dm-cache governance: ") {
 		t.Fatalf("root without dmsetup: tool %v, error %v; want none, fs.ErrNotExist naming the root", ct, err)
@@ -27,12 +27,12 @@ func TestNewDMCacheToolHostRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(filepath.Dir(root))
-	ct, err = NewDMCacheTool(filepath.Base(root))
+	ct, err = NewGovernor(filepath.Base(root))
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, ok := ct.(DMCacheTool)
+	d, ok := ct.(Governor)
 	if !ok || d.Tool == nil || d.Tool.Root != root || d.Tool.DMSetup != "" || d.Tool.LVM != "" {
-		t.Errorf("tool %+v, want a DMCacheTool with Root %s and the tools by name", ct, root)
+		t.Errorf("tool %+v, want a Governor with Root %s and the tools by name", ct, root)
 	}
 }

@@ -1,6 +1,6 @@
-package agent
+package dmcache
 
-// The agent's CacheTool over package dmcache (dmsetup, lvchange).
+// The agent's Caches over Tool (dmsetup, lvchange).
 
 import (
 	"context"
@@ -11,40 +11,43 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
-	"github.com/shadowtune/shadowtune/agent/dmcache"
 )
 
-// DMCacheTool is CacheTool over dmcache.Tool, each call bounded by
-// Timeout (10 s when zero).
-type DMCacheTool struct {
-	Tool    *dmcache.Tool
+// Governor is Caches (and actuate.CacheVolumes) over Tool for the agent:
+// each dm-cache call bounded by Timeout (10 s when zero), each LVM call
+// by lvmTimeout. A device-mapper device, VG or LV that does not exist is
+// an error wrapping actuate.ErrDeviceGone (and ErrNotFound).
+type Governor struct {
+	Tool    *Tool
 	Timeout time.Duration
 }
 
-// NewDMCacheTool returns a DMCacheTool when dmsetup is installed, else nil
-// and the reason. With hostToolsRoot "" it runs dmsetup and lvm from
+// NewGovernor returns a Governor when dmsetup is installed, else nil and
+// the reason. With hostToolsRoot "" it runs dmsetup and lvm from
 // PATH. Else hostToolsRoot is where the host's root file system is
 // mounted (e.g. /host in the agent's container): the tool runs the host's
-// own dmsetup and lvm chrooted into it (dmcache.Tool.Root), and dmsetup
-// must be found there (dmcache.LookPathIn).
-func NewDMCacheTool(hostToolsRoot string) (CacheTool, error) {
+// own dmsetup and lvm chrooted into it (Tool.Root), and dmsetup
+// must be found there (LookPathIn). The error, "no dm-cache governance:
+// ...", wraps exec.LookPath's or LookPathIn's (fs.ErrNotExist when the
+// root has no dmsetup).
+func NewGovernor(hostToolsRoot string) (Caches, error) {
 	if hostToolsRoot == "" {
 		if _, err := exec.LookPath("dmsetup"); err != nil {
 			return nil, fmt.Errorf("no dm-cache governance: %w", err)
 		}
-		return DMCacheTool{Tool: &dmcache.Tool{}}, nil
+		return Governor{Tool: &Tool{}}, nil
 	}
 	root, err := filepath.Abs(hostToolsRoot)
 	if err != nil {
 		return nil, fmt.Errorf("no dm-cache governance: host tools root: %w", err)
 	}
-	if _, err := dmcache.LookPathIn(root, "dmsetup"); err != nil {
+	if _, err := LookPathIn(root, "dmsetup"); err != nil {
 		return nil, fmt.Errorf("no dm-cache governance: %w", err)
 	}
-	return DMCacheTool{Tool: &dmcache.Tool{Root: root}}, nil
+	return Governor{Tool: &Tool{Root: root}}, nil
 }
 
-func (d DMCacheTool) ctx() (context.Context, context.CancelFunc) {
+func (d Governor) ctx() (context.Context, context.CancelFunc) {
 	t := d.Timeout
 	if t <= 0 {
 		t = 10 * time.Second
@@ -57,24 +60,24 @@ func (d DMCacheTool) ctx() (context.Context, context.CancelFunc) {
 // switch). Only Mode heals: the actuator calls it for the caches it
 // recorded (at Open, before a switch, at revert), never for another's
 // device that may be suspended on purpose.
-func (d DMCacheTool) get(name string, heal bool) (dmcache.Device, error) {
+func (d Governor) get(name string, heal bool) (Device, error) {
 	ctx, cancel := d.ctx()
 	defer cancel()
 	if heal {
-		if _, err := d.Tool.ResumeSuspended(ctx, name); err != nil && !errors.Is(err, dmcache.ErrNotFound) {
-			return dmcache.Device{}, err
+		if _, err := d.Tool.ResumeSuspended(ctx, name); err != nil && !errors.Is(err, ErrNotFound) {
+			return Device{}, err
 		}
 	}
 	dev, err := d.Tool.Get(ctx, name)
-	if errors.Is(err, dmcache.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return dev, fmt.Errorf("%w: %w", actuate.ErrDeviceGone, err)
 	}
 	return dev, err
 }
 
 // Info returns the cache's table and status; a device-mapper device that
-// is not one cache target is an error (dmcache.ErrNotCache).
-func (d DMCacheTool) Info(name string) (CacheInfo, error) {
+// is not one cache target is an error (ErrNotCache).
+func (d Governor) Info(name string) (CacheInfo, error) {
 	dev, err := d.get(name, false)
 	if err != nil {
 		return CacheInfo{}, err
@@ -86,7 +89,7 @@ func (d DMCacheTool) Info(name string) (CacheInfo, error) {
 
 // Mode returns the cache's mode and dirty blocks, after resuming it if it
 // was left suspended.
-func (d DMCacheTool) Mode(name string) (string, uint64, error) {
+func (d Governor) Mode(name string) (string, uint64, error) {
 	dev, err := d.get(name, true)
 	if err != nil {
 		return "", 0, err
@@ -94,15 +97,15 @@ func (d DMCacheTool) Mode(name string) (string, uint64, error) {
 	return string(dev.Status.Mode), dev.Status.Dirty, nil
 }
 
-// SetMode switches the cache online (dmcache.Tool.SetMode).
-func (d DMCacheTool) SetMode(name, mode string) error {
+// SetMode switches the cache online (Tool.SetMode).
+func (d Governor) SetMode(name, mode string) error {
 	ctx, cancel := d.ctx()
 	defer cancel()
-	return d.Tool.SetMode(ctx, name, dmcache.Mode(mode))
+	return d.Tool.SetMode(ctx, name, Mode(mode))
 }
 
-// The LVM side: DMCacheTool is also actuate.CacheVolumes over
-// dmcache.Tool's provisioning (lvmcache(7)), each call bounded by
+// The LVM side: Governor is also actuate.CacheVolumes over
+// Tool's provisioning (lvmcache(7)), each call bounded by
 // lvmTimeout: an attach or a detach runs several lvm commands.
 
 const lvmTimeout = 2 * time.Minute
@@ -113,11 +116,11 @@ func lvmCtx() (context.Context, context.CancelFunc) {
 
 // Volume reports vg/lv's cache; a VG or LV that does not exist wraps
 // actuate.ErrDeviceGone.
-func (d DMCacheTool) Volume(vg, lv string) (actuate.VolumeState, error) {
+func (d Governor) Volume(vg, lv string) (actuate.VolumeState, error) {
 	ctx, cancel := lvmCtx()
 	defer cancel()
 	v, err := d.Tool.Volume(ctx, vg, lv)
-	if errors.Is(err, dmcache.ErrNotFound) {
+	if errors.Is(err, ErrNotFound) {
 		return actuate.VolumeState{}, fmt.Errorf("%w: %w", actuate.ErrDeviceGone, err)
 	}
 	return actuate.VolumeState{Cached: v.Cached, Ours: v.Ours, Missing: v.Missing, Active: v.Active, Block: v.BlockSize}, err
@@ -125,27 +128,27 @@ func (d DMCacheTool) Volume(vg, lv string) (actuate.VolumeState, error) {
 
 // Attach attaches a writethrough cache of at most sizeBytes bytes on fast
 // (actuate.FastZRAM: a new zram device; else a device path) to vg/lv,
-// with LVM's chunk size (dmcache.Tool.AttachCache).
-func (d DMCacheTool) Attach(vg, lv, fast string, sizeBytes int64) error {
+// with LVM's chunk size (Tool.AttachCache).
+func (d Governor) Attach(vg, lv, fast string, sizeBytes int64) error {
 	ctx, cancel := lvmCtx()
 	defer cancel()
-	f := dmcache.FastDevice{Path: fast}
+	f := FastDevice{Path: fast}
 	if fast == actuate.FastZRAM {
-		f = dmcache.FastDevice{ZRAM: true}
+		f = FastDevice{ZRAM: true}
 	}
 	return d.Tool.AttachCache(ctx, vg, lv, f, sizeBytes, 0)
 }
 
-// Detach removes the cache of vg/lv (dmcache.Tool.DetachCache).
-func (d DMCacheTool) Detach(vg, lv string) error {
+// Detach removes the cache of vg/lv (Tool.DetachCache).
+func (d Governor) Detach(vg, lv string) error {
 	ctx, cancel := lvmCtx()
 	defer cancel()
 	return d.Tool.DetachCache(ctx, vg, lv)
 }
 
-// Recover drops vg's caches on a missing device (dmcache.Tool.RecoverMissing)
+// Recover drops vg's caches on a missing device (Tool.RecoverMissing)
 // and activates the volumes it uncached; it returns them as "VG/LV".
-func (d DMCacheTool) Recover(vg string) ([]string, error) {
+func (d Governor) Recover(vg string) ([]string, error) {
 	ctx, cancel := lvmCtx()
 	defer cancel()
 	lvs, err := d.Tool.RecoverMissing(ctx, vg)
@@ -158,8 +161,8 @@ func (d DMCacheTool) Recover(vg string) ([]string, error) {
 	return out, errors.Join(errs...)
 }
 
-// Tidy removes what an interrupted attach left (dmcache.Tool.Tidy).
-func (d DMCacheTool) Tidy(vg, lv string) ([]string, error) {
+// Tidy removes what an interrupted attach left (Tool.Tidy).
+func (d Governor) Tidy(vg, lv string) ([]string, error) {
 	ctx, cancel := lvmCtx()
 	defer cancel()
 	return d.Tool.Tidy(ctx, vg, lv)

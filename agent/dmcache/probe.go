@@ -1,4 +1,4 @@
-package agent
+package dmcache
 
 import (
 	"errors"
@@ -13,10 +13,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probeReads is how many 4 KiB reads probeCacheRead times.
+// probeReads is how many 4 KiB reads ProbeRead times.
 const probeReads = 64
 
-// probeCacheRead measures what a read served by a dm-cache costs: the
+// ProbeRead measures what a read served by a dm-cache costs: the
 // median time of probeReads 4 KiB O_DIRECT reads, one at a time, spread
 // over the cache's fast device (its data device: of the cache device
 // dmDev's slaves in sysfs, the largest that is not the origin, whose
@@ -24,14 +24,15 @@ const probeReads = 64
 // name and the median in ns. The simulated cache charges it per hit
 // (redcap.Config.HitOverheadNs) in place of a RAM copy's 2 µs: an SSD
 // cache device reads in tens of µs, and the VM lab's brd RAM disk behind
-// dm-linear in 11 µs under TCG. Errors: no such slave, or the device
-// cannot be opened or read.
-func probeCacheRead(hostRoot, dmDev, origin string) (string, int64, error) {
+// dm-linear in 11 µs under TCG. It reads HOSTROOT/sys/block and
+// HOSTROOT/dev/DEV (hostRoot "" is "/"). Errors: no such slave, or the
+// device cannot be opened or read (wrapped).
+func ProbeRead(hostRoot, dmDev, origin string) (string, int64, error) {
 	root := hostRoot
 	if root == "" {
 		root = "/"
 	}
-	dev, sectors, err := cacheDataDevice(root, dmDev, origin)
+	dev, sectors, err := dataDevice(root, dmDev, origin)
 	if err != nil {
 		return "", 0, err
 	}
@@ -64,9 +65,9 @@ func probeCacheRead(hostRoot, dmDev, origin string) (string, int64, error) {
 	return dev, times[len(times)/2], nil
 }
 
-// cacheDataDevice returns the kernel name and size in sectors of the
+// dataDevice returns the kernel name and size in sectors of the
 // largest slave of dmDev (under root/sys/block) whose dev is not origin.
-func cacheDataDevice(root, dmDev, origin string) (string, uint64, error) {
+func dataDevice(root, dmDev, origin string) (string, uint64, error) {
 	ents, err := os.ReadDir(filepath.Join(root, "sys", "block", dmDev, "slaves"))
 	if err != nil {
 		return "", 0, fmt.Errorf("the cache device's slaves: %w", err)

@@ -1,4 +1,4 @@
-package agent
+package dmcache
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// probeCacheRead reads the cache's data device: the largest slave that is
+// ProbeRead reads the cache's data device: the largest slave that is
 // not the origin (the metadata device is smaller).
 func TestProbeCacheRead(t *testing.T) {
 	root := t.TempDir()
@@ -38,13 +38,13 @@ func TestProbeCacheRead(t *testing.T) {
 	if err := os.Truncate(filepath.Join(root, "dev", "dm-1"), 131072*512); err != nil {
 		t.Fatal(err)
 	}
-	dev, ns, err := probeCacheRead(root, "dm-2", "254:16")
+	dev, ns, err := ProbeRead(root, "dm-2", "254:16")
 	if err != nil || dev != "dm-1" || ns <= 0 {
-		t.Fatalf("probeCacheRead = %q, %d ns, %v; want dm-1, a positive time", dev, ns, err)
+		t.Fatalf("ProbeRead = %q, %d ns, %v; want dm-1, a positive time", dev, ns, err)
 	}
 	// With dm-1 the origin, vdb is the largest other slave; it has no
 	// /dev node here.
-	if _, _, err := probeCacheRead(root, "dm-2", "253:1"); err == nil || !strings.Contains(err.Error(), "vdb") {
+	if _, _, err := ProbeRead(root, "dm-2", "253:1"); err == nil || !strings.Contains(err.Error(), "vdb") {
 		t.Errorf("with dm-1 the origin: %v; want an error naming vdb", err)
 	}
 	if err := os.RemoveAll(filepath.Join(root, "sys", "block", "dm-2", "slaves", "dm-0")); err != nil {
@@ -53,7 +53,7 @@ func TestProbeCacheRead(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(root, "sys", "block", "dm-2", "slaves", "dm-1")); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := probeCacheRead(root, "dm-2", "254:16"); err == nil {
+	if _, _, err := ProbeRead(root, "dm-2", "254:16"); err == nil {
 		t.Error("a cache whose only slave is the origin was probed")
 	}
 }
