@@ -964,9 +964,8 @@ func (a *Actuator) writeTunables(dev string, t sched.Tunables) (written []string
 			iosched = append(iosched, name)
 		}
 	}
-	names := append(queue, iosched...)
 	var exposed []string
-	for _, name := range names {
+	for _, name := range slices.Concat(queue, iosched) {
 		attr, v := tunableAttr(name), strconv.FormatInt(t[name], 10)
 		if !knob.IsQueue(name) {
 			if exposed == nil {
