@@ -137,7 +137,8 @@ echo "killed-state $(dmsetup info -c --noheadings -o suspended big) $(mode big)"
 wait $apid || true
 rc=0; shadowtune run --revert --state-dir /tmp/state2 >/tmp/revert.out 2>&1 || rc=$?
 echo "revert-exit $rc"; cat /tmp/revert.out
-kill $fpid; wait $fpid || true
+# fio may have ended already (its 120 s outlast the switch on a loaded host).
+kill $fpid 2>/dev/null || true; wait $fpid || true
 echo "after-revert $(mode big) $(dmsetup info -c --noheadings -o suspended big)"
 echo "== run.log"; cat /tmp/run.log; echo "== run.log end"
 echo "== run.json"; cat /tmp/run.json; echo
