@@ -12,8 +12,7 @@ import (
 )
 
 // These helpers drive one device controller (agent/window) for the tests
-// of the windows it hands over, as the agent's tests do
-// (agent/controllerhelp_test.go).
+// of the windows it hands over.
 
 const gib = uint64(1) << 21
 
