@@ -33,6 +33,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
+	"github.com/shadowtune/shadowtune/agent/pagecache"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -113,7 +114,7 @@ type Options struct {
 	// (decide.ReasonNotReproduced), for
 	// replay with `shadowtune simulate`: per window DEVICE-TIME.trace (the
 	// simulated requests, native format), .model.json and .report.json,
-	// the newest ExplainKeep per device.
+	// the newest explain.Keep per device (agent/explain writes them).
 	ExplainDir string
 	// TraceSample is the traced part of a settled device's window
 	// (sampling.go): 0 takes DefaultTraceSample; negative traces every
@@ -170,7 +171,7 @@ type Agent struct {
 	dispatchSaved schedcost.Costs
 	remeasure     schedcost.MeasureFunc // schedcost.MeasureAgain unless a test sets it
 	// pcache follows the page-cache probe (nil when it does not run).
-	pcache *pageCacheWatch
+	pcache *pagecache.Watch
 	// caps reads the blk-throttle caps of the devices' readers, for the
 	// read-ahead road (nil when the page-cache probe does not run);
 	// capsErr is the last error it returned, logged once.
@@ -305,7 +306,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.notes = append(a.notes, "read-ahead is not changed (no measured waste): "+err.Error())
 	} else {
 		defer pc.Close()
-		a.pcache = &pageCacheWatch{p: pc}
+		a.pcache = pagecache.New(pc)
 		a.caps = blkcaps.New(a.opt.HostRoot)
 		a.readCaps() // counts from now on
 		a.trackPageCache()
@@ -478,10 +479,10 @@ func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
 		caches: a.opt.Caches, hostRoot: a.opt.HostRoot, readScale: a.sampleScale()}
 	if a.pcache != nil {
-		if err := a.pcache.read(); err != nil {
+		if err := a.pcache.Read(); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")
 		} else {
-			env.pageCache = a.pcache.window
+			env.pageCache = a.pcache.Window
 		}
 	}
 	env.caps = a.readCaps()
@@ -574,12 +575,17 @@ func (a *Agent) names() []string {
 }
 
 // trackPageCache makes the page-cache probe, if it runs, count the
-// governed devices' file systems.
+// governed devices' file systems, those of the paused devices
+// (sampling.go) lightly.
 func (a *Agent) trackPageCache() {
 	if a.pcache == nil {
 		return
 	}
-	if err := a.pcache.track(a.opt.HostRoot, a.devs, a.paused); err != nil {
+	devs := make([]pagecache.Device, len(a.devs))
+	for i, d := range a.devs {
+		devs[i] = pagecache.Device{Name: d.sys.Name, Dev: d.sys.Dev, ReadAhead: d.ctrl.Policy.ReadAhead, Gone: d.status.Gone != ""}
+	}
+	if err := a.pcache.Track(a.opt.HostRoot, devs, a.paused); err != nil {
 		a.opt.Log.Error(err, "track the devices' page cache")
 	}
 }

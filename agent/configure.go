@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/explain"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -135,7 +136,7 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.ctrl.SetExplain(explainer{dir: a.opt.ExplainDir, log: a.opt.Log}.hook(s.sys.Name))
+		d.ctrl.SetExplain(explain.Writer{Dir: a.opt.ExplainDir, Log: a.opt.Log}.Hook(s.sys.Name))
 		if p != nil {
 			d.carry(p)
 		} else {

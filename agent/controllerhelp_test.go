@@ -2,13 +2,11 @@ package agent
 
 import (
 	"testing"
-	"time"
 
 	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
-	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // The tests of the device controller itself are in agent/window; these
@@ -32,16 +30,4 @@ func newTestController(t *testing.T, apply bool) *window.Controller {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// step feeds reqs to the controller as one window ending at now, under an
-// open gate, and commits the action it asks for, as the agent does once
-// the device has taken the write.
-func step(c *window.Controller, reqs []trace.Request, now time.Time) (window.Report, error) {
-	c.Add(reqs)
-	rep, err := c.EndWindow(window.Input{Now: now, Gate: window.Gate{Granted: true}})
-	if err == nil && rep.Action.Kind != window.ActionNone {
-		c.Commit(rep.Action, now)
-	}
-	return rep, err
 }

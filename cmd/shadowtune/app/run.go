@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/shadowtune/shadowtune/agent"
+	"github.com/shadowtune/shadowtune/agent/explain"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/tracer"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
@@ -87,7 +88,7 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.IntVarP(&f.verbosity, "verbose", "v", 0, "log more: 1 adds each window's read-ahead evidence, decision and costs")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	fl.StringVar(&f.explainDir, "explain-dir", "", fmt.Sprintf("keep there the windows whose simulation decided a scheduler switch (or predicted one it did not reproduce the window well enough to make), for replay with 'shadowtune simulate': "+
-		"DEVICE-TIME.trace (native), .model.json and .report.json, the newest %d per device", agent.ExplainKeep))
+		"DEVICE-TIME.trace (native), .model.json and .report.json, the newest %d per device", explain.Keep))
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 	_ = cmd.MarkFlagFilename("plot", "svg")
 	_ = cmd.MarkFlagDirname("state-dir")

@@ -1,4 +1,4 @@
-package agent
+package explain
 
 import (
 	"encoding/json"
@@ -16,13 +16,13 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// TestExplainKeepsSwitchWindows: a window that decides a switch is kept
+// TestKeepsSwitchWindows: a window that decides a switch is kept
 // whole (its simulated requests read back equal, its model loads, its
 // report names the decision); a window that decides none is not kept.
-func TestExplainKeepsSwitchWindows(t *testing.T) {
+func TestKeepsSwitchWindows(t *testing.T) {
 	dir := t.TempDir()
 	c := newTestController(t, false)
-	c.SetExplain(explainer{dir: dir, log: logr.Discard()}.hook("sdz"))
+	c.SetExplain(Writer{Dir: dir, Log: logr.Discard()}.Hook("sdz"))
 	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	reqs := windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)
 	rep, err := step(c, reqs, now)
@@ -76,7 +76,7 @@ func TestExplainKeepsSwitchWindows(t *testing.T) {
 	// is not kept.
 	c2 := newTestController(t, false)
 	dir2 := t.TempDir()
-	c2.SetExplain(explainer{dir: dir2, log: logr.Discard()}.hook("sdz"))
+	c2.SetExplain(Writer{Dir: dir2, Log: logr.Discard()}.Hook("sdz"))
 	c2.Current.Candidate.Scheduler = rep.Report.Decision.Target
 	rep2, err := step(c2, reqs, now)
 	if err != nil {
@@ -100,26 +100,26 @@ func mustNativeReader(t *testing.T, f *os.File) trace.Reader {
 	return r
 }
 
-// TestExplainPrune: only the newest ExplainKeep windows of a device stay,
+// TestExplainPrune: only the newest Keep windows of a device stay,
 // and another device whose name extends this one's keeps its own.
 func TestExplainPrune(t *testing.T) {
 	dir := t.TempDir()
-	x := explainer{dir: dir, log: logr.Discard()}
+	x := Writer{Dir: dir, Log: logr.Discard()}
 	m := model.Default(model.SSD, 1<<21)
 	reqs := windowtest.FIFOWindow(2, 10, 1, 1, 0, 1)
 	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	if err := x.save("sda1", t0, reqs, m, engine.Report{}); err != nil {
 		t.Fatal(err)
 	}
-	for i := range ExplainKeep + 3 {
+	for i := range Keep + 3 {
 		if err := x.save("sda", t0.Add(time.Duration(i)*time.Second), reqs, m, engine.Report{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, suffix := range []string{explainTrace, explainModel, explainReport} {
 		kept, _ := filepath.Glob(filepath.Join(dir, "sda-*"+suffix))
-		if len(kept) != ExplainKeep {
-			t.Fatalf("sda: %d %s files kept, want %d", len(kept), suffix, ExplainKeep)
+		if len(kept) != Keep {
+			t.Fatalf("sda: %d %s files kept, want %d", len(kept), suffix, Keep)
 		}
 		slices.Sort(kept)
 		if want := filepath.Join(dir, "sda-20261128T090003.000Z"+suffix); kept[0] != want {

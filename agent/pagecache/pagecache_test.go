@@ -1,4 +1,4 @@
-package agent
+package pagecache
 
 import (
 	"os"
@@ -8,13 +8,12 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/tracer"
-	"github.com/shadowtune/shadowtune/agent/window"
 )
 
-// TestPageCacheDevs: the probe counts the disk and its partitions of each
+// TestTracked: the probe counts the disk and its partitions of each
 // device whose policy governs read-ahead, and nothing of a device whose
 // read-ahead is not governed, that is gone or whose tracing is paused.
-func TestPageCacheDevs(t *testing.T) {
+func TestTracked(t *testing.T) {
 	root := t.TempDir()
 	part := filepath.Join(sysfs.Dir(root, "block"), "sda", "sda1")
 	if err := os.MkdirAll(part, 0o755); err != nil {
@@ -25,12 +24,10 @@ func TestPageCacheDevs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dev := func(name string, num uint32, ra bool, gone string) *device {
-		d := &device{sys: sysfs.Device{Name: name, Dev: num}, ctrl: &window.Controller{Policy: window.Policy{ReadAhead: ra}}}
-		d.status.Gone = gone
-		return d
+	dev := func(name string, num uint32, ra bool, gone string) Device {
+		return Device{Name: name, Dev: num, ReadAhead: ra, Gone: gone != ""}
 	}
-	byName, all, light := pageCacheDevs(root, []*device{
+	byName, all, light := tracked(root, []Device{
 		dev("sda", 8<<20, true, ""),        // governed, one partition
 		dev("sdb", 8<<20|16, false, ""),    // read-ahead not governed
 		dev("vdc", 254<<20|32, true, ""),   // governed, no sysfs entry: the disk alone
@@ -48,25 +45,25 @@ func TestPageCacheDevs(t *testing.T) {
 	}
 }
 
-// TestPageCacheWatchFirstWindow: a device's counts start from zero when it
+// TestWatchFirstWindow: a device's counts start from zero when it
 // is tracked, so its first window, the agent's first included, is
 // measured, and a device tracked again (its read-ahead governed again, or
 // back after it was gone) counts from zero again. (A paused device stays
-// tracked, lightly, and its counts go on: pageCacheDevs.)
-func TestPageCacheWatchFirstWindow(t *testing.T) {
-	w := &pageCacheWatch{}
+// tracked, lightly, and its counts go on: tracked.)
+func TestWatchFirstWindow(t *testing.T) {
+	w := &Watch{}
 	w.zeroNew(map[string][]uint32{"sda": {8 << 20, 8<<20 | 1}})
 	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 10, WastedPages: 990}, 8<<20 | 1: {UsedPages: 5}})
-	if got := w.window("sda"); !got.Measured || got.Used != 15 || got.Wasted != 990 {
+	if got := w.Window("sda"); !got.Measured || got.Used != 15 || got.Wasted != 990 {
 		t.Errorf("first window = %+v, want measured, 15 used and 990 wasted", got)
 	}
 	w.zeroNew(map[string][]uint32{}) // no longer governed
-	if got := w.window("sda"); got.Measured {
+	if got := w.Window("sda"); got.Measured {
 		t.Errorf("a device not tracked: %+v, want not measured", got)
 	}
 	w.zeroNew(map[string][]uint32{"sda": {8 << 20}}) // governed again: the probe restarts from zero
 	w.advance(map[uint32]tracer.PageCacheStats{8 << 20: {UsedPages: 7, WastedPages: 3}})
-	if got := w.window("sda"); !got.Measured || got.Used != 7 || got.Wasted != 3 {
+	if got := w.Window("sda"); !got.Measured || got.Used != 7 || got.Wasted != 3 {
 		t.Errorf("the window after it was tracked again = %+v, want 7 used and 3 wasted", got)
 	}
 }

@@ -1,10 +1,12 @@
-package agent
-
-// Windows kept for replay (Options.ExplainDir): the requests, the model and
-// the report of every window whose simulation decided a scheduler switch
-// (made, awaiting confirmation or held back) or predicted one that it did
-// not reproduce the window well enough to make, so that the prediction can
-// be examined and replayed with `shadowtune simulate` after the fact.
+// Package explain writes the windows kept for replay (the agent's
+// Options.ExplainDir): the requests, the model and the report of every
+// window whose simulation decided a scheduler switch (made, awaiting
+// confirmation or held back) or predicted one that it did not reproduce
+// the window well enough to make, so that the prediction can be examined
+// and replayed with `shadowtune simulate` after the fact. The device's
+// controller (agent/window) hands them over through the function Hook
+// returns (window.Controller.SetExplain).
+package explain
 
 import (
 	"encoding/json"
@@ -24,11 +26,11 @@ import (
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// ExplainKeep is how many windows ExplainDir keeps per device: the newest;
+// Keep is how many windows a directory keeps per device: the newest;
 // older ones are removed as new ones are written. A window is at most
 // Policy.MaxSimulated requests (about 10 bytes each in the native trace)
 // plus its model, so the directory stays bounded.
-const ExplainKeep = 16
+const Keep = 16
 
 // Suffixes of one kept window's files, after DEVICE-TIME.
 const (
@@ -37,33 +39,33 @@ const (
 	explainReport = ".report.json" // every candidate's outcome and the decision
 )
 
-// explainer writes kept windows to dir.
-type explainer struct {
-	dir string
-	log logr.Logger
+// Writer writes kept windows to Dir and logs to Log those it cannot.
+type Writer struct {
+	Dir string
+	Log logr.Logger
 }
 
-// hook returns the controller's explain function for device dev, or nil
+// Hook returns the controller's explain function for device dev, or nil
 // when no directory is set. A window that cannot be written is logged and
 // the decision goes on.
-func (x explainer) hook(dev string) func(time.Time, []trace.Request, *model.Model, engine.Report) {
-	if x.dir == "" {
+func (x Writer) Hook(dev string) func(time.Time, []trace.Request, *model.Model, engine.Report) {
+	if x.Dir == "" {
 		return nil
 	}
 	return func(now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) {
 		if err := x.save(dev, now, reqs, m, er); err != nil {
-			x.log.Error(err, "keep the window of a switch decision", "device", dev)
+			x.Log.Error(err, "keep the window of a switch decision", "device", dev)
 		}
 	}
 }
 
 // save writes DIR/DEV-TIME{.trace,.model.json,.report.json}, TIME being
 // now in UTC to the millisecond, and then removes the device's windows
-// beyond the newest ExplainKeep. Errors: the directory or a file could not
+// beyond the newest Keep. Errors: the directory or a file could not
 // be written (wrapped with its path; fsutil.WriteAtomic makes the
 // directory).
-func (x explainer) save(dev string, now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) error {
-	base := filepath.Join(x.dir, dev+"-"+now.UTC().Format("20060102T150405.000Z"))
+func (x Writer) save(dev string, now time.Time, reqs []trace.Request, m *model.Model, er engine.Report) error {
+	base := filepath.Join(x.Dir, dev+"-"+now.UTC().Format("20060102T150405.000Z"))
 	writeTrace := func(w io.Writer) error {
 		tw, err := trace.NewNativeWriter(w, trace.WriterOptions{})
 		if err != nil {
@@ -99,10 +101,10 @@ func (x explainer) save(dev string, now time.Time, reqs []trace.Request, m *mode
 	return x.prune(dev)
 }
 
-// prune removes dev's kept windows beyond the newest ExplainKeep (their
+// prune removes dev's kept windows beyond the newest Keep (their
 // names sort by time).
-func (x explainer) prune(dev string) error {
-	traces, err := filepath.Glob(filepath.Join(x.dir, dev+"-*"+explainTrace))
+func (x Writer) prune(dev string) error {
+	traces, err := filepath.Glob(filepath.Join(x.Dir, dev+"-*"+explainTrace))
 	if err != nil {
 		return err
 	}
@@ -114,7 +116,7 @@ func (x explainer) prune(dev string) error {
 		return err != nil
 	})
 	slices.Sort(traces)
-	for _, p := range traces[:max(len(traces)-ExplainKeep, 0)] {
+	for _, p := range traces[:max(len(traces)-Keep, 0)] {
 		base := strings.TrimSuffix(p, explainTrace)
 		for _, s := range []string{explainTrace, explainModel, explainReport} {
 			if err := os.Remove(base + s); err != nil && !os.IsNotExist(err) {
