@@ -11,9 +11,11 @@
 //     model it learns online, internal/model, is its own); nor does its
 //     device controller, agent/window;
 //   - the agent's layers below its root package, agent/window (one
-//     device's controller) and agent/readahead (the read-ahead road),
-//     their tests included, do not depend on the root package agent,
-//     which uses them;
+//     device's controller), agent/readahead (the read-ahead road),
+//     agent/host (the agent's footprint and host facts), agent/sentinel
+//     (changed kernel defaults) and agent/selection (which policy governs
+//     each device), their tests included, do not depend on the root
+//     package agent, which uses them;
 //   - the device controller (agent/window, not its tests) does no I/O: it
 //     imports none of the packages that reach files, processes, the
 //     network or the devices (noIO).
@@ -43,11 +45,13 @@ const (
 	windowPkg    = module + "/agent/window"
 	readaheadPkg = module + "/agent/readahead"
 	hostPkg      = module + "/agent/host"
+	sentinelPkg  = module + "/agent/sentinel"
+	selectionPkg = module + "/agent/selection"
 )
 
 // belowAgent are the agent's layers below its root package, which must
 // not depend on it.
-var belowAgent = []string{windowPkg, readaheadPkg, hostPkg}
+var belowAgent = []string{windowPkg, readaheadPkg, hostPkg, sentinelPkg, selectionPkg}
 
 // noIO are the packages through which code reaches files, processes, the
 // network or the devices; the device controller imports none of them.
@@ -235,7 +239,7 @@ func list(t *testing.T) []pkg {
 func TestImportRules(t *testing.T) {
 	pkgs := list(t)
 	// The rules are not vacuous: the packages they are about are listed.
-	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", windowPkg, readaheadPkg, hostPkg} {
+	for _, want := range []string{mainPkg, appPkg, operatorTree + "/controller", operatorTree + "/rollout", agentTree + "/cluster", windowPkg, readaheadPkg, hostPkg, sentinelPkg, selectionPkg} {
 		if !slices.ContainsFunc(pkgs, func(p pkg) bool { return p.path == want }) {
 			t.Errorf("go list did not list %s", want)
 		}
