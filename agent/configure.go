@@ -11,6 +11,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/selection"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
@@ -143,7 +144,7 @@ func (a *Agent) adopt(sel []selection.Governed, restored []string) ([]*device, e
 			cur := d.readDefaults(a.act, a.host(), time.Now())
 			d.remember(a.act, &cur, a.opt.Log)
 			if m := a.opt.Metrics; m != nil && d.status.DefaultsChanged != nil {
-				m.SetDefaultsChanged(d.sys.Name, knobNames(d.status.DefaultsChanged))
+				m.SetDefaultsChanged(d.sys.Name, sentinel.KnobNames(d.status.DefaultsChanged))
 			}
 		}
 		out = append(out, d)

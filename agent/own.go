@@ -103,7 +103,7 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	m := actuate.DeviceMemo{LastChange: c.Memo.LastChange, GuardChanges: c.Memo.Guard.ConsecutiveChanges,
 		GuardQuietChecks: c.Memo.Guard.QuietChecks, Pinned: c.Memo.Guard.Pinned, Backoff: maps.Clone(c.Memo.Backoff),
 		Corrections: maps.Clone(c.Memo.Corrections), Counterfactual: c.Memo.Counterfactual, Unverified: c.Unverified(),
-		Defaults: cloneSeen(d.defaults), PreviousDefaults: cloneSeen(d.previousDefaults)}
+		Defaults: sentinel.Clone(d.defaults), PreviousDefaults: sentinel.Clone(d.previousDefaults)}
 	c.MemoWritten(m.Unverified)
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)
