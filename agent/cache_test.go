@@ -16,6 +16,7 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
 	"github.com/shadowtune/shadowtune/agent/dmcache"
+	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -248,10 +249,10 @@ func TestCacheRestoredWhenUngoverned(t *testing.T) {
 		t.Fatalf("not switched on: %v", tool.calls)
 	}
 	observe := testTuning("cache", 2, v1alpha1.ModeObserve, func(s *v1alpha1.StorageTuningSpec) { s.Cache.Enabled = true })
-	sel := []selected{{sys: e.d.sys, policy: observe}}
-	done, err := restoreUngoverned(e.env.act, sel, nil, testr.New(t))
+	sel := []selection.Governed{{Device: e.d.sys, Policy: observe}}
+	done, err := selection.RestoreUngoverned(e.env.act, sel, nil, testr.New(t))
 	if err != nil || !slices.Contains(done, "dm-cache/cached") || tool.info.Mode != "passthrough" {
-		t.Fatalf("restoreUngoverned = %v, %v; cache %s", done, err, tool.info.Mode)
+		t.Fatalf("RestoreUngoverned = %v, %v; cache %s", done, err, tool.info.Mode)
 	}
 	if n := len(e.env.act.CacheOriginals()); n != 0 {
 		t.Errorf("%d cache records left", n)

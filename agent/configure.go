@@ -11,6 +11,8 @@ import (
 
 	"github.com/shadowtune/shadowtune/agent/explain"
 	"github.com/shadowtune/shadowtune/agent/host"
+	"github.com/shadowtune/shadowtune/agent/selection"
+	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
@@ -27,11 +29,11 @@ func (a *Agent) configure(ps policySet) error {
 		pols[i] = p.DeepCopy()
 		pols[i].Default() // the API's one layer of defaults
 	}
-	sel, others, err := selectDevices(a.opt.HostRoot, pols, ps.labels)
+	sel, others, err := selection.Select(a.opt.HostRoot, pols, ps.labels)
 	if err != nil {
 		return err
 	}
-	restored, err := restoreUngoverned(a.act, sel, a.opt.Metrics, a.opt.Log)
+	restored, err := selection.RestoreUngoverned(a.act, sel, a.opt.Metrics, a.opt.Log)
 	a.st.Notes = slices.Clone(a.notes)
 	if err != nil {
 		if !a.cluster {
@@ -43,7 +45,7 @@ func (a *Agent) configure(ps policySet) error {
 		// Read the restored disks again: a device's controller starts
 		// from the setting it has now, not the one it had before the
 		// restore, which it would take for another writer's change.
-		if sel, others, err = selectDevices(a.opt.HostRoot, pols, ps.labels); err != nil {
+		if sel, others, err = selection.Select(a.opt.HostRoot, pols, ps.labels); err != nil {
 			return err
 		}
 	}
@@ -74,13 +76,13 @@ func (a *Agent) configure(ps policySet) error {
 		a.byDev[d.sys.Dev] = d
 	}
 	a.mu.Unlock()
-	a.st.Mode = runMode(pols, sel, a.cluster)
+	a.st.Mode = selection.Mode(pols, sel, a.cluster)
 	a.policies = ps
 	if a.cluster {
 		a.others = others
 	}
-	a.window = minWindow(sel)
-	a.budget = host.NewCPUBudget(a.window, cpuBudgetPct(sel))
+	a.window = selection.MinWindow(sel)
+	a.budget = host.NewCPUBudget(a.window, selection.CPUBudgetPct(sel))
 	a.trackPageCache()
 	a.provision(pols, ps.labels)
 	if a.tr != nil {
@@ -115,19 +117,19 @@ func (a *Agent) reconfigure() bool {
 // controller (learned model, thrash guard, a verification in progress,
 // regression back-off) and status. Any other device that was governed
 // before as the same disk keeps what was learned about it (carry).
-func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
+func (a *Agent) adopt(sel []selection.Governed, restored []string) ([]*device, error) {
 	old := map[string]*device{}
 	for _, d := range a.devs {
 		old[d.sys.Name] = d
 	}
 	out := make([]*device, 0, len(sel))
 	for _, s := range sel {
-		p := old[s.sys.Name]
-		if p != nil && (p.sys.MajorMinor != s.sys.MajorMinor || p.sys.DiskSeq != s.sys.DiskSeq) {
+		p := old[s.Device.Name]
+		if p != nil && (p.sys.MajorMinor != s.Device.MajorMinor || p.sys.DiskSeq != s.Device.DiskSeq) {
 			p = nil // another disk under the same name
 		}
-		if p != nil && p.key == policyKey(s.policy) && !slices.Contains(restored, s.sys.Name) && p.holds(s.sys) {
-			p.sys, p.policy = s.sys, s.policy
+		if p != nil && p.key == selection.PolicyKey(s.Policy) && !slices.Contains(restored, s.Device.Name) && p.holds(s.Device) {
+			p.sys, p.policy = s.Device, s.Policy
 			p.setIdentity()
 			out = append(out, p)
 			continue
@@ -136,14 +138,14 @@ func (a *Agent) adopt(sel []selected, restored []string) ([]*device, error) {
 		if err != nil {
 			return nil, err
 		}
-		d.ctrl.SetExplain(explain.Writer{Dir: a.opt.ExplainDir, Log: a.opt.Log}.Hook(s.sys.Name))
+		d.ctrl.SetExplain(explain.Writer{Dir: a.opt.ExplainDir, Log: a.opt.Log}.Hook(s.Device.Name))
 		if p != nil {
 			d.carry(p)
 		} else {
 			cur := d.readDefaults(a.act, a.host(), time.Now())
 			d.remember(a.act, &cur, a.opt.Log)
 			if m := a.opt.Metrics; m != nil && d.status.DefaultsChanged != nil {
-				m.SetDefaultsChanged(d.sys.Name, knobNames(d.status.DefaultsChanged))
+				m.SetDefaultsChanged(d.sys.Name, sentinel.KnobNames(d.status.DefaultsChanged))
 			}
 		}
 		out = append(out, d)

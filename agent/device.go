@@ -21,6 +21,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/window"
@@ -37,7 +38,7 @@ type device struct {
 	status v1alpha1.DeviceState
 
 	policy *v1alpha1.StorageTuning // the governing policy
-	key    string                  // policyKey(policy)
+	key    string                  // selection.PolicyKey(policy)
 	target *window.Setting         // the last evaluated window's recommendation
 	// yielded: another writer changed the device and the policy yields to
 	// it (watchWriters): no change is made any more.
@@ -116,11 +117,11 @@ type windowEnv struct {
 // spec must be defaulted: its model (loaded from the state directory when
 // one was saved for the same device, else the class default) and its
 // candidates.
-func newDevice(s selected, stateDir string) (*device, error) {
-	sd := s.sys
+func newDevice(s selection.Governed, stateDir string) (*device, error) {
+	sd := s.Device
 	m, loaded := modelfile.Load(stateDir, sd)
 	cur := window.Setting{Candidate: engine.Candidate{Scheduler: sd.Scheduler}, ReadAheadKiB: sd.ReadAheadKiB}
-	ctrl, err := window.New(sd.Name, m, cur, policyFor(&s.policy.Spec, sd))
+	ctrl, err := window.New(sd.Name, m, cur, policyFor(&s.Policy.Spec, sd))
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +130,7 @@ func newDevice(s selected, stateDir string) (*device, error) {
 		// window is learned online, and may be sampled (sampling.go).
 		ctrl.Learned()
 	}
-	d := &device{sys: sd, ctrl: ctrl, policy: s.policy, key: policyKey(s.policy)}
+	d := &device{sys: sd, ctrl: ctrl, policy: s.Policy, key: selection.PolicyKey(s.Policy)}
 	d.status = v1alpha1.DeviceState{
 		Current: v1alpha1.DeviceSettings{Scheduler: sd.Scheduler, ReadAheadKiB: int32(sd.ReadAheadKiB)},
 		Class:   v1alpha1.DeviceClass(sd.Class().String()),

@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/shadowtune/shadowtune/agent/actuate"
+	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/internal/decide"
@@ -40,16 +41,16 @@ func actuatorNotes(act *actuate.Actuator, log logr.Logger) []string {
 // claim claims the selected devices the agent does not govern yet. It
 // returns the ones another agent owns, with its error, leaving them out of
 // sel: `shadowtune run` refuses them; the cluster agent reports them.
-func (a *Agent) claim(sel []selected) (kept []selected, owned []error) {
+func (a *Agent) claim(sel []selection.Governed) (kept []selection.Governed, owned []error) {
 	for _, s := range sel {
-		err := a.act.Claim(s.sys.Name)
+		err := a.act.Claim(s.Device.Name)
 		var oe *actuate.OwnedError
 		switch {
 		case errors.As(err, &oe):
 			owned = append(owned, err)
 			continue
 		case err != nil:
-			a.opt.Log.Error(err, "claim a device", "device", s.sys.Name)
+			a.opt.Log.Error(err, "claim a device", "device", s.Device.Name)
 		}
 		kept = append(kept, s)
 	}
@@ -102,7 +103,7 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	m := actuate.DeviceMemo{LastChange: c.Memo.LastChange, GuardChanges: c.Memo.Guard.ConsecutiveChanges,
 		GuardQuietChecks: c.Memo.Guard.QuietChecks, Pinned: c.Memo.Guard.Pinned, Backoff: maps.Clone(c.Memo.Backoff),
 		Corrections: maps.Clone(c.Memo.Corrections), Counterfactual: c.Memo.Counterfactual, Unverified: c.Unverified(),
-		Defaults: cloneSeen(d.defaults), PreviousDefaults: cloneSeen(d.previousDefaults)}
+		Defaults: sentinel.Clone(d.defaults), PreviousDefaults: sentinel.Clone(d.previousDefaults)}
 	c.MemoWritten(m.Unverified)
 	if err := act.SaveDeviceState(d.sys.Name, m); err != nil {
 		log.Error(err, "keep the device's pacing in the state directory", "device", d.sys.Name)

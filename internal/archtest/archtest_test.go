@@ -13,9 +13,10 @@
 //   - the agent's layers below its root package, agent/window (one
 //     device's controller), agent/readahead (the read-ahead road),
 //     agent/host (the agent's footprint and host facts), agent/pagecache
-//     (the page-cache probe's counts per device) and agent/explain (the
-//     windows kept for replay), their tests included, do not depend on
-//     the root package agent, which uses them;
+//     (the page-cache probe's counts per device), agent/explain (the
+//     windows kept for replay), agent/sentinel (changed kernel defaults)
+//     and agent/selection (which policy governs each device), their tests
+//     included, do not depend on the root package agent, which uses them;
 //   - the device controller (agent/window, not its tests) does no I/O: it
 //     imports none of the packages that reach files, processes, the
 //     network or the devices (noIO).
@@ -47,11 +48,13 @@ const (
 	hostPkg      = module + "/agent/host"
 	pagecachePkg = module + "/agent/pagecache"
 	explainPkg   = module + "/agent/explain"
+	sentinelPkg  = module + "/agent/sentinel"
+	selectionPkg = module + "/agent/selection"
 )
 
 // belowAgent are the agent's layers below its root package, which must
 // not depend on it.
-var belowAgent = []string{windowPkg, readaheadPkg, hostPkg, pagecachePkg, explainPkg}
+var belowAgent = []string{windowPkg, readaheadPkg, hostPkg, pagecachePkg, explainPkg, sentinelPkg, selectionPkg}
 
 // noIO are the packages through which code reaches files, processes, the
 // network or the devices; the device controller imports none of them.
