@@ -22,7 +22,6 @@ import (
 	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/decide"
-	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
@@ -141,31 +140,23 @@ func (d *device) switchCache(mode, reason string, now time.Time, e *windowEnv) {
 }
 
 // setDMCacheModel sets the simulated cache that stands for the dm-cache
-// info (kernel name dm) in front of the device: smq by its own rules
-// (engine.SMQ, its hotspots sized by the cache's origin, or by the device
-// when the table gives no length), filled from empty over one window
-// (engine.Options.CacheFill) as the real cache fills after a switch, each
-// hit charged the cache device's measured read time (dmcache.ProbeRead) on
-// one of the engine's CPUs. When the probe fails the failure is logged
-// and the hits keep the default RAM copy cost.
+// info (kernel name dm) in front of the device (window.Controller.ModelDMCache):
+// smq sized by the cache's origin, or by the device when the table gives
+// no length, each hit charged the cache device's measured read time
+// (dmcache.ProbeRead) on one of the engine's CPUs. When the probe fails
+// the failure is logged and the hits keep the default RAM copy cost.
 func (d *device) setDMCacheModel(info dmcache.CacheInfo, dm string, e *windowEnv) {
-	cfg := &d.ctrl.Policy.Engine.Cache
 	origin := info.OriginSectors
 	if origin == 0 {
 		origin = d.sys.SizeBytes / trace.SectorSize
 	}
-	*cfg = engine.SMQ(info.TotalBlocks, uint32(info.BlockSectors), origin)
-	d.ctrl.Policy.Engine.CacheFill = true
 	dev, ns, err := dmcache.ProbeRead(e.hostRoot, dm, info.Origin)
 	if err != nil {
+		d.ctrl.ModelDMCache(info.TotalBlocks, info.BlockSectors, origin, 0, 0)
 		e.log.Info("cache read time not measured", "device", d.sys.Name, "cache", info.Name, "error", err.Error())
 		return
 	}
-	cfg.HitOverheadNs = max(ns, 1)
-	cfg.HitServers = d.ctrl.Policy.Engine.CPUs
-	if cfg.HitServers <= 0 {
-		cfg.HitServers = runtime.NumCPU()
-	}
+	servers := d.ctrl.ModelDMCache(info.TotalBlocks, info.BlockSectors, origin, max(ns, 1), runtime.NumCPU())
 	e.log.Info("cache read time measured", "device", d.sys.Name, "cache", info.Name, "cacheDevice", dev,
-		"readMicroseconds", float64(ns)/1e3, "hitServers", cfg.HitServers)
+		"readMicroseconds", float64(ns)/1e3, "hitServers", servers)
 }

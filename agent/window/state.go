@@ -178,3 +178,27 @@ func (c *Controller) Simulated() []trace.Request { return c.win.simulated() }
 // Unlearned is the number of the current window's requests dropped
 // before they could be learned (Skip).
 func (c *Controller) Unlearned() int { return c.win.unlearned }
+
+// ModelDMCache sets the simulated cache that stands for a dm-cache of
+// blocks blocks of blockSectors 512-byte sectors in front of an origin of
+// originSectors sectors: smq by its own rules (engine.SMQ, its hotspots
+// sized by the origin), filled from empty over one window
+// (engine.Options.CacheFill) as the real cache fills after a switch. With
+// hitNs > 0, the cache device's measured read time in ns, each hit is
+// charged it on one of the engine's CPUs (hostCPUs when the policy sets
+// none); with hitNs 0 the hits keep the default RAM copy cost. It returns
+// the servers the hits are charged on (0 with hitNs 0).
+func (c *Controller) ModelDMCache(blocks, blockSectors, originSectors uint64, hitNs int64, hostCPUs int) (hitServers int) {
+	cfg := &c.Policy.Engine.Cache
+	*cfg = engine.SMQ(blocks, uint32(blockSectors), originSectors)
+	c.Policy.Engine.CacheFill = true
+	if hitNs <= 0 {
+		return 0
+	}
+	cfg.HitOverheadNs = hitNs
+	cfg.HitServers = c.Policy.Engine.CPUs
+	if cfg.HitServers <= 0 {
+		cfg.HitServers = hostCPUs
+	}
+	return cfg.HitServers
+}
