@@ -77,19 +77,11 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 	if !ok {
 		return
 	}
-	c := d.ctrl
-	c.Memo.LastChange = m.LastChange
-	c.Memo.Guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
-	maps.Copy(c.Memo.Backoff, m.Backoff)
-	for name, f := range m.Corrections {
-		if f >= window.CorrectionMin && f <= window.CorrectionMax {
-			c.Memo.Corrections[name] = f
-		}
-	}
-	if err := m.Counterfactual.Valid(); err != nil {
+	guard := decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
+	memo := window.Memo{LastChange: m.LastChange, Guard: guard, Backoff: m.Backoff, Corrections: m.Corrections,
+		Counterfactual: m.Counterfactual}
+	if err := d.ctrl.RestoreMemo(memo); err != nil {
 		log.Error(err, "the device's memo holds an unsound counterfactual record; starting without it", "device", d.sys.Name)
-	} else {
-		c.Memo.Counterfactual = m.Counterfactual
 	}
 }
 

@@ -202,3 +202,24 @@ func (c *Controller) ModelDMCache(blocks, blockSectors, originSectors uint64, hi
 	}
 	return cfg.HitServers
 }
+
+// RestoreMemo takes the device's memo an earlier run kept (m): its pacing
+// (LastChange, Guard, Backoff added to the controller's), its corrections
+// within [CorrectionMin, CorrectionMax] (the others are dropped) and its
+// counterfactual record. An unsound record (counterfactual.Record.Valid)
+// is not taken, the rest is, and Valid's error is returned.
+func (c *Controller) RestoreMemo(m Memo) error {
+	c.Memo.LastChange = m.LastChange
+	c.Memo.Guard = m.Guard
+	maps.Copy(c.Memo.Backoff, m.Backoff)
+	for name, f := range m.Corrections {
+		if f >= CorrectionMin && f <= CorrectionMax {
+			c.Memo.Corrections[name] = f
+		}
+	}
+	if err := m.Counterfactual.Valid(); err != nil {
+		return err
+	}
+	c.Memo.Counterfactual = m.Counterfactual
+	return nil
+}
