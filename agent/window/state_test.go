@@ -2,7 +2,10 @@ package window
 
 import (
 	"testing"
+	"time"
 
+	"github.com/shadowtune/shadowtune/agent/counterfactual"
+	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
 
@@ -25,5 +28,26 @@ func TestModelDMCache(t *testing.T) {
 	c.Policy.Engine.CPUs = 2
 	if n := c.ModelDMCache(960, 128, 1<<20, 11_000, 8); n != 2 || c.Policy.Engine.Cache.HitServers != 2 {
 		t.Fatalf("measured, the policy's CPUs: servers %d, cache %+v", n, c.Policy.Engine.Cache)
+	}
+}
+
+// RestoreMemo takes an earlier run's pacing and the corrections within
+// their bounds; an unsound counterfactual record is returned as an error
+// and not taken.
+func TestRestoreMemo(t *testing.T) {
+	c := newTestController(t, true)
+	at := time.Unix(1000, 0)
+	m := Memo{LastChange: at, Guard: decide.State{ConsecutiveChanges: 2, Pinned: true},
+		Backoff:        map[string]time.Time{"bfq": at.Add(time.Hour)},
+		Corrections:    map[string]float64{"bfq": 1.1, "kyber": CorrectionMax * 2},
+		Counterfactual: counterfactual.Record{Checks: 1, WrongSigns: 2}}
+	if err := c.RestoreMemo(m); err == nil {
+		t.Fatal("an unsound counterfactual record restored without an error")
+	}
+	if !c.Memo.LastChange.Equal(at) || c.Memo.Guard != m.Guard || !c.Memo.Backoff["bfq"].Equal(at.Add(time.Hour)) {
+		t.Errorf("pacing %+v", c.Memo)
+	}
+	if _, ok := c.Memo.Corrections["kyber"]; ok || c.Memo.Corrections["bfq"] != 1.1 || c.Memo.Counterfactual.Checks != 0 {
+		t.Errorf("corrections %v, counterfactual %+v", c.Memo.Corrections, c.Memo.Counterfactual)
 	}
 }
