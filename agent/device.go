@@ -45,7 +45,7 @@ type device struct {
 	yielded bool
 	// cache is the dm-cache in front of the device, when the policy
 	// governs caches and there is one (cacheBefore).
-	cache *governedCache
+	cache *dmcache.Governed
 	// defaults are the device's queue defaults read at its adoption
 	// (checkDefaults), previousDefaults those before a change of them
 	// that is still in force (nil when none is); both kept in its memo.

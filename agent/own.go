@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/go-logr/logr"
@@ -79,19 +78,11 @@ func (d *device) remember(act *actuate.Actuator, cur *sentinel.Seen, log logr.Lo
 	if !ok {
 		return
 	}
-	c := d.ctrl
-	c.Memo.LastChange = m.LastChange
-	c.Memo.Guard = decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
-	maps.Copy(c.Memo.Backoff, m.Backoff)
-	for name, f := range m.Corrections {
-		if f >= window.CorrectionMin && f <= window.CorrectionMax {
-			c.Memo.Corrections[name] = f
-		}
-	}
-	if err := m.Counterfactual.Valid(); err != nil {
+	guard := decide.State{ConsecutiveChanges: m.GuardChanges, QuietChecks: m.GuardQuietChecks, Pinned: m.Pinned}
+	memo := window.Memo{LastChange: m.LastChange, Guard: guard, Backoff: m.Backoff, Corrections: m.Corrections,
+		Counterfactual: m.Counterfactual}
+	if err := d.ctrl.RestoreMemo(memo); err != nil {
 		log.Error(err, "the device's memo holds an unsound counterfactual record; starting without it", "device", d.sys.Name)
-	} else {
-		c.Memo.Counterfactual = m.Counterfactual
 	}
 }
 
@@ -110,43 +101,33 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	}
 }
 
-// revert puts dev back exactly as recorded (Actuator.Revert). A knob
-// another writer changed since keeps the writer's value, which is not an
-// error: left then names it (empty when none was left).
+// revert puts dev back exactly as recorded (Actuator.RevertLeaving). A
+// knob another writer changed since keeps the writer's value, which is
+// not an error: left then names it (empty when none was left).
 func revert(act *actuate.Actuator, dev string) (left string, err error) {
-	err = act.Revert(dev)
-	var l *actuate.LeftError
-	var rerr *actuate.RecordError
-	if errors.As(err, &l) && !errors.As(err, &rerr) {
-		return l.Error(), nil
-	}
-	return "", err
+	return act.RevertLeaving(dev)
 }
 
 // restoreUnverified puts back, exactly as recorded, every device whose
 // memo says its last change was still unverified when the previous run
-// ended (DeviceMemo.Unverified: killed during the change's verification
-// windows). The verification died with that run, and a change is kept
-// only once verified; the windows after the start decide it again, under
-// a new grant. It runs once, at start, before the policies are taken (a
-// policy change while running must not undo a verification in progress).
-// It returns the status notes of what it did and could not do.
+// ended (Actuator.RestoreUnverified: killed during the change's
+// verification windows). The verification died with that run, and a
+// change is kept only once verified; the windows after the start decide
+// it again, under a new grant. It runs once, at start, before the
+// policies are taken (a policy change while running must not undo a
+// verification in progress). It returns the status notes of what it did
+// and could not do.
 func restoreUnverified(act *actuate.Actuator, log logr.Logger) []string {
 	var notes, done []string
-	for _, dev := range slices.Sorted(maps.Keys(act.Originals())) {
-		m, ok, err := act.LoadDeviceState(dev)
-		if err != nil || !ok || !m.Unverified {
+	for _, r := range act.RestoreUnverified() {
+		if r.Err != nil {
+			notes = append(notes, fmt.Sprintf("the unverified change of %s not put back: %v", r.Device, r.Err))
 			continue
 		}
-		left, err := revert(act, dev)
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("the unverified change of %s not put back: %v", dev, err))
-			continue
+		if r.Left != "" {
+			log.Info("restored a device whose change was not verified, except what another writer changed since", "device", r.Device, "left", r.Left)
 		}
-		if left != "" {
-			log.Info("restored a device whose change was not verified, except what another writer changed since", "device", dev, "left", left)
-		}
-		done = append(done, dev)
+		done = append(done, r.Device)
 	}
 	if len(done) > 0 {
 		log.Info("restored devices whose last change the previous run did not verify", "devices", done)

@@ -46,7 +46,7 @@ type DeviceMemo struct {
 	// Unverified is true from just before the agent writes a change
 	// whose verification starts until that verification ends: a run
 	// that ends between the two leaves a change nobody verified, which
-	// the next start puts back (agent's restoreUnverified).
+	// the next start puts back (RestoreUnverified).
 	Unverified bool `json:"unverified,omitempty"`
 	// Defaults are the device's queue defaults the agent read at its
 	// last start (agent/sentinel), with the time it first read those

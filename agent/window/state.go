@@ -178,3 +178,48 @@ func (c *Controller) Simulated() []trace.Request { return c.win.simulated() }
 // Unlearned is the number of the current window's requests dropped
 // before they could be learned (Skip).
 func (c *Controller) Unlearned() int { return c.win.unlearned }
+
+// ModelDMCache sets the simulated cache that stands for a dm-cache of
+// blocks blocks of blockSectors 512-byte sectors in front of an origin of
+// originSectors sectors: smq by its own rules (engine.SMQ, its hotspots
+// sized by the origin), filled from empty over one window
+// (engine.Options.CacheFill) as the real cache fills after a switch. With
+// hitNs > 0, the cache device's measured read time in ns, each hit is
+// charged it on one of the engine's CPUs (hostCPUs when the policy sets
+// none); with hitNs 0 the hits keep the default RAM copy cost. It returns
+// the servers the hits are charged on (0 with hitNs 0).
+func (c *Controller) ModelDMCache(blocks, blockSectors, originSectors uint64, hitNs int64, hostCPUs int) (hitServers int) {
+	cfg := &c.Policy.Engine.Cache
+	*cfg = engine.SMQ(blocks, uint32(blockSectors), originSectors)
+	c.Policy.Engine.CacheFill = true
+	if hitNs <= 0 {
+		return 0
+	}
+	cfg.HitOverheadNs = hitNs
+	cfg.HitServers = c.Policy.Engine.CPUs
+	if cfg.HitServers <= 0 {
+		cfg.HitServers = hostCPUs
+	}
+	return cfg.HitServers
+}
+
+// RestoreMemo takes the device's memo an earlier run kept (m): its pacing
+// (LastChange, Guard, Backoff added to the controller's), its corrections
+// within [CorrectionMin, CorrectionMax] (the others are dropped) and its
+// counterfactual record. An unsound record (counterfactual.Record.Valid)
+// is not taken, the rest is, and Valid's error is returned.
+func (c *Controller) RestoreMemo(m Memo) error {
+	c.Memo.LastChange = m.LastChange
+	c.Memo.Guard = m.Guard
+	maps.Copy(c.Memo.Backoff, m.Backoff)
+	for name, f := range m.Corrections {
+		if f >= CorrectionMin && f <= CorrectionMax {
+			c.Memo.Corrections[name] = f
+		}
+	}
+	if err := m.Counterfactual.Valid(); err != nil {
+		return err
+	}
+	c.Memo.Counterfactual = m.Counterfactual
+	return nil
+}
