@@ -312,7 +312,7 @@ func (d *device) report(rep window.Report, err error, in window.Input, e *window
 	if kib := d.ctrl.ReadAheadAdvice(); kib > 0 {
 		w.ReadAheadAdviceKiB = int32(kib)
 	}
-	w.DispatchCharges = dispatchCharges(r)
+	w.DispatchCharges = window.DispatchCharges(r)
 	st.Candidates = topCandidates(r, d.ctrl.Policy.Engine.Rank, v1alpha1.MaxDeviceCandidates)
 	d.ctrl.ShowEvidence(&d.status)
 	if rep.Target != nil {

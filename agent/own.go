@@ -101,13 +101,6 @@ func (d *device) memorize(act *actuate.Actuator, log logr.Logger) {
 	}
 }
 
-// revert puts dev back exactly as recorded (Actuator.RevertLeaving). A
-// knob another writer changed since keeps the writer's value, which is
-// not an error: left then names it (empty when none was left).
-func revert(act *actuate.Actuator, dev string) (left string, err error) {
-	return act.RevertLeaving(dev)
-}
-
 // restoreUnverified puts back, exactly as recorded, every device whose
 // memo says its last change was still unverified when the previous run
 // ended (Actuator.RestoreUnverified: killed during the change's

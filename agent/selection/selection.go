@@ -97,7 +97,7 @@ func RestoreUngoverned(act *actuate.Actuator, sel []Governed, m *metrics.Metrics
 		if applyDevs[dev] {
 			continue
 		}
-		left, err := revert(act, dev)
+		left, err := act.RevertLeaving(dev)
 		if left != "" {
 			log.Info("restored a device except what another writer changed since", "device", dev, "left", left)
 		}
@@ -120,19 +120,6 @@ func RestoreUngoverned(act *actuate.Actuator, sel []Governed, m *metrics.Metrics
 		log.Info("restored devices no policy governs in Apply mode", "devices", done)
 	}
 	return done, errors.Join(errs...)
-}
-
-// revert puts dev back exactly as recorded (Actuator.Revert). A knob
-// another writer changed since keeps the writer's value, which is not an
-// error: left then names it (empty when none was left).
-func revert(act *actuate.Actuator, dev string) (left string, err error) {
-	err = act.Revert(dev)
-	var l *actuate.LeftError
-	var rerr *actuate.RecordError
-	if errors.As(err, &l) && !errors.As(err, &rerr) {
-		return l.Error(), nil
-	}
-	return "", err
 }
 
 // restoreUngovernedCaches reverts the recorded dm-caches whose origin no

@@ -2,7 +2,8 @@ package window
 
 // The evidence a device's recommendations rest on, in its status (issue
 // 14 item 6): the read-ahead measurements of the last window, the learned
-// corrections and the last verification.
+// corrections, the last verification and the window's charges for each
+// scheduler's CPU cost.
 
 import (
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
+	"github.com/shadowtune/shadowtune/internal/engine"
 )
 
 // maxCorrections bounds status.corrections (the schema's MaxItems).
@@ -87,4 +89,25 @@ func verificationStatus(v *verificationResult) *v1alpha1.Verification {
 	}
 	return &v1alpha1.Verification{Change: v.What, Outcome: v.Outcome,
 		Baseline: f(v.BaselineNs), Predicted: f(v.PredictedNs), Measured: f(v.MeasuredNs), Unit: unit}
+}
+
+// maxDispatchCharges bounds DispatchCharges (the schema's MaxItems).
+const maxDispatchCharges = 8
+
+// DispatchCharges is r's dispatch factors by scheduler (the factor a
+// window multiplied each simulated service time by, to charge the
+// scheduler's measured CPU cost per request), none's (always 1) left out,
+// sorted by name, at most 8; nil when nothing was charged.
+func DispatchCharges(r *engine.Report) []v1alpha1.DispatchCharge {
+	var out []v1alpha1.DispatchCharge
+	for _, s := range slices.Sorted(maps.Keys(r.DispatchFactors)) {
+		if s == "none" {
+			continue
+		}
+		if len(out) == maxDispatchCharges {
+			break
+		}
+		out = append(out, v1alpha1.DispatchCharge{Scheduler: s, Factor: strconv.FormatFloat(r.DispatchFactors[s], 'f', 3, 64)})
+	}
+	return out
 }
