@@ -18,6 +18,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/window"
+	"github.com/shadowtune/shadowtune/agent/window/controllertest"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -54,10 +55,10 @@ func (f *fakeCacheTool) SetMode(name, mode string) error {
 // HDD model, over hot bytes of the disk (all of it when hot is 0).
 func localityWindow(seed uint64, n int, hot uint64, start int64) []trace.Request {
 	rng := rand.New(rand.NewPCG(seed, 11))
-	d := model.Default(model.HDD, 100*gib).NewDisk(0)
+	d := model.Default(model.HDD, 100*controllertest.GiB).NewDisk(0)
 	span := hot / trace.SectorSize
 	if span == 0 {
-		span = 90 * gib // sectors
+		span = 90 * controllertest.GiB // sectors
 	}
 	reqs := make([]trace.Request, 0, n)
 	t := start

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/window"
+	"github.com/shadowtune/shadowtune/agent/window/controllertest"
 	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 )
 
@@ -15,7 +16,7 @@ import (
 // counts what it drops, and the window still simulates the newest
 // MaxSimulated requests, contiguous.
 func TestPendingIsBounded(t *testing.T) {
-	c := newTestController(t, false)
+	c := controllertest.New(t, false)
 	c.Policy.MaxSimulated = 1000
 	d := &device{ctrl: c}
 	var mu sync.Mutex

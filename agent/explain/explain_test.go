@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/shadowtune/shadowtune/agent/window/controllertest"
 	"github.com/shadowtune/shadowtune/agent/window/windowtest"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -21,11 +22,11 @@ import (
 // report names the decision); a window that decides none is not kept.
 func TestKeepsSwitchWindows(t *testing.T) {
 	dir := t.TempDir()
-	c := newTestController(t, false)
+	c := controllertest.New(t, false)
 	c.SetExplain(Writer{Dir: dir, Log: logr.Discard()}.Hook("sdz"))
 	now := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
 	reqs := windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1)
-	rep, err := step(c, reqs, now)
+	rep, err := controllertest.Step(c, reqs, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +75,11 @@ func TestKeepsSwitchWindows(t *testing.T) {
 
 	// A window that decides no switch (the setting the last one chose)
 	// is not kept.
-	c2 := newTestController(t, false)
+	c2 := controllertest.New(t, false)
 	dir2 := t.TempDir()
 	c2.SetExplain(Writer{Dir: dir2, Log: logr.Discard()}.Hook("sdz"))
 	c2.Current.Candidate.Scheduler = rep.Report.Decision.Target
-	rep2, err := step(c2, reqs, now)
+	rep2, err := controllertest.Step(c2, reqs, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,36 +6,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/fifo"
 )
 
 // The reliability probe's findings on the agent's own state files (issue
 // 44, F4 and F7): agent.run.
-
-// within fails t when f has not returned after 5 s (a read blocked on a
-// FIFO); unblock, if set, is then called to let it go.
-func within(t *testing.T, what string, unblock func(), f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		if unblock != nil {
-			unblock()
-		}
-		t.Fatalf("%s blocked for 5 s", what)
-	}
-}
-
-// openFIFO lets a reader blocked on the FIFO at path go (it opens the
-// writing end and closes it).
-func openFIFO(path string) func() {
-	return func() {
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	}
-}
 
 // outsideFile is a file outside the state directory, with its content.
 func outsideFile(t *testing.T) (path, content string) {
@@ -94,22 +70,22 @@ func TestRunMarkerSymlink(t *testing.T) {
 // agent's start or stop (it hung there, ignoring SIGTERM).
 func TestRunMarkerFIFO(t *testing.T) {
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, runMarkerName)
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+	path := filepath.Join(dir, runMarkerName)
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "markRunning on a FIFO", openFIFO(fifo), func() {
+	fifo.Within(t, "markRunning on a FIFO", fifo.Unblocker(path), func() {
 		if _, err := MarkRunning(dir, time.Unix(1000, 0)); err != nil {
 			t.Logf("markRunning: %v", err)
 		}
 	})
-	if err := syscall.Mkfifo(fifo+"2", 0o600); err != nil {
+	if err := syscall.Mkfifo(path+"2", 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(fifo+"2", fifo); err != nil {
+	if err := os.Rename(path+"2", path); err != nil {
 		t.Fatal(err)
 	}
-	within(t, "markStopped on a FIFO", openFIFO(fifo), func() {
+	fifo.Within(t, "markStopped on a FIFO", fifo.Unblocker(path), func() {
 		if err := MarkStopped(dir); err != nil {
 			t.Logf("markStopped: %v", err)
 		}

@@ -5,40 +5,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/internal/model"
+	"github.com/shadowtune/shadowtune/internal/testutil/fifo"
 )
 
 // The reliability probe's findings on the agent's own state files (issue
 // 44, F5 and F7): models/DEV.json.
-
-// within fails t when f has not returned after 5 s (a read blocked on a
-// FIFO); unblock, if set, is then called to let it go.
-func within(t *testing.T, what string, unblock func(), f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		if unblock != nil {
-			unblock()
-		}
-		t.Fatalf("%s blocked for 5 s", what)
-	}
-}
-
-// openFIFO lets a reader blocked on the FIFO at path go (it opens the
-// writing end and closes it).
-func openFIFO(path string) func() {
-	return func() {
-		if f, err := os.OpenFile(path, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	}
-}
 
 // TestModelsDirSymlink (F5): a symbolic link at STATE/models must not get a
 // model written outside the state directory.
@@ -74,7 +48,7 @@ func TestModelFileNotRegular(t *testing.T) {
 			if err := syscall.Mkfifo(path, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			unblock = openFIFO(path)
+			unblock = fifo.Unblocker(path)
 		case "zero":
 			if os.Geteuid() != 0 {
 				continue
@@ -83,7 +57,7 @@ func TestModelFileNotRegular(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		within(t, "Load on a "+kind, unblock, func() {
+		fifo.Within(t, "Load on a "+kind, unblock, func() {
 			if _, loaded := Load(dir, sd); loaded {
 				t.Errorf("%s: a model was loaded", kind)
 			}

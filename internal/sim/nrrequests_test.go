@@ -1,11 +1,9 @@
 package sim
 
 import (
-	"math/rand/v2"
 	"testing"
 
 	"github.com/shadowtune/shadowtune/internal/sched"
-	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
 // TestNrRequestsBoundsTheElevator checks Config.NrRequests with the run of
@@ -17,11 +15,7 @@ import (
 // The more slots, the more the elevator sorts and the shorter the seeks;
 // with as many slots as requests the limit never binds.
 func TestNrRequestsBoundsTheElevator(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var reqs []trace.Request
-	for range 64 {
-		reqs = append(reqs, openReq(0, rng.Uint64N(1<<30), 8, trace.Read))
-	}
+	reqs := randomBurst(64)
 	w := mustWindow(t, reqs, LoopOpen)
 	newDisk := func(int64) DeviceModel { return &seekDisk{} }
 	run := func(name string, nr int) Result {

@@ -22,6 +22,17 @@ func (d *seekDisk) Service(_ trace.Op, sector uint64, sectors uint32) int64 {
 	return ms + int64(dist/1024)
 }
 
+// randomBurst is n 4 KiB reads released at once at random sectors of the
+// first 512 GiB, the same on every call (seeded).
+func randomBurst(n int) []trace.Request {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var reqs []trace.Request
+	for range n {
+		reqs = append(reqs, openReq(0, rng.Uint64N(1<<30), 8, trace.Read))
+	}
+	return reqs
+}
+
 // TestTagsQueueInTheDevice checks Config.Tags: 64 random reads released at
 // once on one server. Without tags beyond the server the elevator holds
 // the backlog and mq-deadline's sector order shortens the seeks; with 64
@@ -30,11 +41,7 @@ func (d *seekDisk) Service(_ trace.Op, sector uint64, sectors uint32) int64 {
 // device whose queue is deeper than its load. The timing is the device's
 // FIFO: the i-th request completes after i+1 services.
 func TestTagsQueueInTheDevice(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	var reqs []trace.Request
-	for range 64 {
-		reqs = append(reqs, openReq(0, rng.Uint64N(1<<30), 8, trace.Read))
-	}
+	reqs := randomBurst(64)
 	w := mustWindow(t, reqs, LoopOpen)
 	newDisk := func(int64) DeviceModel { return &seekDisk{} }
 	run := func(name string, tags int) Result {

@@ -9,24 +9,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/shadowtune/shadowtune/internal/testutil/fifo"
 )
 
 func text(s string) func(io.Writer) error {
 	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
-}
-
-// within fails t when f does not return within 5 s: a reader that blocks
-// on a FIFO would hang the test instead.
-func within(t *testing.T, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); f() }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		t.Fatalf("%s blocked for 5 s", what)
-	}
 }
 
 // TestWriteReadRemove: a write replaces the file whole with perm, making
@@ -151,7 +139,7 @@ func TestNotRegularRefused(t *testing.T) {
 		cases["zero.json"] = "a character device"
 	}
 	for name, want := range cases {
-		within(t, "ReadFile "+name, func() {
+		fifo.Within(t, "ReadFile "+name, nil, func() {
 			_, err := ReadFile(root, name, 100)
 			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), filepath.Join(root, name)) {
 				t.Errorf("%s: %v, want ErrRefused saying %q and naming the file", name, err, want)
