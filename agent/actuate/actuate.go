@@ -853,7 +853,7 @@ func (a *Actuator) validate(s Setting) error {
 		if v < 0 {
 			return bad("tunable %s=%d is negative", k, v)
 		}
-		if row, ok := knob.Lookup("", k); ok && row.Max > 0 && (v < row.Min || v > row.Max) {
+		if row, ok := knob.Lookup("", k); ok && !row.Within(v) {
 			return bad("%s=%d is outside [%d, %d], what the kernel keeps as written", k, v, row.Min, row.Max)
 		}
 	}
@@ -887,7 +887,7 @@ func (a *Actuator) check(dev string, cur State, s Setting) error {
 		if !allowedWith(target, name) {
 			return &AttrError{Op: "write", Device: dev, Path: a.store.Path(dev, tunableAttr(name)),
 				Value: strconv.FormatInt(s.Tunables[name], 10), Kind: ErrNotAllowed,
-				Err: fmt.Errorf("not an allowed tunable of %q (allowed: %s)", target, strings.Join(allowed[target], ", "))}
+				Err: fmt.Errorf("not an allowed tunable of %q (allowed: %s)", target, strings.Join(knob.Ranged(target), ", "))}
 		}
 	}
 	return nil

@@ -52,6 +52,10 @@ type Knob struct {
 	Min, Max int64
 }
 
+// Within reports whether the kernel keeps v as written: v in [Min, Max],
+// or any v for a knob without bounds (Max 0).
+func (k Knob) Within(v int64) bool { return k.Max == 0 || (v >= k.Min && v <= k.Max) }
+
 // Boolean reports whether the knob takes only 0 or 1.
 func (k Knob) Boolean() bool { return k.Unit == "0/1" }
 

@@ -57,6 +57,12 @@ func TestNames(t *testing.T) {
 	if k, ok := Lookup("bfq", "low_latency"); !ok || !k.Boolean() {
 		t.Errorf("Lookup(bfq, low_latency) = %+v, %v; want a boolean row", k, ok)
 	}
+	if k, _ := Lookup("", "nr_requests"); !k.Within(4) || !k.Within(2048) || k.Within(3) || k.Within(2049) {
+		t.Errorf("nr_requests %+v: want [4, 2048] within, 3 and 2049 not", k)
+	}
+	if k, _ := Lookup("kyber", "read_lat_nsec"); !k.Within(1 << 40) {
+		t.Errorf("read_lat_nsec %+v: an unbounded knob takes any value", k)
+	}
 	if _, ok := Lookup("", "low_latency"); ok {
 		t.Error("Lookup(\"\", low_latency) found a queue attribute")
 	}

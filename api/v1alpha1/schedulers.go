@@ -42,15 +42,15 @@ func (s SchedulerName) IsKnown() bool { return slices.Contains(SchedulerNames(),
 // copy.
 func KnownTunables(s SchedulerName) []string { return knob.Ranged(string(s)) }
 
-// tunableBounds returns the bounds [lo, hi] the kernel keeps of the
-// tunable name (knob.Knob Min and Max), and whether it has any.
-func tunableBounds(name string) (lo, hi int64, ok bool) {
+// tunableBounds returns the row of the tunable name when the kernel
+// bounds it (knob.Knob Min and Max).
+func tunableBounds(name string) (knob.Knob, bool) {
 	for _, k := range knob.All() {
 		if k.Name == name && k.Max > 0 {
-			return k.Min, k.Max, true
+			return k, true
 		}
 	}
-	return 0, 0, false
+	return knob.Knob{}, false
 }
 
 // IsBooleanTunable reports whether the tunable takes only 0 or 1

@@ -203,12 +203,12 @@ func (t *TunableRange) validate(fld *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(xfld, *t.Max,
 			"front_merges, low_latency and strict_guarantees take 0 or 1: max must be at most 1"))
 	}
-	if lo, hi, ok := tunableBounds(t.Name); ok {
-		if t.Min < lo || t.Min > hi {
-			errs = append(errs, field.Invalid(fld.Child("min"), t.Min, between(lo, hi)))
+	if k, ok := tunableBounds(t.Name); ok {
+		if !k.Within(t.Min) {
+			errs = append(errs, field.Invalid(fld.Child("min"), t.Min, between(k.Min, k.Max)))
 		}
-		if t.Max != nil && (*t.Max < lo || *t.Max > hi) {
-			errs = append(errs, field.Invalid(xfld, *t.Max, between(lo, hi)))
+		if t.Max != nil && !k.Within(*t.Max) {
+			errs = append(errs, field.Invalid(xfld, *t.Max, between(k.Min, k.Max)))
 		}
 	}
 	if t.Steps != nil && (*t.Steps < MinTunableSteps || *t.Steps > MaxTunableSteps) {

@@ -42,7 +42,7 @@ func checkQueueKnobs(scheduler string, t sched.Tunables) error {
 			return fmt.Errorf("engine: %s is not a queue attribute the simulator models", k)
 		case scheduler == "none":
 			return fmt.Errorf("engine: %s=%d: none has no scheduler requests to bound", k, v)
-		case v < row.Min || (row.Max > 0 && v > row.Max):
+		case !row.Within(v):
 			return fmt.Errorf("engine: %s=%d is outside [%d, %d] %s", k, v, row.Min, row.Max, row.Unit)
 		}
 	}
