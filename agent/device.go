@@ -207,6 +207,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 		d.judgeDefaults(rep.Report, e.metrics)
 	}
 	d.ctrl.LogReadAhead(e.log, d.sys.Name)
+	d.ctrl.LogThrottle(e.log, d.sys.Name)
 	if err == nil && rep.Action.Kind != window.ActionNone {
 		d.act(rep.Action, now, e)
 	}

@@ -434,6 +434,9 @@ type Controller struct {
 	// model's caps: a class change needs two windows in a row.
 	throttleCaps model.Throttle
 	throttleOver bool
+	// throttleSeen is what the last window's check found, for the log
+	// (LogThrottle): "" when the window was not checked.
+	throttleSeen string
 	// explain, when set, is given every window whose simulation decided
 	// a scheduler switch, or predicted one it did not reproduce the window
 	// well enough to make (decide.ReasonNotReproduced): the time, the

@@ -24,6 +24,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/go-logr/logr"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -317,6 +318,10 @@ func (c *Controller) checkThrottle(reqs []trace.Request) bool {
 	c.throttleCaps, c.throttleOver = model.Throttle{}, false
 	wins := model.NewThrottleWindows(reqs)
 	t, ev, ok := wins.Estimate()
+	c.throttleSeen = fmt.Sprintf("no caps (%s)", ev)
+	if ok {
+		c.throttleSeen = fmt.Sprintf("caps %s (%s)", t, ev)
+	}
 	if !ok {
 		if c.model.Class() != model.Throttled || !wins.Exceeds(c.model.Throttle()) {
 			return false
@@ -353,6 +358,17 @@ func (c *Controller) checkThrottle(reqs []trace.Request) bool {
 	m.SetServers(model.EstimateServersBehind(reqs, t))
 	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s in two windows in a row (%s)", t, ev))
 	return true
+}
+
+// LogThrottle logs to log, at verbosity 1, what the last window showed
+// of a token bucket in front of disk (checkThrottle), and the device's
+// class; nothing when the window was not checked.
+func (c *Controller) LogThrottle(log logr.Logger, disk string) {
+	if c.throttleSeen == "" || !log.V(1).Enabled() {
+		return
+	}
+	log.V(1).Info("throttle", "disk", disk, "class", c.model.Class().String(), "window", c.throttleSeen)
+	c.throttleSeen = ""
 }
 
 // replaceModel puts m in place of the device's model after the first

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -20,7 +21,8 @@ import (
 // within 10 % and the window learned on the new model; a window at one
 // depth, which cannot show a cap, keeps them; caps set too low are
 // refuted by two windows well above them, not by one. Evidence that
-// awaits its second window keeps that window whole (capsPending).
+// awaits its second window keeps that window whole (capsPending), and
+// each window's evidence is logged once (LogThrottle).
 func TestThrottledClassFromWindow(t *testing.T) {
 	reqs := readTrace(t, "native", "../testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
@@ -62,6 +64,13 @@ func TestThrottledClassFromWindow(t *testing.T) {
 		t.Fatalf("one window of evidence made the device %v (%s)", c.model.Class(), c.note)
 	}
 	pending("after one window of evidence", true)
+	var logged []string
+	log := funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{Verbosity: 1})
+	c.LogThrottle(log, "vdb")
+	c.LogThrottle(log, "vdb") // the window is logged once
+	if len(logged) != 1 || !strings.Contains(logged[0], `"class"="ssd"`) || !strings.Contains(logged[0], "IOPS") {
+		t.Errorf("LogThrottle after one window of evidence logged %q, want one line with the class and the caps", logged)
+	}
 	rep := window(reqs)
 	if c.model.Class() != model.Throttled {
 		t.Fatalf("class %v after two windows, want throttled (%s)", c.model.Class(), c.note)

@@ -85,7 +85,7 @@ changes and reverts marked (the last 10,000 windows; see docs/pictures.md).`,
 	fl.DurationVar(&f.traceSample, "trace-sample", agent.DefaultTraceSample, traceSampleUsage)
 	fl.BoolVar(&f.followOpenFiles, "follow-open-files", false, followOpenFilesUsage)
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "log only errors")
-	fl.IntVarP(&f.verbosity, "verbose", "v", 0, "log more: 1 adds each window's read-ahead evidence, decision and costs")
+	fl.IntVarP(&f.verbosity, "verbose", "v", 0, "log more: 1 adds each window's read-ahead evidence, decision and costs, and what it showed of a token bucket's caps")
 	fl.StringVar(&f.plot, "plot", "", "at exit, draw a timeline of the windows (setting, predicted gain, model error, changes, reverts)"+plotFlagUsage)
 	fl.StringVar(&f.explainDir, "explain-dir", "", fmt.Sprintf("keep there the windows whose simulation decided a scheduler switch (or predicted one it did not reproduce the window well enough to make), for replay with 'shadowtune simulate': "+
 		"DEVICE-TIME.trace (native), .model.json and .report.json, the newest %d per device", explain.Keep))
