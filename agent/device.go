@@ -404,8 +404,15 @@ func (d *device) act(a window.Action, now time.Time, e *windowEnv) {
 // writer and yields. It reports whether s was written; an error is in
 // the status and logged.
 func (d *device) write(s, was window.Setting, e *windowEnv) bool {
+	var queueDefaults map[string]int64
+	if s.DropsQueueKnob(was) {
+		var err error
+		if queueDefaults, err = e.act.QueueDefaults(d.sys.Name); err != nil {
+			e.log.Error(err, "the queue attributes the setting leaves out keep the values written before", "device", d.sys.Name)
+		}
+	}
 	ap, err := e.act.Apply(d.sys.Name, actuate.Setting{
-		Scheduler: s.Candidate.Scheduler, Tunables: s.Candidate.Tunables, ReadAheadKiB: s.ReadAheadKiB,
+		Scheduler: s.Candidate.Scheduler, Tunables: s.Writes(was, queueDefaults), ReadAheadKiB: s.ReadAheadKiB,
 		Expect: &actuate.Expected{Scheduler: was.Candidate.Scheduler, ReadAheadKiB: was.ReadAheadKiB},
 	})
 	st := &d.status

@@ -2,6 +2,7 @@ package actuate
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,4 +62,38 @@ func TestLoopNrRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSameQueue(t, name, before)
+}
+
+// TestLoopQueueDefaults: on a real loop device, QueueDefaults gives the
+// nr_requests the kernel sets when it starts mq-deadline (block/
+// blk-mq-sched.c), and an Apply of that value after another brings the
+// device back to it: what a candidate that leaves nr_requests out means
+// (window.Setting.Writes).
+func TestLoopQueueDefaults(t *testing.T) {
+	name := loopdev.New(t, 64<<20)
+	needSchedulers(t, name, "none", "mq-deadline")
+	a := newLoopActuator(t)
+	if _, err := a.Apply(name, Setting{Scheduler: "mq-deadline"}); err != nil {
+		t.Fatal(err)
+	}
+	kernel := sysRead(t, name, "queue/nr_requests")
+	d, err := a.QueueDefaults(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strconv.FormatInt(d["nr_requests"], 10); got != kernel {
+		t.Fatalf("QueueDefaults: nr_requests %s; the kernel set %s at the switch", got, kernel)
+	}
+	if _, err := a.Apply(name, Setting{Tunables: sched.Tunables{"nr_requests": 32}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(name, Setting{Scheduler: "mq-deadline", Tunables: d}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sysRead(t, name, "queue/nr_requests"); got != kernel {
+		t.Errorf("nr_requests %s after writing the default back, want %s", got, kernel)
+	}
+	if err := a.Revert(name); err != nil {
+		t.Fatal(err)
+	}
 }

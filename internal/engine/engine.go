@@ -50,6 +50,14 @@ func (c Candidate) Name() string {
 	return s
 }
 
+// Defaults returns the kernel's default of each tunable of the named
+// scheduler (internal/sched: each scheduler's kernel file), the values a
+// candidate that leaves a tunable out is simulated with; an unknown name
+// is an error.
+func Defaults(scheduler string) (map[string]int64, error) {
+	return sched.Defaults(scheduler, sched.DefaultDevice)
+}
+
 // ParseCandidate parses "name", "name:k=v,k=v" or either with a "+redcap"
 // suffix. Names and tunables are validated against the scheduler models
 // (CheckCandidate).
