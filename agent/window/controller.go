@@ -340,9 +340,9 @@ type Memo struct {
 // requests (Add), ends each window (EndWindow), performs the Action the
 // window's Report asks for and reports it done (Commit).
 type Controller struct {
-	name  string
-	model *model.Model
-	disk  *model.Disk // online-learning state: position, disk cache
+	name string
+	// learn is the device's model and what it learns of the device.
+	learn learning
 	// Policy is the device's policy; the device adjusts it between
 	// windows (the memory plan's MaxSimulated, the measured dispatch
 	// costs, a dm-cache's model).
@@ -350,11 +350,8 @@ type Controller struct {
 	// Memo is what the device's memo keeps.
 	Memo Memo
 
-	// win holds the current window's requests; learner learns them as
-	// they arrive once online (the model calibrated when the window began).
-	win     window
-	learner windowLearner
-	online  bool
+	// win holds the current window's requests.
+	win window
 
 	// dmCache: a dm-cache is in front of the device; cacheActive: it is
 	// on (cacheBefore). readNs and blockReadNs are the mean read costs at
@@ -373,14 +370,6 @@ type Controller struct {
 	// originalSched is the device's scheduler before the agent.
 	originalSched string
 
-	// bias is the model's recent real ÷ simulated ratio for the current
-	// setting (an exponential average); verification compares the real
-	// time after a change with the previous setting's simulated time
-	// scaled by this bias, so model error does not count as regression.
-	bias float64
-	// biasKnown: bias was measured at least once (until then it is 1).
-	biasKnown bool
-
 	verify *verification
 	// cfHolding is the part of Memo.Counterfactual that holds this
 	// window's switch back (engine.Options.CounterfactualErrorPct).
@@ -393,15 +382,6 @@ type Controller struct {
 	// settled (settledWindow): its windows may then be traced in part
 	// (sampleNext).
 	settled int
-	// calibrated is set once a window with enough measured requests has
-	// checked the device class and learned k (see calibrate).
-	calibrated bool
-	// note records what calibration found, for the status.
-	note string
-	// serversWait counts down the windows until fitServers may search
-	// for k again; serversReach is the largest k the last search could
-	// try (serversReach).
-	serversWait, serversReach int
 	// road is the device's read-ahead road (agent/readahead), ra its
 	// step for the window; raStreams the processes that issued read-ahead
 	// in the window; originalRA the device's read_ahead_kb before the
@@ -429,14 +409,6 @@ type Controller struct {
 	// memoUnverified is the memo's Unverified as last written; changing
 	// is true while a change that starts a verification is written.
 	memoUnverified, changing bool
-	// throttleCaps are the caps the previous window showed (checkThrottle;
-	// zero: none), and throttleOver tells whether it ran well above the
-	// model's caps: a class change needs two windows in a row.
-	throttleCaps model.Throttle
-	throttleOver bool
-	// throttleSeen is what the last window's check found, for the log
-	// (LogThrottle): "" when the window was not checked.
-	throttleSeen string
 	// explain, when set, is given every window whose simulation decided
 	// a scheduler switch, or predicted one it did not reproduce the window
 	// well enough to make (decide.ReasonNotReproduced): the time, the
@@ -473,8 +445,8 @@ func New(name string, m *model.Model, current Setting, p Policy) (*Controller, e
 		return nil, errNoModel
 	}
 	return &Controller{
-		name: name, model: m, disk: m.NewDisk(0), Policy: p.withKnobDefaults(),
-		Current: current, bias: 1, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
+		name: name, learn: newLearning(m), Policy: p.withKnobDefaults(),
+		Current: current, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
 		originalRA: current.ReadAheadKiB, originalSched: current.Candidate.Scheduler,
 	}, nil
 }
@@ -487,9 +459,7 @@ func (c *Controller) Add(chunk []trace.Request) {
 		return
 	}
 	c.win.total += len(chunk)
-	if c.online {
-		c.learner.observe(c.disk, chunk)
-	}
+	c.learn.add(chunk)
 	c.win.retain(chunk, c.Policy.MaxSimulated)
 }
 
@@ -510,43 +480,23 @@ func (c *Controller) EndWindow(in Input) (rep Report, err error) {
 		c.countSettled(&rep, err)
 	}()
 	if in.Skip != "" {
-		if !c.online {
-			c.learner.observe(c.disk, c.win.simulated())
-		}
-		c.learner.result()
+		c.learn.skip(c.win.simulated())
 		rep = Report{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}
 		c.stepReadAhead(in)
 		c.decideReadAhead(&rep, in)
 		return rep, nil
 	}
 	reqs := c.win.simulated()
-	if !c.online {
-		if !c.calibrated {
-			c.calibrate(reqs)
-		}
-		c.model.StartWindow()
-		c.learner.observe(c.disk, reqs)
-	}
-	if c.calibrated && c.checkThrottle(reqs) {
-		// A new throttled model: it learns the window afresh.
-		c.learner.result()
-		c.model.StartWindow()
-		c.learner.observe(c.disk, reqs)
-	}
-	l := c.learner.result()
+	l := c.learn.end(reqs, c.Policy.MinRequests, c.verify != nil)
 	l.requests = c.win.total
 	return c.evaluate(reqs, l, in)
 }
 
-// nextWindow empties the window; it is learned online once the model is
-// calibrated, and the model keeps what its cells learn in it
-// (model.StartWindow) for the window's simulation.
+// nextWindow empties the window and starts the model's next one
+// (learning.next).
 func (c *Controller) nextWindow() {
 	c.win.reset()
-	c.online = c.calibrated
-	if c.online {
-		c.model.StartWindow()
-	}
+	c.learn.next()
 }
 
 // evaluate decides on a window whose requests were learned already (l,
@@ -574,7 +524,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	}
 	// One snapshot for both passes, whose busy cells predict the mean of
 	// the whole window rather than of its last moments (model.WindowModel).
-	m := c.model.WindowModel()
+	m := c.learn.model.WindowModel()
 	c.narrow = c.verify == nil && c.alike.narrowed(in.Now)
 	c.cfHolding = c.Memo.Counterfactual.Holding(in.Now, c.Policy.Backoff, c.Policy.Decide.MarginPct)
 	er, simReqs, screened, err := c.simulate(reqs, m)
@@ -600,10 +550,10 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 		return rep, nil
 	}
 	if c.verify == nil {
-		c.learnBias(sliceReal, c.simulatedTotal(er, c.Current.Candidate.Name()))
+		c.learn.learnBias(sliceReal, c.simulatedTotal(er, c.Current.Candidate.Name()))
 	}
 	c.decideWindow(&rep, er, in)
-	return rep, c.fitServers(simReqs, er)
+	return rep, c.learn.fitServers(simReqs, er, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name)
 }
 
 // keepForExplain gives the window to c.explain (when set) if its
@@ -613,23 +563,6 @@ func (c *Controller) keepForExplain(now time.Time, reqs []trace.Request, m *mode
 	if c.explain != nil && (er.Decision.Switch || er.Decision.Reason == decide.ReasonNotReproduced) {
 		c.explain(now, reqs, m, er)
 	}
-}
-
-// learnBias averages the window's real ÷ simulated ratio of the current
-// setting into bias. The first measurement sets it: the simulated wait of
-// a deep queue on a fast device can be many times the real one, and an
-// average started at 1 would scale the first verifications and
-// corrections by that error.
-func (c *Controller) learnBias(realNs, simNs int64) {
-	if realNs <= 0 || simNs <= 0 {
-		return
-	}
-	r := float64(realNs) / float64(simNs)
-	if c.biasKnown {
-		c.bias = 0.7*c.bias + 0.3*r
-		return
-	}
-	c.bias, c.biasKnown = r, true
 }
 
 // Unverified reports whether the device holds a change that is not
@@ -729,7 +662,7 @@ func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 		return
 	}
 	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
-		verify: &verification{previous: c.Current, target: target, bias: c.bias, left: c.Policy.VerifyWindows,
+		verify: &verification{previous: c.Current, target: target, bias: c.learn.bias, left: c.Policy.VerifyWindows,
 			corrected: c.correctionOf(target) / c.correctionOf(c.Current)}}
 	rep.Verifying = c.Policy.VerifyWindows
 }

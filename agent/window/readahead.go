@@ -73,8 +73,8 @@ func (c *Controller) raSettings(g Gate) readahead.Settings {
 	return readahead.Settings{
 		CurrentKiB: c.Current.ReadAheadKiB, OriginalKiB: c.originalRA, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
 		MarginPct: c.Policy.Decide.MarginPct, LowWastePct: c.Policy.ToleratedRegressionPct,
-		Seeks:   c.model.Class() == model.HDD && streams >= 2,
-		Model:   c.model,
+		Seeks:   c.learn.model.Class() == model.HDD && streams >= 2,
+		Model:   c.learn.model,
 		Horizon: g.MinDwell, VerifyWindows: c.Policy.VerifyWindows, Backoff: c.Policy.Backoff,
 		PreviousKiB: c.previousRA, RestorePrevious: c.Policy.RestorePreviousDefaults,
 	}

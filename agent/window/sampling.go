@@ -120,9 +120,9 @@ func (c *Controller) countSettled(rep *Report, err error) {
 // window may be sampled.
 func (c *Controller) sampleInput(enabled, cache bool) sampleInput {
 	return sampleInput{
-		Enabled: enabled, Settled: c.settled, Calibrated: c.calibrated,
+		Enabled: enabled, Settled: c.settled, Calibrated: c.learn.calibrated,
 		Verifying: c.verify != nil,
-		Proposed:  c.proposed != "", CapsPending: c.capsPending(),
+		Proposed:  c.proposed != "", CapsPending: c.learn.capsPending(),
 		Cache: cache,
 	}
 }

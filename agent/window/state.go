@@ -9,6 +9,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -20,8 +22,7 @@ import (
 // learned online (the model's window starts now), and the window may be
 // sampled (SettleWindows), since any decision makes the next one whole.
 func (c *Controller) Learned() {
-	c.calibrated, c.online = true, true
-	c.model.StartWindow()
+	c.learn.loaded()
 	c.settled = SettleWindows
 }
 
@@ -31,10 +32,9 @@ func (c *Controller) Learned() {
 // of the last change (for minDwell) and the read-ahead default before a
 // change under the device.
 func (c *Controller) Carry(o *Controller) bool {
-	carried := o.model.Config().CapacitySectors == c.model.Config().CapacitySectors
+	carried := o.learn.model.Config().CapacitySectors == c.learn.model.Config().CapacitySectors
 	if carried {
-		c.model, c.disk = o.model, o.model.NewDisk(0)
-		c.calibrated, c.online, c.note = o.calibrated, o.calibrated, o.note
+		c.learn.carry(&o.learn)
 	}
 	maps.Copy(c.Memo.Backoff, o.Memo.Backoff)
 	c.Memo.LastChange, c.previousRA = o.Memo.LastChange, o.previousRA
@@ -43,14 +43,14 @@ func (c *Controller) Carry(o *Controller) bool {
 
 // Model is the device's model (replaced when calibration, a throttle or
 // the servers' fit re-model the device).
-func (c *Controller) Model() *model.Model { return c.model }
+func (c *Controller) Model() *model.Model { return c.learn.model }
 
 // Note is what calibration, or a later re-modelling, found about the
 // device ("" when nothing), for the status.
-func (c *Controller) Note() string { return c.note }
+func (c *Controller) Note() string { return c.learn.note }
 
 // Calibrated reports whether the model was calibrated on the device.
-func (c *Controller) Calibrated() bool { return c.calibrated }
+func (c *Controller) Calibrated() bool { return c.learn.calibrated }
 
 // Requests is the number of requests the current window has taken so far
 // (Add).
@@ -62,6 +62,11 @@ func (c *Controller) Settled() int { return c.settled }
 
 // SetSettled sets that count (n windows).
 func (c *Controller) SetSettled(n int) { c.settled = n }
+
+// LogThrottle logs to log, at verbosity 1, what the last window showed
+// of a token bucket in front of disk (checkThrottle), and the device's
+// class; nothing when the window was not checked.
+func (c *Controller) LogThrottle(log logr.Logger, disk string) { c.learn.logThrottle(log, disk) }
 
 // SampleNext reports whether the device's next window may be traced in
 // part: enabled says the agent samples, cache that the policy governs a
