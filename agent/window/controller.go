@@ -590,8 +590,9 @@ func (c *Controller) verifyWindow(rep *Report, er engine.Report, sliceReal int64
 	if v.left > 0 {
 		return false
 	}
-	c.checkCounterfactual(v, now)
-	c.learnCorrection(v)
+	counted := c.Memo.checkCounterfactual(v, now, c.Policy.Decide.MarginPct)
+	correction := c.Memo.learnCorrection(v)
+	c.memoDirty = c.memoDirty || counted || correction
 	c.lastVerify = &verificationResult{What: fmt.Sprintf("%s -> %s", v.previous.Candidate.Name(), v.target.Candidate.Name()),
 		BaselineNs: v.prevNs, PredictedNs: v.targetNs, MeasuredNs: float64(v.realNs), Unit: "ns", Outcome: "Verified"}
 	limit := v.prevNs * (1 + c.Policy.ToleratedRegressionPct/100)
@@ -663,7 +664,7 @@ func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 	}
 	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
 		verify: &verification{previous: c.Current, target: target, bias: c.learn.bias, left: c.Policy.VerifyWindows,
-			corrected: c.correctionOf(target) / c.correctionOf(c.Current)}}
+			corrected: c.Memo.correctionOf(target) / c.Memo.correctionOf(c.Current)}}
 	rep.Verifying = c.Policy.VerifyWindows
 }
 

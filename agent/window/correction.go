@@ -41,23 +41,24 @@ type verificationResult struct {
 
 // learnCorrection updates the correction of v's target from the finished
 // verification v: measured ÷ predicted (the target's simulated measure ×
-// the bias the model had on the previous setting).
-func (c *Controller) learnCorrection(v *verification) {
+// the bias the model had on the previous setting). It reports whether it
+// learned one.
+func (m *Memo) learnCorrection(v *verification) bool {
 	if v.targetNs <= 0 || v.realNs <= 0 {
-		return
+		return false
 	}
 	name := v.target.Candidate.Name()
 	r := float64(v.realNs) / v.targetNs
-	if old, ok := c.Memo.Corrections[name]; ok && old > 0 {
+	if old, ok := m.Corrections[name]; ok && old > 0 {
 		r = math.Exp((1-CorrectionWeight)*math.Log(old) + CorrectionWeight*math.Log(r))
 	}
-	c.Memo.Corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
-	c.memoDirty = true
+	m.Corrections[name] = min(max(r, CorrectionMin), CorrectionMax)
+	return true
 }
 
 // correctionOf is the learned correction of s's candidate (1: none).
-func (c *Controller) correctionOf(s Setting) float64 {
-	if f, ok := c.Memo.Corrections[s.Candidate.Name()]; ok && f > 0 {
+func (m *Memo) correctionOf(s Setting) float64 {
+	if f, ok := m.Corrections[s.Candidate.Name()]; ok && f > 0 {
 		return f
 	}
 	return 1
@@ -67,14 +68,16 @@ func (c *Controller) correctionOf(s Setting) float64 {
 // device's counterfactual error: the ratio the decision predicted
 // (target over previous, corrected as the decision compared them)
 // against the measured one (the real measure over the previous
-// setting's simulated one × bias).
-func (c *Controller) checkCounterfactual(v *verification, now time.Time) {
+// setting's simulated one × bias), with the policy's margin (marginPct).
+// It reports whether it counted it.
+func (m *Memo) checkCounterfactual(v *verification, now time.Time, marginPct float64) bool {
 	corrected := v.corrected
 	if corrected <= 0 {
 		corrected = 1
 	}
 	if chk, ok := counterfactual.NewCheck(v.prevNs, v.targetNs*corrected, float64(v.realNs)); ok {
-		c.Memo.Counterfactual.Add(chk, now, c.Policy.Decide.MarginPct)
-		c.memoDirty = true
+		m.Counterfactual.Add(chk, now, marginPct)
+		return true
 	}
+	return false
 }
