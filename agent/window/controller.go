@@ -382,26 +382,12 @@ type Controller struct {
 	// settled (settledWindow): its windows may then be traced in part
 	// (sampleNext).
 	settled int
-	// road is the device's read-ahead road (agent/readahead), ra its
-	// step for the window; raStreams the processes that issued read-ahead
-	// in the window; originalRA the device's read_ahead_kb before the
-	// agent; previousRA its read_ahead_kb before its default changed
-	// under it (agent/sentinel), 0 when it did not.
-	road       readahead.Road
-	ra         readahead.Step
-	raShare    float64
-	raStreams  int
-	originalRA int
-	previousRA int
+	// ahead is the device's part of the read-ahead road.
+	ahead readAheadRoad
 	// alike follows the candidates that simulate alike (alike.go);
 	// narrow: the window simulates the current setting alone.
 	alike  alike
 	narrow bool
-	// raHorizon is the evidence's horizon of the last window (its gate's
-	// minDwell), for the verification a change starts; raShown the road's
-	// verification last shown as lastVerify.
-	raHorizon time.Duration
-	raShown   *readahead.Verification
 	// lastVerify is the outcome of the last verification (nil: none yet).
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
@@ -447,7 +433,7 @@ func New(name string, m *model.Model, current Setting, p Policy) (*Controller, e
 	return &Controller{
 		name: name, learn: newLearning(m), Policy: p.withKnobDefaults(),
 		Current: current, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
-		originalRA: current.ReadAheadKiB, originalSched: current.Candidate.Scheduler,
+		ahead: readAheadRoad{originalKiB: current.ReadAheadKiB}, originalSched: current.Candidate.Scheduler,
 	}, nil
 }
 
@@ -507,7 +493,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	rep := Report{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
-	c.raShare, c.raStreams = c.readAheadShare(reqs)
+	c.ahead.measure(&c.win, reqs)
 	c.stepReadAhead(in)
 	if in.Missed != "" {
 		// The read-ahead road's evidence is the page cache's over the
@@ -569,7 +555,7 @@ func (c *Controller) keepForExplain(now time.Time, reqs []trace.Request, m *mode
 // verified yet: being written, or under verification (a scheduler switch
 // or the read-ahead road's change).
 func (c *Controller) Unverified() bool {
-	return c.changing || c.verify != nil || c.road.Verifying()
+	return c.changing || c.verify != nil || c.ahead.road.Verifying()
 }
 
 // verifyWindow counts the window towards the verification of the last
@@ -633,7 +619,7 @@ func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 	// one change, and before a scheduler switch: its evidence is
 	// measured, the switch's predicted. The switch waits for a later
 	// window.
-	kib, move := c.readAheadTarget()
+	kib, move := c.ahead.target(c.Policy.ReadAhead, c.verify != nil, c.Current.ReadAheadKiB)
 	if move != raNone {
 		d.Switch = false // the guard does not count it
 		target.ReadAheadKiB = kib
@@ -655,7 +641,7 @@ func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 	}
 	if move != raNone {
 		if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
+			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB), guard: c.Memo.Guard, ra: move}
 		}
 		return
 	}
@@ -675,18 +661,18 @@ func (c *Controller) decideReadAhead(rep *Report, in Input) {
 	if c.raRevert(rep) {
 		return
 	}
-	kib, move := c.readAheadTarget()
+	kib, move := c.ahead.target(c.Policy.ReadAhead, c.verify != nil, c.Current.ReadAheadKiB)
 	if move == raNone {
 		return
 	}
 	target := c.Current
 	target.ReadAheadKiB = kib
-	rep.Target, rep.Reason = &target, string(c.ra.Decision.Reason)
+	rep.Target, rep.Reason = &target, string(c.ahead.step.Decision.Reason)
 	if !c.Policy.Apply {
 		return
 	}
 	if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
+		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB), guard: c.Memo.Guard, ra: move}
 	}
 }
 
@@ -699,6 +685,40 @@ func (c *Controller) raHold(move raMove, in Input) Hold {
 		return in.Gate.Hold(c.Memo.LastChange, in.Now)
 	}
 	return in.Gate.holdReadAhead()
+}
+
+// stepReadAhead gives the window to the read-ahead road, when the policy
+// governs read-ahead and the device has a depth.
+func (c *Controller) stepReadAhead(in Input) {
+	governs := c.Policy.ReadAhead && c.Current.ReadAheadKiB > 0
+	c.showVerification(c.ahead.stepWindow(&c.win, in, governs, c.raSettings(in.Gate.MinDwell)))
+}
+
+// raSettings are the read-ahead road's settings for the device as it is,
+// with the evidence's horizon.
+func (c *Controller) raSettings(horizon time.Duration) readahead.Settings {
+	return c.ahead.settings(&c.Policy, c.Current.ReadAheadKiB, c.learn.model, horizon)
+}
+
+// raRevert asks for the revert of the last read-ahead change (rep.Action)
+// when the road's verification measured a regression, and reports
+// whether it did: it passes every gate, and Observe mode makes no action.
+func (c *Controller) raRevert(rep *Report) bool {
+	prev, why, ok := c.ahead.revert(c.Current)
+	if !ok || !c.Policy.Apply {
+		return false
+	}
+	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.Memo.Guard, Reason: why, ra: raReverted}
+	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
+	return true
+}
+
+// showVerification makes v the device's last verification (lastVerify)
+// unless it is nil.
+func (c *Controller) showVerification(v *verificationResult) {
+	if v != nil {
+		c.lastVerify = v
+	}
 }
 
 // confirmSwitch reports whether the switch d may be made now. A switch
@@ -734,20 +754,13 @@ func (c *Controller) Commit(a Action, now time.Time) {
 	}
 	c.proposed = "" // decided against the setting it replaced
 	switch {
-	case a.ra == raReverted:
-		c.road.Reverted(now, c.raSettings(Gate{}))
+	case a.ra == raReverted: // the scheduler's verification goes on
 	case a.Kind == ActionRevert:
 		c.verify = nil
 	case a.verify != nil:
 		c.verify = a.verify
 	}
-	switch a.ra {
-	case raDecided:
-		c.road.Commit(prev.ReadAheadKiB, a.Setting.ReadAheadKiB, now, c.raSettings(Gate{MinDwell: c.raHorizon}))
-	case raBounds:
-		c.road.Forget()
-	}
-	c.showRAVerification()
+	c.showVerification(c.ahead.commit(a.ra, prev.ReadAheadKiB, now, c.raSettings(0)))
 }
 
 // Resync tells the controller that the device has setting s, which the
@@ -758,7 +771,7 @@ func (c *Controller) Resync(s Setting) {
 	// decides to take it back (Reclaim) needs no confirmation.
 	c.proposed = c.Current.Candidate.Name()
 	c.Current, c.verify = s, nil
-	c.road.Forget()
+	c.ahead.road.Forget()
 }
 
 // simulate evaluates the window over reqs (its newest requests, in arrival

@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -37,7 +38,7 @@ func (c *Controller) Carry(o *Controller) bool {
 		c.learn.carry(&o.learn)
 	}
 	maps.Copy(c.Memo.Backoff, o.Memo.Backoff)
-	c.Memo.LastChange, c.previousRA = o.Memo.LastChange, o.previousRA
+	c.Memo.LastChange, c.ahead.previousKiB = o.Memo.LastChange, o.ahead.previousKiB
 	return carried
 }
 
@@ -68,6 +69,55 @@ func (c *Controller) SetSettled(n int) { c.settled = n }
 // class; nothing when the window was not checked.
 func (c *Controller) LogThrottle(log logr.Logger, disk string) { c.learn.logThrottle(log, disk) }
 
+// LogReadAhead logs to log, at verbosity 1, the last window's read-ahead
+// evidence on disk and the costs (ms of device time) its decision
+// compared; nothing when the policy does not govern read-ahead.
+func (c *Controller) LogReadAhead(log logr.Logger, disk string) {
+	if c.Policy.ReadAhead {
+		c.ahead.log(log, disk, c.Current.ReadAheadKiB)
+	}
+}
+
+// ShowEvidence puts the evidence of the controller's last window into
+// the device's status st: the read-ahead measurements (when the policy
+// governs read-ahead), the learned corrections (at most 16, by candidate
+// name), the last verification (ms of application wait for a scheduler
+// change, µs of device time per used page for read-ahead) and the
+// counterfactual error.
+func (c *Controller) ShowEvidence(st *v1alpha1.DeviceState) {
+	if c.Policy.ReadAhead {
+		st.ReadAhead = c.ahead.status()
+	}
+	st.Corrections = correctionsStatus(c.Memo.Corrections)
+	if v := c.lastVerify; v != nil {
+		st.LastVerification = verificationStatus(v)
+	}
+	st.Counterfactual = counterfactualStatus(c.Memo.Counterfactual, c.Policy.Backoff, c.Policy.Decide.MarginPct)
+}
+
+// DefaultCosts are the predicted device times, ns, of the same work at a
+// changed knob's new and old defaults; 0, 0 when the window does not
+// price them. read_ahead_kb: the read-ahead road's cost of the readers'
+// decayed page-cache evidence at each depth (readahead.Cost), once the
+// evidence resolved enough pages to be judged. scheduler: the
+// simulation of the window's requests (r) under each, when both are
+// candidates of the policy.
+func (c *Controller) DefaultCosts(k v1alpha1.KnobChange, r *engine.Report) (newNs, oldNs float64) {
+	switch k.Knob {
+	case "read_ahead_kb":
+		if !c.Policy.ReadAhead {
+			return 0, 0
+		}
+		return c.ahead.defaultCosts(k.New, k.Old, c.raSettings(0))
+	case "scheduler":
+		if r == nil {
+			return 0, 0
+		}
+		return float64(c.simulatedTotal(*r, k.New)), float64(c.simulatedTotal(*r, k.Old))
+	}
+	return 0, 0
+}
+
 // SampleNext reports whether the device's next window may be traced in
 // part: enabled says the agent samples, cache that the policy governs a
 // cache in front of the device.
@@ -85,11 +135,11 @@ func (c *Controller) SetExplain(fn func(time.Time, []trace.Request, *model.Model
 
 // SetOriginalReadAhead sets the device's read_ahead_kb (KiB) before the
 // agent, which the read-ahead road returns to.
-func (c *Controller) SetOriginalReadAhead(kib int) { c.originalRA = kib }
+func (c *Controller) SetOriginalReadAhead(kib int) { c.ahead.originalKiB = kib }
 
 // SetPreviousReadAhead sets the device's read_ahead_kb (KiB) before its
 // default changed under it (agent/sentinel); 0 when it did not.
-func (c *Controller) SetPreviousReadAhead(kib int) { c.previousRA = kib }
+func (c *Controller) SetPreviousReadAhead(kib int) { c.ahead.previousKiB = kib }
 
 // SetCache tells the controller whether a dm-cache is in front of the
 // device (present) and whether it is on (active). An active cache empties
@@ -158,11 +208,11 @@ func (c *Controller) ReadAheadAdvice() int {
 	if !c.Policy.ReadAhead {
 		return 0
 	}
-	return c.ra.Decision.KiB
+	return c.ahead.step.Decision.KiB
 }
 
 // ReadAheadEvidence is the read-ahead road's evidence of the last window.
-func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ra.Evidence }
+func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ahead.step.Evidence }
 
 // CounterfactualHolding reports whether the counterfactual error held the
 // last window's switch back.
