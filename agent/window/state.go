@@ -78,6 +78,27 @@ func (c *Controller) LogReadAhead(log logr.Logger, disk string) {
 	}
 }
 
+// sampleInput is the controller's part of the decision whether its next
+// window may be sampled.
+func (c *Controller) sampleInput(enabled, cache bool) sampleInput {
+	return sampleInput{
+		Enabled: enabled, Settled: c.settled, Calibrated: c.learn.calibrated,
+		Verifying: c.verify != nil,
+		Proposed:  c.proposed != "", CapsPending: c.learn.capsPending(),
+		Cache: cache,
+	}
+}
+
+// Predicted is the measure, ns, the decision compares for each candidate of
+// the policy in the window r evaluated (engine.Report.Corrected), for the
+// counterfactual's counters. In a window that simulated the current
+// setting alone, every other candidate is what the agent holds it to be:
+// the current setting's simulated outcome, with its own scheduler's
+// dispatch factor and correction.
+func (c *Controller) Predicted(r engine.Report) map[string]time.Duration {
+	return predicted(r, c.Policy.Candidates, c.Policy.Engine.Rank, c.Memo.Corrections, c.narrow)
+}
+
 // ShowEvidence puts the evidence of the controller's last window into
 // the device's status st: the read-ahead measurements (when the policy
 // governs read-ahead), the learned corrections (at most 16, by candidate
@@ -113,7 +134,7 @@ func (c *Controller) DefaultCosts(k v1alpha1.KnobChange, r *engine.Report) (newN
 		if r == nil {
 			return 0, 0
 		}
-		return float64(c.simulatedTotal(*r, k.New)), float64(c.simulatedTotal(*r, k.Old))
+		return float64(simulatedTotal(*r, c.Policy.Engine.Rank, k.New)), float64(simulatedTotal(*r, c.Policy.Engine.Rank, k.Old))
 	}
 	return 0, 0
 }
@@ -217,10 +238,6 @@ func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ahead.ste
 // CounterfactualHolding reports whether the counterfactual error held the
 // last window's switch back.
 func (c *Controller) CounterfactualHolding() bool { return c.cfHolding > 0 }
-
-// StartsVerification reports whether the action starts a verification
-// (a scheduler switch, or a change the read-ahead road decided).
-func (a Action) StartsVerification() bool { return a.verify != nil || a.ra == raDecided }
 
 // CacheActive reports whether a dm-cache in front of the device is on
 // (SetCache).
