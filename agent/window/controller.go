@@ -16,35 +16,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
-
-// Memo is the part of a controller's state that the device keeps in its
-// memo in the state directory (actuate.DeviceMemo), so that it holds
-// across restarts, and carries to a new controller of the same disk.
-type Memo struct {
-	// LastChange is the agent's last write of the device's scheduler in
-	// force (zero when the original is back): spec.rollout.minDwell holds
-	// the next switch until then + minDwell.
-	LastChange time.Time
-	// Guard is the thrash guard's state (DADS §4.2).
-	Guard decide.State
-	// Backoff maps a candidate name to the time before which a switch to
-	// it, which regressed, is not retried.
-	Backoff map[string]time.Time
-	// Corrections are the learned factors by which a candidate's measure
-	// is multiplied in the decision (engine.Options.Corrections), from
-	// verified switches (learnCorrection), by candidate name, within
-	// [CorrectionMin, CorrectionMax].
-	Corrections map[string]float64
-	// Counterfactual is the device's counterfactual error over its
-	// verified switches (agent/counterfactual).
-	Counterfactual counterfactual.Record
-}
 
 // Controller is one device's controller: the per-device state carried
 // between windows. It does no I/O; the device (package agent) feeds it
@@ -111,21 +87,6 @@ type Controller struct {
 	// well enough to make (decide.ReasonNotReproduced): the time, the
 	// requests and the model simulated, and the report (agent.Options.ExplainDir).
 	explain func(time.Time, []trace.Request, *model.Model, engine.Report)
-}
-
-type verification struct {
-	previous Setting
-	target   Setting
-	bias     float64 // bias before the change
-	left     int
-	realNs   int64   // real measure over the verified windows
-	prevNs   float64 // the previous setting's simulated measure × bias
-	targetNs float64 // the target's simulated measure × bias
-	// corrected is the target's learned correction over the previous
-	// setting's when the switch was decided: the decision compared
-	// corrected measures, so its predicted ratio is targetNs ÷ prevNs
-	// × corrected.
-	corrected float64
 }
 
 // errNoModel is returned when a controller is built without a model.
@@ -245,6 +206,13 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 		return rep, nil
 	}
 	return rep, c.learn.fitServers(simReqs, er, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name)
+}
+
+// stepReadAhead gives the window to the read-ahead road, when the policy
+// governs read-ahead and the device has a depth.
+func (c *Controller) stepReadAhead(in Input) {
+	governs := c.Policy.ReadAhead && c.Current.ReadAheadKiB > 0
+	c.showVerification(c.ahead.stepWindow(&c.win, in, governs, c.raSettings(in.Gate.MinDwell)))
 }
 
 // keepForExplain gives the window to c.explain (when set) if its

@@ -1,20 +1,47 @@
 package window
 
-// Learning from verification (issue 14 item 5): each verified scheduler
-// switch measures how far the model was off for the candidate it switched
-// to, relative to its error on the setting it replaced; that ratio becomes
-// the candidate's correction, by which the decision multiplies its
-// predicted measure from then on (engine.Options.Corrections). A
-// candidate that proved slower than predicted stops being predicted to
-// win on the same kind of window. Corrections are kept in the device's
-// memo, so they hold across restarts.
+// The device's memo (Memo): what its state directory keeps of the
+// controller, and what it learns from verification (issue 14 item 5):
+// each verified scheduler switch measures how far the model was off for
+// the candidate it switched to, relative to its error on the setting it
+// replaced; that ratio becomes the candidate's correction, by which the
+// decision multiplies its predicted measure from then on
+// (engine.Options.Corrections). A candidate that proved slower than
+// predicted stops being predicted to win on the same kind of window.
+// Corrections are kept in the memo, so they hold across restarts. Each
+// verified switch also counts in the device's counterfactual error
+// (checkCounterfactual).
 
 import (
 	"math"
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
+	"github.com/shadowtune/shadowtune/internal/decide"
 )
+
+// Memo is the part of a controller's state that the device keeps in its
+// memo in the state directory (actuate.DeviceMemo), so that it holds
+// across restarts, and carries to a new controller of the same disk.
+type Memo struct {
+	// LastChange is the agent's last write of the device's scheduler in
+	// force (zero when the original is back): spec.rollout.minDwell holds
+	// the next switch until then + minDwell.
+	LastChange time.Time
+	// Guard is the thrash guard's state (DADS §4.2).
+	Guard decide.State
+	// Backoff maps a candidate name to the time before which a switch to
+	// it, which regressed, is not retried.
+	Backoff map[string]time.Time
+	// Corrections are the learned factors by which a candidate's measure
+	// is multiplied in the decision (engine.Options.Corrections), from
+	// verified switches (learnCorrection), by candidate name, within
+	// [CorrectionMin, CorrectionMax].
+	Corrections map[string]float64
+	// Counterfactual is the device's counterfactual error over its
+	// verified switches (agent/counterfactual).
+	Counterfactual counterfactual.Record
+}
 
 // Bounds and weight of a learned correction.
 const (

@@ -15,6 +15,24 @@ import (
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
 
+// verification is a scheduler switch being verified: the settings before
+// and after it, the model's bias before it, the windows left, and the
+// measures summed over the windows verified so far.
+type verification struct {
+	previous Setting
+	target   Setting
+	bias     float64 // bias before the change
+	left     int
+	realNs   int64   // real measure over the verified windows
+	prevNs   float64 // the previous setting's simulated measure × bias
+	targetNs float64 // the target's simulated measure × bias
+	// corrected is the target's learned correction over the previous
+	// setting's when the switch was decided: the decision compared
+	// corrected measures, so its predicted ratio is targetNs ÷ prevNs
+	// × corrected.
+	corrected float64
+}
+
 // conclude verifies the last change on the window's evaluation er (of
 // requests whose measured measure was sliceReal, ns) and, unless that
 // asks for a revert (of a scheduler switch, or of the read-ahead road's
@@ -185,13 +203,6 @@ func (c *Controller) raHold(move raMove, in Input) Hold {
 		return in.Gate.Hold(c.Memo.LastChange, in.Now)
 	}
 	return in.Gate.holdReadAhead()
-}
-
-// stepReadAhead gives the window to the read-ahead road, when the policy
-// governs read-ahead and the device has a depth.
-func (c *Controller) stepReadAhead(in Input) {
-	governs := c.Policy.ReadAhead && c.Current.ReadAheadKiB > 0
-	c.showVerification(c.ahead.stepWindow(&c.win, in, governs, c.raSettings(in.Gate.MinDwell)))
 }
 
 // raSettings are the read-ahead road's settings for the device as it is,

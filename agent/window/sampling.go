@@ -27,7 +27,7 @@ type sampleInput struct {
 	// Proposed: a switch awaits the next window's confirmation;
 	// CapsPending: a token bucket's caps, or a throttled device running
 	// above its caps, await the next window's confirmation
-	// (Controller.capsPending).
+	// (learning.capsPending).
 	Proposed, CapsPending bool
 	// Cache: the policy governs a cache in front of the device.
 	Cache bool
