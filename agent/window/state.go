@@ -1,7 +1,7 @@
 package window
 
 // What the device (package agent) reads and sets of its controller
-// between windows: for its status, metrics and memo, when its policy
+// between windows: for its status, metrics, logs and memo, when its policy
 // changes (Carry), and what it found out about the device itself (its
 // original read-ahead, a dm-cache in front of it).
 
