@@ -70,41 +70,40 @@ func allAlike(er engine.Report, rank engine.Rank) bool {
 	return true
 }
 
-// currentOnly is the candidate list narrowed to the current setting, and
-// the thrash guard's default setting (the rule needs it among the
-// candidates: decide.Config.Default) when that is another.
-func (c *Controller) currentOnly() []engine.Candidate {
-	out := []engine.Candidate{c.Current.Candidate}
-	for _, cand := range c.Policy.Candidates {
-		if cand.Name() == c.Policy.Decide.Default && cand.Name() != c.Current.Candidate.Name() {
+// currentOnly is cands narrowed to the current setting, and the thrash
+// guard's default setting (defaultName: the rule needs it among the
+// candidates, decide.Config.Default) when that is another.
+func currentOnly(current engine.Candidate, cands []engine.Candidate, defaultName string) []engine.Candidate {
+	out := []engine.Candidate{current}
+	for _, cand := range cands {
+		if cand.Name() == defaultName && cand.Name() != current.Name() {
 			out = append(out, cand)
 		}
 	}
 	return out
 }
 
-// Predicted is the measure, ns, the decision compares for each candidate of
-// the policy in the window r evaluated (engine.Report.Corrected), for the
-// counterfactual's counters. In a window that simulated the current
-// setting alone, every other candidate is what the agent holds it to be:
-// the current setting's simulated outcome, with its own scheduler's
+// predicted is the measure, ns, the decision compares for each of cands
+// in the window r evaluated (engine.Report.Corrected by rank, with the
+// learned corrections). In a window that simulated the current setting
+// alone (narrow), every other candidate is what the agent holds it to
+// be: the current setting's simulated outcome, with its own scheduler's
 // dispatch factor and correction.
-func (c *Controller) Predicted(r engine.Report) map[string]time.Duration {
-	rank := c.Policy.Engine.Rank
-	out := make(map[string]time.Duration, len(c.Policy.Candidates))
+func predicted(r engine.Report, cands []engine.Candidate, rank engine.Rank, corrections map[string]float64, narrow bool) map[string]time.Duration {
+	out := make(map[string]time.Duration, len(cands))
 	var cur *engine.Outcome
 	for i, o := range r.Outcomes {
-		out[o.Candidate.Name()] = time.Duration(r.Corrected(rank, c.Memo.Corrections, o))
+		out[o.Candidate.Name()] = time.Duration(r.Corrected(rank, corrections, o))
 		if o.Candidate.Name() == r.Current {
 			cur = &r.Outcomes[i]
 		}
 	}
-	if !c.narrow || cur == nil {
+	if !narrow || cur == nil {
 		return out
 	}
-	for _, cand := range c.Policy.Candidates {
+	for _, cand := range cands {
 		if _, ok := out[cand.Name()]; !ok && !cand.Cache {
-			out[cand.Name()] = time.Duration(r.Corrected(rank, c.Memo.Corrections, engine.Outcome{Candidate: cand, Result: cur.Result}))
+			out[cand.Name()] = time.Duration(r.Corrected(rank, corrections, engine.Outcome{Candidate: cand, Result: cur.Result}))
 		}
 	}
 	return out

@@ -56,17 +56,17 @@ func TestCalibrateByModelError(t *testing.T) {
 			reqs := readTrace(t, tc.format, tc.path)
 			reqs = reqs[:min(len(reqs), 20000)]
 			c := newTestController(t, false)
-			c.calibrate(reqs)
-			if !c.calibrated {
+			c.learn.calibrate(reqs, c.Policy.MinRequests)
+			if !c.learn.calibrated {
 				t.Fatal("not calibrated")
 			}
-			if got := c.model.Class(); got != tc.want {
-				t.Errorf("class %v, want %v (%s)", got, tc.want, c.note)
+			if got := c.learn.model.Class(); got != tc.want {
+				t.Errorf("class %v, want %v (%s)", got, tc.want, c.learn.note)
 			}
-			if tc.want == model.SSD && !strings.Contains(c.note, "model error") {
-				t.Errorf("note %q does not say the class came from the model error", c.note)
+			if tc.want == model.SSD && !strings.Contains(c.learn.note, "model error") {
+				t.Errorf("note %q does not say the class came from the model error", c.learn.note)
 			}
-			t.Logf("%s: %v; %s", tc.name, c.model.Class(), c.note)
+			t.Logf("%s: %v; %s", tc.name, c.learn.model.Class(), c.learn.note)
 		})
 	}
 }

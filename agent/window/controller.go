@@ -16,333 +16,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shadowtune/shadowtune/agent/counterfactual"
-	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
 
-// Policy is what the controller needs of a StorageTuning spec, and the
-// agent's own knobs, which the API does not carry.
-type Policy struct {
-	// Apply: change the device; otherwise only observe and recommend.
-	Apply bool
-	// Candidates are the settings simulated every window (the current one
-	// is always added).
-	Candidates []engine.Candidate
-	// Decide configures the switching rule and thrash guard.
-	Decide decide.Config
-	// Engine carries the REDCAP, ADA and read-ahead options.
-	Engine engine.Options
-	// ReadAhead: also recommend (and in Apply mode set) read_ahead_kb.
-	ReadAhead bool
-	// ToleratedRegressionPct is the allowed real slowdown, percent, of a
-	// change against the previous setting (spec.rollout).
-	ToleratedRegressionPct float64
-	// RestorePreviousDefaults: a read_ahead_kb default that changed under
-	// the device is put back when predicted slower (spec.sentinel; Apply
-	// mode only).
-	RestorePreviousDefaults bool
-
-	// The agent's own knobs; zero takes the default.
-
-	// VerifyWindows is how many windows after a change are compared with
-	// the prediction (default 2).
-	VerifyWindows int
-	// Backoff is how long a switch that regressed is not retried
-	// (default RegressionBackoff).
-	Backoff time.Duration
-	// MinRequests is the fewest completed requests a window needs to be
-	// evaluated (default 100): a nearly idle window says nothing.
-	MinRequests int
-	// MaxSimulated bounds the requests simulated per window (default
-	// 65536): a busier window is simulated over its most recent
-	// MaxSimulated requests, a contiguous slice that keeps the arrival
-	// process and dependencies intact, while every request still teaches
-	// the model. It keeps evaluation within the CPU budget at 100k+ IOPS.
-	MaxSimulated int
-	// ScreenRequests is the length of the screening pass (default 16384;
-	// negative: none). A window of more simulated requests is evaluated
-	// first over its newest ScreenRequests only; when that finds the
-	// setting settled (engine.ScreenAccepts) it is the window's
-	// evaluation, else the window is evaluated over its newest
-	// MaxSimulated. Windows that verify a change are always evaluated
-	// whole. A busy device whose setting is settled then costs about
-	// ScreenRequests/MaxSimulated of a full evaluation per window.
-	ScreenRequests int
-}
-
-// MaxResponseRatio bounds how far the simulated mean response time of the
-// setting in effect may be from the measured one, either way, for the
-// window's predictions to be acted on (decide.ReasonNotReproduced).
-//
-// The model is checked request by request on service time (the model
-// error), but a decision compares queueing, which magnifies a wrong
-// device parallelism or a biased service time many times over. On the
-// decision benchmark (docs/runs/2026-12-03-history.md, "Predictions the
-// simulation could not reproduce"), every window that decided a scheduler
-// switch on a loop device had simulated `none` at 7.5 to 8,301 times its
-// measured mean response time (a model of one server for a device that
-// had up to 128 requests in flight), and there the queue that only the
-// simulation had let mq-deadline and bfq merge their way to predicted
-// gains of 5.9 to 91.5 %; verification had measured such a switch
-// 152.6 % slower. Within 2×, a prediction rests on a simulation that resembles
-// the device as it ran.
-const MaxResponseRatio = 2
-
-// RegressionBackoff is how long, by default, a switch whose verification
-// measured a regression is not retried (Policy.Backoff); while it lasts
-// the node reports Degraded (NodeStorageState lastRevertTime).
-const RegressionBackoff = 30 * time.Minute
-
-// Recommendation reasons that are not decide's: the window's verification
-// reverted the last change, or the decided switch regressed before and is
-// in its back-off.
-const (
-	ReasonRegressionReverted = "RegressionReverted"
-	ReasonRegressionBackoff  = "RegressionBackoff"
-	// ReasonAwaitingConfirmation: the window decided a switch by its
-	// predicted gain that the window before did not decide; it is made
-	// when the next window decides it again (confirmSwitch).
-	ReasonAwaitingConfirmation = "AwaitingConfirmation"
-	// ReasonSampleMissed: the window was traced for its last part only,
-	// and that part held far fewer requests than its share of the
-	// window's (sampleMissed); it predicts nothing, and the next window
-	// is traced whole.
-	ReasonSampleMissed = "SampleMissedTheWork"
-)
-
-// withKnobDefaults fills the agent's own knobs left zero.
-func (p *Policy) withKnobDefaults() Policy {
-	q := *p
-	if q.VerifyWindows <= 0 {
-		q.VerifyWindows = 2
-	}
-	if q.Backoff <= 0 {
-		q.Backoff = RegressionBackoff
-	}
-	if q.MinRequests <= 0 {
-		q.MinRequests = 100
-	}
-	if q.MaxSimulated <= 0 {
-		q.MaxSimulated = 65536
-	}
-	if q.ScreenRequests == 0 {
-		q.ScreenRequests = 16384
-	}
-	return q
-}
-
-// Gate is what may hold back a change the controller decides: the
-// policy's pause, the operator's grant, and spec.rollout.minDwell since
-// the device's last change. It is an input to the decision; a regression
-// revert passes it always.
-type Gate struct {
-	// Paused: the governing policy is paused (spec.paused).
-	Paused bool
-	// Granted: the change may be made now (the operator's grant; always
-	// true for `shadowtune run`).
-	Granted bool
-	// MinDwell is the least time a setting is kept after a change
-	// (spec.rollout.minDwell); 0 for none.
-	MinDwell time.Duration
-	// Yielded: another writer changed the device and the policy yields to
-	// it (spec.otherWriters Yield).
-	Yielded bool
-}
-
-// Hold says why the gate held back a decided change.
-type Hold uint8
-
-const (
-	// HoldNone means nothing was held back.
-	HoldNone Hold = iota
-	// HoldPaused means the policy is paused.
-	HoldPaused
-	// HoldDwell means the last change is more recent than MinDwell.
-	HoldDwell
-	// HoldGrant means no grant allows the change.
-	HoldGrant
-	// HoldOtherWriter means another writer changed the device, and the agent
-	// yields to it.
-	HoldOtherWriter
-)
-
-// holdReadAhead returns why the gate holds back a move of read-ahead
-// within the policy's bounds: only a paused policy or another writer the
-// agent yields to. Such a move is low risk (DESIGN §6, gates by risk): it
-// is made in the window that measured its evidence, not after minDwell,
-// and needs no grant.
-func (g Gate) holdReadAhead() Hold {
-	switch {
-	case g.Paused:
-		return HoldPaused
-	case g.Yielded:
-		return HoldOtherWriter
-	}
-	return HoldNone
-}
-
-// Hold returns why the gate holds a change back at now, given the time of
-// the device's last change (zero: never changed).
-func (g Gate) Hold(lastChange, now time.Time) Hold {
-	switch {
-	case g.Paused:
-		return HoldPaused
-	case g.Yielded:
-		return HoldOtherWriter
-	case g.MinDwell > 0 && !lastChange.IsZero() && now.Sub(lastChange) < g.MinDwell:
-		return HoldDwell
-	case !g.Granted:
-		return HoldGrant
-	}
-	return HoldNone
-}
-
-// ActionKind says what the controller asks the agent to do to the device.
-type ActionKind uint8
-
-const (
-	// ActionNone leaves the device alone.
-	ActionNone ActionKind = iota
-	// ActionApply sets Action.Setting.
-	ActionApply
-	// ActionRevert puts back the setting in effect before the last change
-	// (Action.Setting), because verification found a real regression.
-	ActionRevert
-)
-
-// Action is the controller's request to the agent. The controller's state
-// moves to it only when the agent reports it done (Commit).
-type Action struct {
-	Kind    ActionKind
-	Setting Setting
-	Reason  string
-
-	guard  decide.State  // the thrash guard once the action is done
-	verify *verification // the verification an applied switch starts
-	ra     raMove        // what it does to read-ahead, for the road
-}
-
-// Setting is a device setting: elevator with tunables, and read-ahead
-// (0: leave read_ahead_kb alone).
-type Setting struct {
-	Candidate    engine.Candidate
-	ReadAheadKiB int
-}
-
-// Report is the outcome of one window on one device.
-type Report struct {
-	Device   string
-	Start    time.Time
-	Requests int
-	// RealServiceNs is the measured total service time of the window's
-	// requests; PredictedServiceNs what the model predicted for them (each
-	// request predicted, then learned, in dispatch order).
-	RealServiceNs      int64
-	PredictedServiceNs int64
-	// ModelErrorPct is the median over the window's groups of 1000
-	// requests (or the whole window when smaller) of
-	// |Σpredicted − Σmeasured| / Σmeasured × 100 (KDSim §6).
-	ModelErrorPct float64
-	// DeviceVariationPct is the device's own variation over the same
-	// groups: the median of |Σmeasured − mean| ÷ mean × 100, mean being
-	// the window's mean group total; -1 for fewer than two groups. Where
-	// it exceeds a model error limit, no model of a device of fixed speed
-	// meets that limit in the window.
-	DeviceVariationPct float64
-	// Report is the simulation of every candidate; nil when the window was
-	// skipped (Skipped says why). It covers the window's newest
-	// Report.Requests requests (Policy.MaxSimulated at most), whose
-	// measured total service time is SimulatedRealNs; Screened says it
-	// is a screening pass over the newest Policy.ScreenRequests.
-	Report          *engine.Report
-	SimulatedRealNs int64
-	Screened        bool
-	Skipped         string
-	// Unlearned counts the window's requests that arrived while the
-	// agent's loop was busy and were dropped unlearned to bound its memory
-	// (device.keepPending); Requests does not include them.
-	Unlearned int
-	// Action is what the agent should do now.
-	Action Action
-	// Held says why the gate held back the change the window decided
-	// (HoldNone when it did not).
-	Held Hold
-	// Verifying is the number of windows left to verify the last change.
-	Verifying int
-	// Target is the setting the controller recommends after this window,
-	// in Observe mode too (the current setting when it recommends no
-	// change); nil when the window was not evaluated. Reason is the rule
-	// that settled it: decide's reason, ReasonRegressionReverted or
-	// ReasonRegressionBackoff.
-	Target *Setting
-	Reason string
-	// Sampled: the window was traced for its last part only
-	// (Input.Sampled).
-	Sampled bool
-}
-
-// Input is what ends a window besides its requests.
-type Input struct {
-	Now  time.Time
-	Gate Gate
-	// Skip, when not empty, ends the window without evaluating it (say,
-	// over the CPU budget) and is the report's Skipped; its requests
-	// teach the model all the same, without calibration.
-	Skip string
-	// PageCache is what the page-cache probe counted of the device's
-	// files in the window (Measured false: no probe).
-	PageCache readahead.PageCache
-	// Sampled: the window was traced for its last part only (agent/sampling.go).
-	Sampled bool
-	// ReadScale is the window's length over its traced part when it was
-	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
-	// pages only while a device is traced.
-	ReadScale float64
-	// Missed, when not empty, says the sampled window's traced part
-	// missed the window's work (sampleMissed): the window is learned and
-	// its read-ahead evidence taken, but nothing is simulated, and Missed
-	// is the report's Skipped.
-	Missed string
-	// Caps are the blk-throttle caps of the device's readers in the
-	// window (blkcaps), for the read-ahead road.
-	Caps model.Throttle
-}
-
-// Memo is the part of a controller's state that the device keeps in its
-// memo in the state directory (actuate.DeviceMemo), so that it holds
-// across restarts, and carries to a new controller of the same disk.
-type Memo struct {
-	// LastChange is the agent's last write of the device's scheduler in
-	// force (zero when the original is back): spec.rollout.minDwell holds
-	// the next switch until then + minDwell.
-	LastChange time.Time
-	// Guard is the thrash guard's state (DADS §4.2).
-	Guard decide.State
-	// Backoff maps a candidate name to the time before which a switch to
-	// it, which regressed, is not retried.
-	Backoff map[string]time.Time
-	// Corrections are the learned factors by which a candidate's measure
-	// is multiplied in the decision (engine.Options.Corrections), from
-	// verified switches (learnCorrection), by candidate name, within
-	// [CorrectionMin, CorrectionMax].
-	Corrections map[string]float64
-	// Counterfactual is the device's counterfactual error over its
-	// verified switches (agent/counterfactual).
-	Counterfactual counterfactual.Record
-}
-
 // Controller is one device's controller: the per-device state carried
 // between windows. It does no I/O; the device (package agent) feeds it
 // requests (Add), ends each window (EndWindow), performs the Action the
 // window's Report asks for and reports it done (Commit).
 type Controller struct {
-	name  string
-	model *model.Model
-	disk  *model.Disk // online-learning state: position, disk cache
+	name string
+	// learn is the device's model and what it learns of the device.
+	learn learning
 	// Policy is the device's policy; the device adjusts it between
 	// windows (the memory plan's MaxSimulated, the measured dispatch
 	// costs, a dm-cache's model).
@@ -350,11 +37,8 @@ type Controller struct {
 	// Memo is what the device's memo keeps.
 	Memo Memo
 
-	// win holds the current window's requests; learner learns them as
-	// they arrive once online (the model calibrated when the window began).
-	win     window
-	learner windowLearner
-	online  bool
+	// win holds the current window's requests.
+	win window
 
 	// dmCache: a dm-cache is in front of the device; cacheActive: it is
 	// on (cacheBefore). readNs and blockReadNs are the mean read costs at
@@ -373,14 +57,6 @@ type Controller struct {
 	// originalSched is the device's scheduler before the agent.
 	originalSched string
 
-	// bias is the model's recent real ÷ simulated ratio for the current
-	// setting (an exponential average); verification compares the real
-	// time after a change with the previous setting's simulated time
-	// scaled by this bias, so model error does not count as regression.
-	bias float64
-	// biasKnown: bias was measured at least once (until then it is 1).
-	biasKnown bool
-
 	verify *verification
 	// cfHolding is the part of Memo.Counterfactual that holds this
 	// window's switch back (engine.Options.CounterfactualErrorPct).
@@ -393,35 +69,12 @@ type Controller struct {
 	// settled (settledWindow): its windows may then be traced in part
 	// (sampleNext).
 	settled int
-	// calibrated is set once a window with enough measured requests has
-	// checked the device class and learned k (see calibrate).
-	calibrated bool
-	// note records what calibration found, for the status.
-	note string
-	// serversWait counts down the windows until fitServers may search
-	// for k again; serversReach is the largest k the last search could
-	// try (serversReach).
-	serversWait, serversReach int
-	// road is the device's read-ahead road (agent/readahead), ra its
-	// step for the window; raStreams the processes that issued read-ahead
-	// in the window; originalRA the device's read_ahead_kb before the
-	// agent; previousRA its read_ahead_kb before its default changed
-	// under it (agent/sentinel), 0 when it did not.
-	road       readahead.Road
-	ra         readahead.Step
-	raShare    float64
-	raStreams  int
-	originalRA int
-	previousRA int
+	// ahead is the device's part of the read-ahead road.
+	ahead readAheadRoad
 	// alike follows the candidates that simulate alike (alike.go);
 	// narrow: the window simulates the current setting alone.
 	alike  alike
 	narrow bool
-	// raHorizon is the evidence's horizon of the last window (its gate's
-	// minDwell), for the verification a change starts; raShown the road's
-	// verification last shown as lastVerify.
-	raHorizon time.Duration
-	raShown   *readahead.Verification
 	// lastVerify is the outcome of the last verification (nil: none yet).
 	lastVerify *verificationResult
 	// memoDirty: a correction was learned since the memo was written.
@@ -429,34 +82,11 @@ type Controller struct {
 	// memoUnverified is the memo's Unverified as last written; changing
 	// is true while a change that starts a verification is written.
 	memoUnverified, changing bool
-	// throttleCaps are the caps the previous window showed (checkThrottle;
-	// zero: none), and throttleOver tells whether it ran well above the
-	// model's caps: a class change needs two windows in a row.
-	throttleCaps model.Throttle
-	throttleOver bool
-	// throttleSeen is what the last window's check found, for the log
-	// (LogThrottle): "" when the window was not checked.
-	throttleSeen string
 	// explain, when set, is given every window whose simulation decided
 	// a scheduler switch, or predicted one it did not reproduce the window
 	// well enough to make (decide.ReasonNotReproduced): the time, the
 	// requests and the model simulated, and the report (agent.Options.ExplainDir).
 	explain func(time.Time, []trace.Request, *model.Model, engine.Report)
-}
-
-type verification struct {
-	previous Setting
-	target   Setting
-	bias     float64 // bias before the change
-	left     int
-	realNs   int64   // real measure over the verified windows
-	prevNs   float64 // the previous setting's simulated measure × bias
-	targetNs float64 // the target's simulated measure × bias
-	// corrected is the target's learned correction over the previous
-	// setting's when the switch was decided: the decision compared
-	// corrected measures, so its predicted ratio is targetNs ÷ prevNs
-	// × corrected.
-	corrected float64
 }
 
 // errNoModel is returned when a controller is built without a model.
@@ -473,9 +103,9 @@ func New(name string, m *model.Model, current Setting, p Policy) (*Controller, e
 		return nil, errNoModel
 	}
 	return &Controller{
-		name: name, model: m, disk: m.NewDisk(0), Policy: p.withKnobDefaults(),
-		Current: current, bias: 1, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
-		originalRA: current.ReadAheadKiB, originalSched: current.Candidate.Scheduler,
+		name: name, learn: newLearning(m), Policy: p.withKnobDefaults(),
+		Current: current, Memo: Memo{Backoff: map[string]time.Time{}, Corrections: map[string]float64{}},
+		ahead: readAheadRoad{originalKiB: current.ReadAheadKiB}, originalSched: current.Candidate.Scheduler,
 	}, nil
 }
 
@@ -487,9 +117,7 @@ func (c *Controller) Add(chunk []trace.Request) {
 		return
 	}
 	c.win.total += len(chunk)
-	if c.online {
-		c.learner.observe(c.disk, chunk)
-	}
+	c.learn.add(chunk)
 	c.win.retain(chunk, c.Policy.MaxSimulated)
 }
 
@@ -507,46 +135,26 @@ func (c *Controller) EndWindow(in Input) (rep Report, err error) {
 	defer c.nextWindow()
 	defer func() {
 		rep.Unlearned, rep.Sampled = c.win.unlearned, in.Sampled
-		c.countSettled(&rep, err)
+		c.settled = settledAfter(c.settled, nextSettle(&rep, err, c.Policy.MinRequests, c.verify != nil || c.proposed != ""))
 	}()
 	if in.Skip != "" {
-		if !c.online {
-			c.learner.observe(c.disk, c.win.simulated())
-		}
-		c.learner.result()
+		c.learn.skip(c.win.simulated())
 		rep = Report{Device: c.name, Start: in.Now, Requests: c.win.total, Skipped: in.Skip}
 		c.stepReadAhead(in)
 		c.decideReadAhead(&rep, in)
 		return rep, nil
 	}
 	reqs := c.win.simulated()
-	if !c.online {
-		if !c.calibrated {
-			c.calibrate(reqs)
-		}
-		c.model.StartWindow()
-		c.learner.observe(c.disk, reqs)
-	}
-	if c.calibrated && c.checkThrottle(reqs) {
-		// A new throttled model: it learns the window afresh.
-		c.learner.result()
-		c.model.StartWindow()
-		c.learner.observe(c.disk, reqs)
-	}
-	l := c.learner.result()
+	l := c.learn.end(reqs, c.Policy.MinRequests, c.verify != nil)
 	l.requests = c.win.total
 	return c.evaluate(reqs, l, in)
 }
 
-// nextWindow empties the window; it is learned online once the model is
-// calibrated, and the model keeps what its cells learn in it
-// (model.StartWindow) for the window's simulation.
+// nextWindow empties the window and starts the model's next one
+// (learning.next).
 func (c *Controller) nextWindow() {
 	c.win.reset()
-	c.online = c.calibrated
-	if c.online {
-		c.model.StartWindow()
-	}
+	c.learn.next()
 }
 
 // evaluate decides on a window whose requests were learned already (l,
@@ -557,7 +165,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	rep := Report{Device: c.name, Start: in.Now, Requests: l.requests}
 	rep.RealServiceNs, rep.PredictedServiceNs, rep.ModelErrorPct = l.realNs, l.predNs, l.errPct
 	rep.DeviceVariationPct = l.varPct
-	c.raShare, c.raStreams = c.readAheadShare(reqs)
+	c.ahead.measure(&c.win, reqs)
 	c.stepReadAhead(in)
 	if in.Missed != "" {
 		// The read-ahead road's evidence is the page cache's over the
@@ -574,7 +182,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	}
 	// One snapshot for both passes, whose busy cells predict the mean of
 	// the whole window rather than of its last moments (model.WindowModel).
-	m := c.model.WindowModel()
+	m := c.learn.model.WindowModel()
 	c.narrow = c.verify == nil && c.alike.narrowed(in.Now)
 	c.cfHolding = c.Memo.Counterfactual.Holding(in.Now, c.Policy.Backoff, c.Policy.Decide.MarginPct)
 	er, simReqs, screened, err := c.simulate(reqs, m)
@@ -594,16 +202,17 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 		c.readNs, c.blockReadNs = readCostNs(reqs, uint64(bs), m, &c.netScratch)
 	}
 
-	// Verification of the last change comes first: a regression reverts
-	// whatever this window recommends, and passes the gate.
-	if c.verifyWindow(&rep, er, sliceReal, in.Now) || c.raRevert(&rep) {
+	if c.conclude(&rep, er, sliceReal, in) {
 		return rep, nil
 	}
-	if c.verify == nil {
-		c.learnBias(sliceReal, c.simulatedTotal(er, c.Current.Candidate.Name()))
-	}
-	c.decideWindow(&rep, er, in)
-	return rep, c.fitServers(simReqs, er)
+	return rep, c.learn.fitServers(simReqs, er, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name)
+}
+
+// stepReadAhead gives the window to the read-ahead road, when the policy
+// governs read-ahead and the device has a depth.
+func (c *Controller) stepReadAhead(in Input) {
+	governs := c.Policy.ReadAhead && c.Current.ReadAheadKiB > 0
+	c.showVerification(c.ahead.stepWindow(&c.win, in, governs, c.raSettings(in.Gate.MinDwell)))
 }
 
 // keepForExplain gives the window to c.explain (when set) if its
@@ -613,218 +222,6 @@ func (c *Controller) keepForExplain(now time.Time, reqs []trace.Request, m *mode
 	if c.explain != nil && (er.Decision.Switch || er.Decision.Reason == decide.ReasonNotReproduced) {
 		c.explain(now, reqs, m, er)
 	}
-}
-
-// learnBias averages the window's real ÷ simulated ratio of the current
-// setting into bias. The first measurement sets it: the simulated wait of
-// a deep queue on a fast device can be many times the real one, and an
-// average started at 1 would scale the first verifications and
-// corrections by that error.
-func (c *Controller) learnBias(realNs, simNs int64) {
-	if realNs <= 0 || simNs <= 0 {
-		return
-	}
-	r := float64(realNs) / float64(simNs)
-	if c.biasKnown {
-		c.bias = 0.7*c.bias + 0.3*r
-		return
-	}
-	c.bias, c.biasKnown = r, true
-}
-
-// Unverified reports whether the device holds a change that is not
-// verified yet: being written, or under verification (a scheduler switch
-// or the read-ahead road's change).
-func (c *Controller) Unverified() bool {
-	return c.changing || c.verify != nil || c.road.Verifying()
-}
-
-// verifyWindow counts the window towards the verification of the last
-// change. When the verification ends in a regression it asks for the
-// revert (rep.Action) and reports true. The verification is kept until
-// the revert is done (Commit), so a revert that could not be written is
-// asked for again the next window.
-func (c *Controller) verifyWindow(rep *Report, er engine.Report, sliceReal int64, now time.Time) bool {
-	v := c.verify
-	if v == nil {
-		return false
-	}
-	v.realNs += sliceReal
-	v.prevNs += float64(c.simulatedTotal(er, v.previous.Candidate.Name())) * v.bias
-	v.targetNs += float64(c.simulatedTotal(er, v.target.Candidate.Name())) * v.bias
-	v.left--
-	rep.Verifying = max(v.left, 0)
-	if v.left > 0 {
-		return false
-	}
-	c.checkCounterfactual(v, now)
-	c.learnCorrection(v)
-	c.lastVerify = &verificationResult{What: fmt.Sprintf("%s -> %s", v.previous.Candidate.Name(), v.target.Candidate.Name()),
-		BaselineNs: v.prevNs, PredictedNs: v.targetNs, MeasuredNs: float64(v.realNs), Unit: "ns", Outcome: "Verified"}
-	limit := v.prevNs * (1 + c.Policy.ToleratedRegressionPct/100)
-	if v.prevNs <= 0 || float64(v.realNs) <= limit {
-		c.verify = nil // verified
-		return false
-	}
-	c.lastVerify.Outcome = "Reverted"
-	c.Memo.Backoff[v.target.Candidate.Name()] = now.Add(c.Policy.Backoff)
-	rep.Action = Action{Kind: ActionRevert, Setting: v.previous, guard: er.Guard, Reason: fmt.Sprintf(
-		"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
-		float64(v.realNs)/1e6, v.prevNs/1e6, v.previous.Candidate.Name(),
-		100*(float64(v.realNs)/v.prevNs-1), c.Policy.ToleratedRegressionPct)}
-	prev := v.previous
-	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
-	return true
-}
-
-// decideWindow turns the window's decision into the recommendation
-// (rep.Target) and, in Apply mode when the gate allows it, the action.
-//
-// A switch counts towards the thrash guard (DADS §4.2 counts changes)
-// only when it is made (Commit): in Observe mode, or held back by the
-// gate, the recommendation stays the best candidate instead of the
-// pinned default after a few windows.
-func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
-	d := er.Decision
-	if !d.Switch {
-		c.Memo.Guard = er.Guard
-		c.proposed = ""
-	}
-	target := c.Current
-	rep.Reason = string(d.Reason)
-	if d.Reason == decide.ReasonNotReproduced || d.Reason == decide.ReasonCounterfactualError {
-		rep.Skipped = d.Message
-	}
-	// A read-ahead move is made alone, so that each verification measures
-	// one change, and before a scheduler switch: its evidence is
-	// measured, the switch's predicted. The switch waits for a later
-	// window.
-	kib, move := c.readAheadTarget()
-	if move != raNone {
-		d.Switch = false // the guard does not count it
-		target.ReadAheadKiB = kib
-	}
-	if d.Switch {
-		if until, ok := c.Memo.Backoff[d.Target]; ok && in.Now.Before(until) {
-			rep.Skipped = fmt.Sprintf("%s regressed before; not retried until %s", d.Target, until.Format(time.RFC3339))
-			rep.Reason = ReasonRegressionBackoff
-		} else if c.confirmSwitch(d) {
-			target.Candidate = candidateByName(er, d.Target)
-		} else {
-			rep.Skipped = fmt.Sprintf("switch to %s (predicted +%.1f %%) made if the next window decides it too", d.Target, d.BestImprovementPct)
-			rep.Reason = ReasonAwaitingConfirmation
-		}
-	}
-	rep.Target = &target
-	if !c.Policy.Apply || SameSetting(target, c.Current) {
-		return
-	}
-	if move != raNone {
-		if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
-		}
-		return
-	}
-	if rep.Held = in.Gate.Hold(c.Memo.LastChange, in.Now); rep.Held != HoldNone {
-		return
-	}
-	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
-		verify: &verification{previous: c.Current, target: target, bias: c.bias, left: c.Policy.VerifyWindows,
-			corrected: c.correctionOf(target) / c.correctionOf(c.Current)}}
-	rep.Verifying = c.Policy.VerifyWindows
-}
-
-// decideReadAhead decides a window whose scheduler evaluation was skipped
-// (too few requests, or over the CPU budget): the read-ahead road's
-// revert or move alone.
-func (c *Controller) decideReadAhead(rep *Report, in Input) {
-	if c.raRevert(rep) {
-		return
-	}
-	kib, move := c.readAheadTarget()
-	if move == raNone {
-		return
-	}
-	target := c.Current
-	target.ReadAheadKiB = kib
-	rep.Target, rep.Reason = &target, string(c.ra.Decision.Reason)
-	if !c.Policy.Apply {
-		return
-	}
-	if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.raReason(), guard: c.Memo.Guard, ra: move}
-	}
-}
-
-// raHold is what holds back a move of read-ahead: a move the road decided
-// on its evidence, within the policy's bounds, is low risk
-// (Gate.holdReadAhead); a move to the policy's bounds is the policy's
-// change, rolled out as any other (Gate.Hold: the grant, minDwell).
-func (c *Controller) raHold(move raMove, in Input) Hold {
-	if move == raBounds {
-		return in.Gate.Hold(c.Memo.LastChange, in.Now)
-	}
-	return in.Gate.holdReadAhead()
-}
-
-// confirmSwitch reports whether the switch d may be made now. A switch
-// decided by its predicted gain (decide.ReasonBetter) is made only when
-// the window before decided the same one: one window's prediction is not
-// enough. The first loaded window runs on a model calibrated on that very
-// window, and a single window's sample of a fast device's random reads
-// scatters: on the 2-core test machine, under CI load, one window predicted
-// mq-deadline +23.8 % over none on random reads where the next predicted
-// +27.6 % for kyber, and verification measured mq-deadline 151.8 % slower.
-// A thrash-guard switch to the default is made at once. c.proposed
-// remembers the window's target, whether or not a gate then holds the
-// switch back (Observe mode, no grant, minDwell): while consecutive
-// windows decide the same switch, it stays confirmed.
-func (c *Controller) confirmSwitch(d decide.Decision) bool {
-	confirmed := d.Reason != decide.ReasonBetter || c.proposed == d.Target
-	c.proposed = d.Target
-	return confirmed
-}
-
-// Commit tells the controller that the device now has the setting of a
-// (written at now): the action of the window just ended. A write of the
-// scheduler starts minDwell, unless it put the original back: a dwell
-// belongs to a setting in force.
-func (c *Controller) Commit(a Action, now time.Time) {
-	prev := c.Current
-	c.Current, c.Memo.Guard = a.Setting, a.guard
-	if a.Setting.Candidate.Name() != prev.Candidate.Name() {
-		c.Memo.LastChange = now
-		if a.Kind == ActionRevert && a.Setting.Candidate.Scheduler == c.originalSched && len(a.Setting.Candidate.Tunables) == 0 {
-			c.Memo.LastChange = time.Time{}
-		}
-	}
-	c.proposed = "" // decided against the setting it replaced
-	switch {
-	case a.ra == raReverted:
-		c.road.Reverted(now, c.raSettings(Gate{}))
-	case a.Kind == ActionRevert:
-		c.verify = nil
-	case a.verify != nil:
-		c.verify = a.verify
-	}
-	switch a.ra {
-	case raDecided:
-		c.road.Commit(prev.ReadAheadKiB, a.Setting.ReadAheadKiB, now, c.raSettings(Gate{MinDwell: c.raHorizon}))
-	case raBounds:
-		c.road.Forget()
-	}
-	c.showRAVerification()
-}
-
-// Resync tells the controller that the device has setting s, which the
-// agent did not write (another writer): the window goes on from it, and a
-// verification in progress is dropped (it measured another setting).
-func (c *Controller) Resync(s Setting) {
-	// The setting the agent had chosen counts as decided: a window that
-	// decides to take it back (Reclaim) needs no confirmation.
-	c.proposed = c.Current.Candidate.Name()
-	c.Current, c.verify = s, nil
-	c.road.Forget()
 }
 
 // simulate evaluates the window over reqs (its newest requests, in arrival
@@ -873,7 +270,7 @@ func (c *Controller) evaluateOver(reqs []trace.Request, m *model.Model) (engine.
 	opt.Guard = c.Memo.Guard
 	cands := c.Policy.Candidates
 	if c.narrow {
-		cands = c.currentOnly()
+		cands = currentOnly(c.Current.Candidate, c.Policy.Candidates, c.Policy.Decide.Default)
 	}
 	if c.cacheActive {
 		// The origin behind an active dm-cache sees misses and
@@ -927,25 +324,6 @@ func measuredService(reqs []trace.Request) int64 {
 	return n
 }
 
-// SameSetting reports whether a and b are the same elevator with the same
-// tunables and the same read-ahead (KiB).
-func SameSetting(a, b Setting) bool {
-	return a.Candidate.Name() == b.Candidate.Name() && a.ReadAheadKiB == b.ReadAheadKiB
-}
-
-// simulatedTotal is the candidate's predicted measure in r (the policy's
-// rank, with its scheduler's dispatch factor, without learned
-// corrections: engine.Report.Predicted), ns; 0 when r has no such
-// candidate.
-func (c *Controller) simulatedTotal(r engine.Report, name string) int64 {
-	for _, o := range r.Outcomes {
-		if o.Candidate.Name() == name {
-			return int64(r.Predicted(c.Policy.Engine.Rank, o))
-		}
-	}
-	return 0
-}
-
 // uncached returns the candidates without a cache.
 func uncached(cands []engine.Candidate) []engine.Candidate {
 	out := make([]engine.Candidate, 0, len(cands))
@@ -955,13 +333,4 @@ func uncached(cands []engine.Candidate) []engine.Candidate {
 		}
 	}
 	return out
-}
-
-func candidateByName(r engine.Report, name string) engine.Candidate {
-	for _, o := range r.Outcomes {
-		if o.Candidate.Name() == name {
-			return o.Candidate
-		}
-	}
-	return engine.Candidate{}
 }

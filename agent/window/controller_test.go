@@ -191,8 +191,8 @@ func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
 	if _, err := step(c, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 0.01), time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if c.model.Class() != model.SSD || c.note == "" {
-		t.Fatalf("class %s, note %q: want ssd", c.model.Class(), c.note)
+	if c.learn.model.Class() != model.SSD || c.learn.note == "" {
+		t.Fatalf("class %s, note %q: want ssd", c.learn.model.Class(), c.learn.note)
 	}
 	rep, err := step(c, windowtest.FIFOWindow(2, 2000, 4, 4, 20e9, 0.01), time.Unix(10, 0))
 	if err != nil {
@@ -206,8 +206,8 @@ func TestRotationalFlagCorrectedByMeasurement(t *testing.T) {
 	if _, err := step(h, windowtest.FIFOWindow(1, 2000, 4, 4, 0, 1), time.Unix(0, 0)); err != nil {
 		t.Fatal(err)
 	}
-	if h.model.Class() != model.HDD {
-		t.Fatalf("a seek-bound device was re-modelled as %s", h.model.Class())
+	if h.learn.model.Class() != model.HDD {
+		t.Fatalf("a seek-bound device was re-modelled as %s", h.learn.model.Class())
 	}
 }
 
@@ -289,17 +289,17 @@ func TestSettledWindowIsScreened(t *testing.T) {
 // scale the first verification's baseline by that error.
 func TestFirstWindowSetsBias(t *testing.T) {
 	c := newTestController(t, false)
-	c.learnBias(7_000, 0) // nothing simulated: no measurement
-	if c.biasKnown || c.bias != 1 {
-		t.Fatalf("bias %.3f known %v before any measurement", c.bias, c.biasKnown)
+	c.learn.learnBias(7_000, 0) // nothing simulated: no measurement
+	if c.learn.biasKnown || c.learn.bias != 1 {
+		t.Fatalf("bias %.3f known %v before any measurement", c.learn.bias, c.learn.biasKnown)
 	}
-	c.learnBias(7_000, 140_000)
-	if !c.biasKnown || math.Abs(c.bias-0.05) > 1e-9 {
-		t.Fatalf("bias %.4f after the first window, want 0.05", c.bias)
+	c.learn.learnBias(7_000, 140_000)
+	if !c.learn.biasKnown || math.Abs(c.learn.bias-0.05) > 1e-9 {
+		t.Fatalf("bias %.4f after the first window, want 0.05", c.learn.bias)
 	}
-	c.learnBias(10_000, 100_000)
-	if want := 0.7*0.05 + 0.3*0.1; math.Abs(c.bias-want) > 1e-9 {
-		t.Fatalf("bias %.4f after the second window, want %.4f", c.bias, want)
+	c.learn.learnBias(10_000, 100_000)
+	if want := 0.7*0.05 + 0.3*0.1; math.Abs(c.learn.bias-want) > 1e-9 {
+		t.Fatalf("bias %.4f after the second window, want %.4f", c.learn.bias, want)
 	}
 }
 

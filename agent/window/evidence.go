@@ -22,38 +22,35 @@ import (
 // maxCorrections bounds status.corrections (the schema's MaxItems).
 const maxCorrections = 16
 
-// ShowEvidence puts the evidence of the controller's last window into
-// the device's status st: the read-ahead measurements (when the policy
-// governs read-ahead), the learned corrections (at most 16, by candidate
-// name), the last verification (ms of application wait for a scheduler
-// change, µs of device time per used page for read-ahead) and the
-// counterfactual error.
-func (c *Controller) ShowEvidence(st *v1alpha1.DeviceState) {
-	if c.Policy.ReadAhead {
-		ev := c.ra.Evidence
-		st.ReadAhead = &v1alpha1.ReadAheadEvidence{
-			UsedPages: int64(min(ev.Used(), 1<<62)), WastedPages: int64(min(ev.Random.Wasted+ev.Sequential.Wasted, 1<<62)),
-			ReadAheadSharePercent: v1alpha1.FormatPercent(c.raShare), SequentialStreams: int32(min(c.raStreams, 1<<30)),
-			Rule: string(c.ra.Decision.Reason),
-		}
-		if ev.Resolved() >= readahead.MinResolvedPages {
-			st.ReadAhead.WastePercent = v1alpha1.FormatPercent(ev.WastePct())
-		}
+// status is the road's evidence of the last window in the API's terms:
+// its used and wasted pages, the window's read-ahead share and streams,
+// the decision's rule, and the waste once enough pages resolved.
+func (r *readAheadRoad) status() *v1alpha1.ReadAheadEvidence {
+	ev := r.step.Evidence
+	st := &v1alpha1.ReadAheadEvidence{
+		UsedPages: int64(min(ev.Used(), 1<<62)), WastedPages: int64(min(ev.Random.Wasted+ev.Sequential.Wasted, 1<<62)),
+		ReadAheadSharePercent: v1alpha1.FormatPercent(r.share), SequentialStreams: int32(min(r.streams, 1<<30)),
+		Rule: string(r.step.Decision.Reason),
 	}
-	// A new slice: the old one may be shared with a status already handed
-	// out.
-	st.Corrections = make([]v1alpha1.LearnedCorrection, 0, min(len(c.Memo.Corrections), maxCorrections))
-	for _, name := range slices.Sorted(maps.Keys(c.Memo.Corrections)) {
-		if len(st.Corrections) == maxCorrections {
+	if ev.Resolved() >= readahead.MinResolvedPages {
+		st.WastePercent = v1alpha1.FormatPercent(ev.WastePct())
+	}
+	return st
+}
+
+// correctionsStatus is the learned corrections in the API's terms: at
+// most 16, by candidate name, in a new slice (the old one may be shared
+// with a status already handed out).
+func correctionsStatus(corrections map[string]float64) []v1alpha1.LearnedCorrection {
+	out := make([]v1alpha1.LearnedCorrection, 0, min(len(corrections), maxCorrections))
+	for _, name := range slices.Sorted(maps.Keys(corrections)) {
+		if len(out) == maxCorrections {
 			break
 		}
-		st.Corrections = append(st.Corrections, v1alpha1.LearnedCorrection{
-			Candidate: name, Factor: strconv.FormatFloat(c.Memo.Corrections[name], 'f', 2, 64)})
+		out = append(out, v1alpha1.LearnedCorrection{
+			Candidate: name, Factor: strconv.FormatFloat(corrections[name], 'f', 2, 64)})
 	}
-	if v := c.lastVerify; v != nil {
-		st.LastVerification = verificationStatus(v)
-	}
-	st.Counterfactual = counterfactualStatus(c.Memo.Counterfactual, c.Policy.Backoff, c.Policy.Decide.MarginPct)
+	return out
 }
 
 // counterfactualStatus is r in the API's terms (nil without checks),

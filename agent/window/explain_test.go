@@ -23,7 +23,7 @@ func TestExplainKeepsUnreproducedPredictions(t *testing.T) {
 	d := decide.Decision{Target: "none", Best: "mq-deadline", BestImprovementPct: 55.5, Reason: decide.ReasonNotReproduced,
 		Message: `"mq-deadline" predicted 55.5% faster, but the simulated mean response time of "none" is 533.00× the measured one (trusted within 2×)`}
 	er := engine.Report{Current: "none", Decision: d, ResponseRatio: 533}
-	c.keepForExplain(now, windowtest.FIFOWindow(3, 100, 1, 1, 0, 1), c.model, er)
+	c.keepForExplain(now, windowtest.FIFOWindow(3, 100, 1, 1, 0, 1), c.learn.model, er)
 	if kept != 1 {
 		t.Fatalf("%d reports kept, want 1", kept)
 	}
@@ -34,7 +34,7 @@ func TestExplainKeepsUnreproducedPredictions(t *testing.T) {
 	}
 	// Nothing else is kept: a window that decided to stay.
 	er.Decision = decide.Decision{Target: "none", Best: "none", Reason: decide.ReasonAlreadyBest}
-	c.keepForExplain(now.Add(time.Second), windowtest.FIFOWindow(3, 100, 1, 1, 0, 1), c.model, er)
+	c.keepForExplain(now.Add(time.Second), windowtest.FIFOWindow(3, 100, 1, 1, 0, 1), c.learn.model, er)
 	if kept != 1 {
 		t.Fatalf("%d reports kept after an AlreadyBest window, want 1", kept)
 	}

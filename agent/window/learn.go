@@ -24,10 +24,136 @@ import (
 	"math"
 	"slices"
 
-	"github.com/go-logr/logr"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
+
+// learning is what a device's controller learns of the device: its model
+// (replaced when calibration, a throttle or the servers' fit re-model the
+// device) with the disk state it learns on, the window's learner, and the
+// model's bias. It learns each window's requests (add, end), checks the
+// device's class once (calibrate) and its token bucket every window
+// (checkThrottle, throttle.go), and fits the model's servers when a
+// window was not reproduced (fitServers, servers.go).
+type learning struct {
+	model *model.Model
+	disk  *model.Disk // online-learning state: position, disk cache
+	// learner learns the window's requests as they arrive once online
+	// (the model calibrated when the window began).
+	learner windowLearner
+	online  bool
+	// calibrated is set once a window with enough measured requests has
+	// checked the device class and learned k (see calibrate).
+	calibrated bool
+	// note records what calibration, or a later re-modelling, found, for
+	// the status.
+	note string
+
+	// bias is the model's recent real ÷ simulated ratio for the current
+	// setting (an exponential average); verification compares the real
+	// time after a change with the previous setting's simulated time
+	// scaled by this bias, so model error does not count as regression.
+	bias float64
+	// biasKnown: bias was measured at least once (until then it is 1).
+	biasKnown bool
+
+	// throttleCaps are the caps the previous window showed (checkThrottle;
+	// zero: none), and throttleOver tells whether it ran well above the
+	// model's caps: a class change needs two windows in a row.
+	throttleCaps model.Throttle
+	throttleOver bool
+	// throttleSeen is what the last window's check found, for the log
+	// (logThrottle): "" when the window was not checked.
+	throttleSeen string
+
+	// serversWait counts down the windows until fitServers may search
+	// for k again; serversReach is the largest k the last search could
+	// try (serversReach).
+	serversWait, serversReach int
+}
+
+// newLearning is the learning state of model m, uncalibrated, with a
+// bias of 1.
+func newLearning(m *model.Model) learning {
+	return learning{model: m, disk: m.NewDisk(0), bias: 1}
+}
+
+// add learns chunk at once when the window is learned online.
+func (l *learning) add(chunk []trace.Request) {
+	if l.online {
+		l.learner.observe(l.disk, chunk)
+	}
+}
+
+// skip ends a window that is not evaluated: reqs (its kept requests) are
+// learned when the window was not learned online, without calibration.
+func (l *learning) skip(reqs []trace.Request) {
+	if !l.online {
+		l.learner.observe(l.disk, reqs)
+	}
+	l.learner.result()
+}
+
+// end learns what the window (reqs, its kept requests) has not learned
+// yet, calibrating the model first until that is done (calibrate, with
+// minRequests), checks it for a token bucket (checkThrottle; not while a
+// change is verifying) and returns what the window gave.
+func (l *learning) end(reqs []trace.Request, minRequests int, verifying bool) learned {
+	if !l.online {
+		if !l.calibrated {
+			l.calibrate(reqs, minRequests)
+		}
+		l.model.StartWindow()
+		l.learner.observe(l.disk, reqs)
+	}
+	if l.calibrated && l.checkThrottle(reqs, verifying) {
+		// A new throttled model: it learns the window afresh.
+		l.learner.result()
+		l.model.StartWindow()
+		l.learner.observe(l.disk, reqs)
+	}
+	return l.learner.result()
+}
+
+// next starts the next window: it is learned online once the model is
+// calibrated, and the model keeps what its cells learn in it
+// (model.StartWindow) for the window's simulation.
+func (l *learning) next() {
+	l.online = l.calibrated
+	if l.online {
+		l.model.StartWindow()
+	}
+}
+
+// loaded marks the model as learned before (loaded from the state
+// directory): calibrated, and its window starts now.
+func (l *learning) loaded() {
+	l.calibrated, l.online = true, true
+	l.model.StartWindow()
+}
+
+// carry takes o's model with its calibration and note.
+func (l *learning) carry(o *learning) {
+	l.model, l.disk = o.model, o.model.NewDisk(0)
+	l.calibrated, l.online, l.note = o.calibrated, o.calibrated, o.note
+}
+
+// learnBias averages the window's real ÷ simulated ratio of the current
+// setting into bias. The first measurement sets it: the simulated wait of
+// a deep queue on a fast device can be many times the real one, and an
+// average started at 1 would scale the first verifications and
+// corrections by that error.
+func (l *learning) learnBias(realNs, simNs int64) {
+	if realNs <= 0 || simNs <= 0 {
+		return
+	}
+	r := float64(realNs) / float64(simNs)
+	if l.biasKnown {
+		l.bias = 0.7*l.bias + 0.3*r
+		return
+	}
+	l.bias, l.biasKnown = r, true
+}
 
 // learned is what learning a window's requests gave.
 type learned struct {
@@ -170,10 +296,10 @@ func pctErr(pred, real int64) float64 {
 // device is re-modelled as an SSD. The elevator still sees the kernel's
 // rotational flag (Policy.Engine.Rotational), since bfq and the kernel use
 // it.
-func (c *Controller) calibrate(reqs []trace.Request) {
+func (l *learning) calibrate(reqs []trace.Request, minRequests int) {
 	var random, fast, measured int
 	var last uint64
-	thr := c.model.Config().Hit
+	thr := l.model.Config().Hit
 	for i := range reqs {
 		q := &reqs[i]
 		if !q.HasService() {
@@ -196,30 +322,30 @@ func (c *Controller) calibrate(reqs []trace.Request) {
 			fast++
 		}
 	}
-	if measured < c.Policy.MinRequests {
+	if measured < minRequests {
 		return
 	}
-	c.calibrated = true
+	l.calibrated = true
 	what := "random reads"
-	if c.model.Class() == model.HDD && random < c.Policy.MinRequests {
+	if l.model.Class() == model.HDD && random < minRequests {
 		// Too few random reads to judge (a strided or sequential load):
 		// the reads the HDD model itself predicts as misses testify
 		// instead. They are the ones its read-miss table would price, and
 		// if nearly all are as fast as hits, that table never learns and
 		// the model keeps predicting seeks the device does not have.
-		random, fast = c.predictedMisses(reqs)
+		random, fast = l.predictedMisses(reqs)
 		what = "reads the HDD model predicted as misses"
 	}
-	if c.model.Class() == model.HDD && random >= c.Policy.MinRequests && fast*10 >= random*9 {
-		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
-		c.model, c.disk = m, m.NewDisk(0)
-		c.note = fmt.Sprintf("modelled as ssd: %d of %d %s were faster than the HDD hit threshold", fast, random, what)
+	if l.model.Class() == model.HDD && random >= minRequests && fast*10 >= random*9 {
+		m := model.Default(model.SSD, l.model.Config().CapacitySectors)
+		l.model, l.disk = m, m.NewDisk(0)
+		l.note = fmt.Sprintf("modelled as ssd: %d of %d %s were faster than the HDD hit threshold", fast, random, what)
 	}
-	if c.model.Class() == model.HDD {
-		c.compareClasses(reqs)
+	if l.model.Class() == model.HDD {
+		l.compareClasses(reqs)
 	}
-	if c.model.Class() != model.HDD {
-		c.model.SetServers(model.EstimateServersBehind(reqs, c.model.Throttle()))
+	if l.model.Class() != model.HDD {
+		l.model.SetServers(model.EstimateServersBehind(reqs, l.model.Throttle()))
 	}
 }
 
@@ -243,15 +369,15 @@ const (
 // capped at 3,000 IOPS and 125 MB/s, `shadowtune model eval` gave a
 // median error of 33.3 % as hdd and 4.4 % as ssd (issue 15 item 4). On the
 // DiskSim traces of real HDDs the HDD model stays (docs/agent.md).
-func (c *Controller) compareClasses(reqs []trace.Request) {
-	ssd := model.Default(model.SSD, c.model.Config().CapacitySectors)
+func (l *learning) compareClasses(reqs []trace.Request) {
+	ssd := model.Default(model.SSD, l.model.Config().CapacitySectors)
 	ssd.SetServers(model.EstimateServers(reqs))
-	hddErr, ssdErr := replayError(c.model, reqs), replayError(ssd, reqs)
+	hddErr, ssdErr := replayError(l.model, reqs), replayError(ssd, reqs)
 	if hddErr < classErrMinPct || ssdErr > classErrRatio*hddErr {
 		return
 	}
-	c.model, c.disk = ssd, ssd.NewDisk(0)
-	c.note = fmt.Sprintf("modelled as ssd: on its first window the model error was %.1f %% as ssd, %.1f %% as hdd", ssdErr, hddErr)
+	l.model, l.disk = ssd, ssd.NewDisk(0)
+	l.note = fmt.Sprintf("modelled as ssd: on its first window the model error was %.1f %% as ssd, %.1f %% as hdd", ssdErr, hddErr)
 }
 
 // replayError is m's model error on reqs (the median error over groups of
@@ -267,7 +393,7 @@ func replayError(m *model.Model, reqs []trace.Request) float64 {
 // scratch copy of the (HDD) model, as learn does, and counts the reads it
 // predicts slower than the hit threshold (misses: a seek) and, of those,
 // the ones measured faster than it.
-func (c *Controller) predictedMisses(reqs []trace.Request) (misses, fast int) {
+func (l *learning) predictedMisses(reqs []trace.Request) (misses, fast int) {
 	order := make([]int, 0, len(reqs))
 	for i := range reqs {
 		if reqs[i].HasService() {
@@ -277,8 +403,8 @@ func (c *Controller) predictedMisses(reqs []trace.Request) (misses, fast int) {
 	slices.SortStableFunc(order, func(a, b int) int {
 		return cmp.Compare(reqs[a].Dispatch, reqs[b].Dispatch)
 	})
-	thr := c.model.Config().Hit
-	d := c.model.Clone().NewDisk(0)
+	thr := l.model.Config().Hit
+	d := l.model.Clone().NewDisk(0)
 	for _, i := range order {
 		q := &reqs[i]
 		p := d.PredictObserve(q.Op, q.Sector, q.Sectors, q.ServiceTime())
@@ -292,117 +418,10 @@ func (c *Controller) predictedMisses(reqs []trace.Request) (misses, fast int) {
 	return misses, fast
 }
 
-// throttleChange is how far (relative) a newly measured cap must differ
-// from the model's before checkThrottle replaces it.
-const throttleChange = 0.1
-
-// checkThrottle looks for a token bucket in front of a non-rotational
-// device in the window's requests (model.EstimateThrottle) and reports
-// whether it replaced the model. A device modelled as an SSD or NVMe is
-// re-modelled as throttled, with the window's k, when this window and the
-// one before both showed caps within throttleChange of each other; a
-// throttled one takes caps that moved by more than throttleChange and
-// keeps its tables. Two windows in a row that ran well above the caps
-// make it an SSD again (model.ExceedsThrottle). Any other window changes
-// nothing: a cap that did not bind is not shown to be gone. Two windows,
-// so that a burst of CPU contention, which holds a fast device to a
-// steady rate as a bucket would, does not flip the model. Nothing
-// changes while a change is being verified: the verification's baseline
-// is the current model's simulation scaled by its bias, and another model
-// would break that comparison.
-func (c *Controller) checkThrottle(reqs []trace.Request) bool {
-	if c.model.Class() == model.HDD || c.verify != nil {
-		return false
-	}
-	prevCaps, prevOver := c.throttleCaps, c.throttleOver
-	c.throttleCaps, c.throttleOver = model.Throttle{}, false
-	wins := model.NewThrottleWindows(reqs)
-	t, ev, ok := wins.Estimate()
-	c.throttleSeen = fmt.Sprintf("no caps (%s)", ev)
-	if ok {
-		c.throttleSeen = fmt.Sprintf("caps %s (%s)", t, ev)
-	}
-	if !ok {
-		if c.model.Class() != model.Throttled || !wins.Exceeds(c.model.Throttle()) {
-			return false
-		}
-		c.throttleOver = true
-		if !prevOver {
-			return false
-		}
-		old := c.model.Throttle()
-		m := model.Default(model.SSD, c.model.Config().CapacitySectors)
-		m.SetServers(model.EstimateServers(reqs))
-		c.replaceModel(m, fmt.Sprintf("modelled as ssd: two windows ran above the caps of %s", old))
-		c.throttleOver = false
-		return true
-	}
-	c.throttleCaps = t
-	if capsMoved(prevCaps, t) { // no caps, or others, in the window before
-		return false
-	}
-	if c.model.Class() == model.Throttled {
-		if !capsMoved(c.model.Throttle(), t) {
-			return false
-		}
-		if err := c.model.SetThrottle(t); err != nil {
-			return false // EstimateThrottle returns valid caps; keep the old ones
-		}
-		c.note = fmt.Sprintf("modelled as throttled: caps now %s (%s)", t, ev)
-		return false
-	}
-	m, err := model.NewThrottled(c.model.Config().CapacitySectors, t)
-	if err != nil {
-		return false
-	}
-	m.SetServers(model.EstimateServersBehind(reqs, t))
-	c.replaceModel(m, fmt.Sprintf("modelled as throttled: %s in two windows in a row (%s)", t, ev))
-	return true
-}
-
-// LogThrottle logs to log, at verbosity 1, what the last window showed
-// of a token bucket in front of disk (checkThrottle), and the device's
-// class; nothing when the window was not checked.
-func (c *Controller) LogThrottle(log logr.Logger, disk string) {
-	if c.throttleSeen == "" || !log.V(1).Enabled() {
-		return
-	}
-	log.V(1).Info("throttle", "disk", disk, "class", c.model.Class().String(), "window", c.throttleSeen)
-	c.throttleSeen = ""
-}
-
 // replaceModel puts m in place of the device's model after the first
 // window and records why in the note. The bias between real and simulated
 // times was the old model's, so it is learned anew from the next window.
-func (c *Controller) replaceModel(m *model.Model, note string) {
-	c.model, c.disk, c.note = m, m.NewDisk(0), note
-	c.bias, c.biasKnown = 1, false
-}
-
-// capsPending reports whether the last window showed what checkThrottle
-// needs the next window to confirm: caps the model does not have, or a
-// throttled device running well above its caps. The next window is then
-// traced whole (sampleNext). Caps that move from window to window keep
-// the windows whole, at the tracing's cost only: nothing is decided on
-// them.
-func (c *Controller) capsPending() bool {
-	if c.throttleOver {
-		return true
-	}
-	if !c.throttleCaps.Enabled() {
-		return false
-	}
-	return c.model.Class() != model.Throttled || capsMoved(c.model.Throttle(), c.throttleCaps)
-}
-
-// capsMoved reports whether a cap of now appeared, went, or moved by more
-// than throttleChange from old (a zero old: every cap of now appeared).
-func capsMoved(old, now model.Throttle) bool {
-	moved := func(o, n float64) bool {
-		if o == 0 || n == 0 {
-			return o != n
-		}
-		return math.Abs(n-o) > throttleChange*o
-	}
-	return moved(old.IOPS, now.IOPS) || moved(old.BytesPerSec, now.BytesPerSec)
+func (l *learning) replaceModel(m *model.Model, note string) {
+	l.model, l.disk, l.note = m, m.NewDisk(0), note
+	l.bias, l.biasKnown = 1, false
 }

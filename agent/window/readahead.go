@@ -3,10 +3,13 @@ package window
 // The device's read-ahead road (agent/readahead): each window's page-cache
 // counts and read totals go to the device's Road, whose decision becomes
 // the window's read-ahead target, gated by its risk (Gate.holdReadAhead).
+// readAheadRoad holds the device's part of it; the controller asks it for
+// the window's target, a revert, and tells it what was written (commit).
 
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 
@@ -30,102 +33,38 @@ const (
 	raBounds
 )
 
-// raWindow is the road's window: its page-cache counts, the read() pages'
-// scale when the window was sampled, and the service time of its
-// read-ahead requests (a direct reader's requests are no page's cost).
-func (c *Controller) raWindow(in Input) readahead.Window {
-	return readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: c.win.aheadNs,
-		AheadSectors: int64(c.win.aheadSectors), AheadRequests: c.win.aheadRequests, Latencies: c.win.ahead}
+// readAheadRoad is a device's part of the read-ahead road: its Road
+// (evidence, verification, back-off), the road's step for the window, the
+// window's read-ahead share and streams, the device's read_ahead_kb before
+// the agent and before its default changed under it, the evidence's
+// horizon, and the road's verification last shown.
+type readAheadRoad struct {
+	road readahead.Road
+	// step is the road's step for the window (zero when the policy does
+	// not govern read-ahead).
+	step readahead.Step
+	// share is the window's share of read sectors issued as read-ahead,
+	// percent; streams the processes that issued read-ahead in it.
+	share   float64
+	streams int
+	// originalKiB is the device's read_ahead_kb before the agent;
+	// previousKiB its read_ahead_kb before its default changed under it
+	// (agent/sentinel), 0 when it did not.
+	originalKiB, previousKiB int
+	// horizon is the evidence's horizon of the last window (its gate's
+	// minDwell), for the verification a change starts; shown the road's
+	// verification last returned by shownVerification.
+	horizon time.Duration
+	shown   *readahead.Verification
 }
 
-// stepReadAhead gives the window to the road (when the policy governs
-// read-ahead) and keeps its step in c.ra.
-func (c *Controller) stepReadAhead(in Input) {
-	c.ra, c.raHorizon = readahead.Step{}, in.Gate.MinDwell
-	if !c.Policy.ReadAhead || c.Current.ReadAheadKiB <= 0 {
-		return
-	}
-	s := c.raSettings(in.Gate)
-	s.Caps = in.Caps
-	c.ra = c.road.Window(c.raWindow(in), s)
-	c.showRAVerification()
-}
-
-// showRAVerification makes the road's last verification the device's
-// last one (lastVerify) when it is new.
-func (c *Controller) showRAVerification() {
-	v := c.road.Last
-	if v == nil || v == c.raShown {
-		return
-	}
-	c.raShown = v
-	c.lastVerify = &verificationResult{What: v.What(), Outcome: v.Outcome, BaselineNs: v.BaselineNs, MeasuredNs: v.MeasuredNs,
-		Unit: "ns of device time per used page"}
-}
-
-// raSettings are the road's settings: the device's depths (with its
-// previous default, when it changed under it), the policy's bounds,
-// margin and tolerance, the model's costs, and the evidence's horizon,
-// the gate's minDwell.
-func (c *Controller) raSettings(g Gate) readahead.Settings {
-	b := c.Policy.Engine.ReadAhead
-	streams := c.raStreams
-	return readahead.Settings{
-		CurrentKiB: c.Current.ReadAheadKiB, OriginalKiB: c.originalRA, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
-		MarginPct: c.Policy.Decide.MarginPct, LowWastePct: c.Policy.ToleratedRegressionPct,
-		Seeks:   c.model.Class() == model.HDD && streams >= 2,
-		Model:   c.model,
-		Horizon: g.MinDwell, VerifyWindows: c.Policy.VerifyWindows, Backoff: c.Policy.Backoff,
-		PreviousKiB: c.previousRA, RestorePrevious: c.Policy.RestorePreviousDefaults,
-	}
-}
-
-// readAheadTarget is the depth the window asks for, and the move it is:
-// the road's decision, unless a scheduler change is being verified (its
-// verification measures one change).
-func (c *Controller) readAheadTarget() (int, raMove) {
-	d := c.ra.Decision
-	if !c.Policy.ReadAhead || c.verify != nil || d.KiB == 0 || d.KiB == c.Current.ReadAheadKiB {
-		return c.Current.ReadAheadKiB, raNone
-	}
-	if d.Reason == readahead.ReasonBounds {
-		return d.KiB, raBounds
-	}
-	return d.KiB, raDecided
-}
-
-// raRevert is the action that reverts the last read-ahead change, when
-// the road's verification measured a regression (it passes every gate;
-// Observe mode makes no action).
-func (c *Controller) raRevert(rep *Report) bool {
-	if !c.ra.Revert || !c.Policy.Apply {
-		return false
-	}
-	prev := c.Current
-	prev.ReadAheadKiB = c.ra.Decision.KiB
-	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.Memo.Guard, Reason: c.ra.Message, ra: raReverted}
-	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
-	return true
-}
-
-// raReason is the reason text of a read-ahead change.
-func (c *Controller) raReason() string {
-	ev := c.road.Evidence()
-	why := string(c.ra.Decision.Reason)
-	if c.ra.Decision.Reason == readahead.ReasonPreviousDefault {
-		why = fmt.Sprintf("%s, %d KiB, before the default changed to %d KiB, which is predicted slower", why, c.previousRA, c.Current.ReadAheadKiB)
-	}
-	return fmt.Sprintf("read-ahead: %s (waste %.1f %% of %.0f pages resolved: random read-around %.0f, sequential %.0f)",
-		why, ev.WastePct(), ev.Resolved(), ev.Random.Resolved(), ev.Sequential.Resolved())
-}
-
-// readAheadShare is the share of the window's read sectors the kernel
-// issued as read-ahead, percent, and the processes that issued
-// read-ahead among reqs (its newest requests): concurrent streams.
-func (c *Controller) readAheadShare(reqs []trace.Request) (float64, int) {
-	var share float64
-	if c.win.readSectors > 0 {
-		share = 100 * float64(c.win.aheadSectors) / float64(c.win.readSectors)
+// measure takes the window's read-ahead share (w's totals) and the
+// processes that issued read-ahead among reqs (its newest requests):
+// concurrent streams.
+func (r *readAheadRoad) measure(w *window, reqs []trace.Request) {
+	r.share = 0
+	if w.readSectors > 0 {
+		r.share = 100 * float64(w.aheadSectors) / float64(w.readSectors)
 	}
 	pids := map[uint32]struct{}{}
 	for i := range reqs {
@@ -133,27 +72,129 @@ func (c *Controller) readAheadShare(reqs []trace.Request) (float64, int) {
 			pids[reqs[i].PID] = struct{}{}
 		}
 	}
-	return share, len(pids)
+	r.streams = len(pids)
 }
 
-// LogReadAhead logs to log, at verbosity 1, the last window's read-ahead
-// evidence on disk and the costs (ms of device time) its decision
-// compared; nothing when the policy does not govern read-ahead.
-func (c *Controller) LogReadAhead(log logr.Logger, disk string) {
-	st := c.ra
-	if !c.Policy.ReadAhead || !log.V(1).Enabled() {
+// stepWindow gives the window ending with in to the road when governs
+// (the policy governs read-ahead and the device has a depth), with the
+// road's settings s (settings), and keeps its step. Its page-cache counts,
+// the read() pages' scale when the window was sampled, and the service
+// time of w's read-ahead requests (a direct reader's requests are no
+// page's cost) are the road's window. It returns the road's verification
+// when a new one ended (nil otherwise).
+func (r *readAheadRoad) stepWindow(w *window, in Input, governs bool, s readahead.Settings) *verificationResult {
+	r.step, r.horizon = readahead.Step{}, in.Gate.MinDwell
+	if !governs {
+		return nil
+	}
+	s.Caps = in.Caps
+	r.step = r.road.Window(readahead.Window{Now: in.Now, PageCache: in.PageCache, ReadScale: in.ReadScale, BusyNs: w.aheadNs,
+		AheadSectors: int64(w.aheadSectors), AheadRequests: w.aheadRequests, Latencies: w.ahead}, s)
+	return r.shownVerification()
+}
+
+// shownVerification is the road's last verification as the device's
+// last one (lastVerify) when it is new since the last call; nil
+// otherwise.
+func (r *readAheadRoad) shownVerification() *verificationResult {
+	v := r.road.Last
+	if v == nil || v == r.shown {
+		return nil
+	}
+	r.shown = v
+	return &verificationResult{What: v.What(), Outcome: v.Outcome, BaselineNs: v.BaselineNs, MeasuredNs: v.MeasuredNs,
+		Unit: "ns of device time per used page"}
+}
+
+// settings are the road's settings: the device's depths (currentKiB, the
+// original, and the previous default when it changed under it), policy
+// p's bounds, margin and tolerance, model m's costs, and the evidence's
+// horizon.
+func (r *readAheadRoad) settings(p *Policy, currentKiB int, m *model.Model, horizon time.Duration) readahead.Settings {
+	b := p.Engine.ReadAhead
+	return readahead.Settings{
+		CurrentKiB: currentKiB, OriginalKiB: r.originalKiB, MinKiB: b.MinKiB, MaxKiB: b.MaxKiB,
+		MarginPct: p.Decide.MarginPct, LowWastePct: p.ToleratedRegressionPct,
+		Seeks:   m.Class() == model.HDD && r.streams >= 2,
+		Model:   m,
+		Horizon: horizon, VerifyWindows: p.VerifyWindows, Backoff: p.Backoff,
+		PreviousKiB: r.previousKiB, RestorePrevious: p.RestorePreviousDefaults,
+	}
+}
+
+// target is the depth the window asks for, and the move it is: the road's
+// decision, unless the policy does not govern read-ahead (governs false)
+// or a scheduler change is being verified (its verification measures one
+// change); currentKiB when it asks for none.
+func (r *readAheadRoad) target(governs, verifying bool, currentKiB int) (int, raMove) {
+	d := r.step.Decision
+	if !governs || verifying || d.KiB == 0 || d.KiB == currentKiB {
+		return currentKiB, raNone
+	}
+	if d.Reason == readahead.ReasonBounds {
+		return d.KiB, raBounds
+	}
+	return d.KiB, raDecided
+}
+
+// revert is the setting that reverts the last read-ahead change (current
+// with the depth before it) and why, when the road's verification
+// measured a regression; ok is false otherwise.
+func (r *readAheadRoad) revert(current Setting) (prev Setting, why string, ok bool) {
+	if !r.step.Revert {
+		return current, "", false
+	}
+	prev = current
+	prev.ReadAheadKiB = r.step.Decision.KiB
+	return prev, r.step.Message, true
+}
+
+// reason is the reason text of a read-ahead change from currentKiB.
+func (r *readAheadRoad) reason(currentKiB int) string {
+	ev := r.road.Evidence()
+	why := string(r.step.Decision.Reason)
+	if r.step.Decision.Reason == readahead.ReasonPreviousDefault {
+		why = fmt.Sprintf("%s, %d KiB, before the default changed to %d KiB, which is predicted slower", why, r.previousKiB, currentKiB)
+	}
+	return fmt.Sprintf("read-ahead: %s (waste %.1f %% of %.0f pages resolved: random read-around %.0f, sequential %.0f)",
+		why, ev.WastePct(), ev.Resolved(), ev.Random.Resolved(), ev.Sequential.Resolved())
+}
+
+// commit tells the road that the device's read-ahead moved from fromKiB
+// to s.CurrentKiB at now by an action whose move was move (s: the road's
+// settings after it, without horizon). It returns the road's verification
+// when a new one ended (nil otherwise).
+func (r *readAheadRoad) commit(move raMove, fromKiB int, now time.Time, s readahead.Settings) *verificationResult {
+	switch move {
+	case raReverted:
+		r.road.Reverted(now, s)
+	case raDecided:
+		s.Horizon = r.horizon
+		r.road.Commit(fromKiB, s.CurrentKiB, now, s)
+	case raBounds:
+		r.road.Forget()
+	}
+	return r.shownVerification()
+}
+
+// log logs to log, at verbosity 1, the last window's read-ahead evidence
+// on disk (at currentKiB) and the costs (ms of device time) its decision
+// compared.
+func (r *readAheadRoad) log(log logr.Logger, disk string, currentKiB int) {
+	st := r.step
+	if !log.V(1).Enabled() {
 		return
 	}
-	mix, lat := c.road.Evidence(), c.road.Latencies()
+	mix, lat := r.road.Evidence(), r.road.Latencies()
 	costs := make([]string, 0, len(st.Decision.Costs))
 	for _, k := range st.Decision.Costs {
 		costs = append(costs, fmt.Sprintf("%d:%.3gms", k.KiB, k.Ns/1e6))
 	}
-	log.V(1).Info("read-ahead", "disk", disk, "current", c.Current.ReadAheadKiB, "decision", st.Decision.KiB,
+	log.V(1).Info("read-ahead", "disk", disk, "current", currentKiB, "decision", st.Decision.KiB,
 		"reason", st.Decision.Reason, "window", classText(st.Evidence), "mix", classText(mix), "costs", strings.Join(costs, " "),
 		"device", st.Device.String(), "requestsAlone", fmt.Sprintf("%.0f of %.0f", lat.Requests(true), lat.Requests(true)+lat.Requests(false)),
 		"rows", lat.String(), "windowRows", st.Latencies.String(),
-		"verifying", st.Verifying, "lastVerification", verificationText(c.road.Last))
+		"verifying", st.Verifying, "lastVerification", verificationText(r.road.Last))
 }
 
 // verificationText is a read-ahead change's verification in a log line

@@ -56,7 +56,7 @@ func raController(t *testing.T, raKiB int) *Controller {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.calibrated, c.online = true, true
+	c.learn.calibrated, c.learn.online = true, true
 	return c
 }
 

@@ -27,7 +27,7 @@ type sampleInput struct {
 	// Proposed: a switch awaits the next window's confirmation;
 	// CapsPending: a token bucket's caps, or a throttled device running
 	// above its caps, await the next window's confirmation
-	// (Controller.capsPending).
+	// (learning.capsPending).
 	Proposed, CapsPending bool
 	// Cache: the policy governs a cache in front of the device.
 	Cache bool
@@ -101,28 +101,16 @@ func nextSettle(rep *Report, err error, minRequests int, pending bool) settleSte
 	return settleReset
 }
 
-// countSettled counts the window towards c.settled, or starts it over
-// (nextSettle).
-func (c *Controller) countSettled(rep *Report, err error) {
-	in := c.sampleInput(true, false)
-	switch nextSettle(rep, err, c.Policy.MinRequests, in.Verifying || in.Proposed) {
+// settledAfter is the count of settled windows, settled before, after a
+// window whose step was step.
+func settledAfter(settled int, step settleStep) int {
+	switch step {
 	case settleCount:
-		c.settled++
+		return settled + 1
 	case settleKeep:
+		return settled
 	case settleRecheck:
-		c.settled = SettleWindows - 1
-	default:
-		c.settled = 0
+		return SettleWindows - 1
 	}
-}
-
-// sampleInput is the controller's part of the decision whether its next
-// window may be sampled.
-func (c *Controller) sampleInput(enabled, cache bool) sampleInput {
-	return sampleInput{
-		Enabled: enabled, Settled: c.settled, Calibrated: c.calibrated,
-		Verifying: c.verify != nil,
-		Proposed:  c.proposed != "", CapsPending: c.capsPending(),
-		Cache: cache,
-	}
+	return 0
 }

@@ -150,3 +150,25 @@ func TestNextSettle(t *testing.T) {
 		}
 	}
 }
+
+// TestSettledAfter: a settled window counts, an idle one keeps the count,
+// a recheck leaves the count one short of SettleWindows, and anything
+// else starts it over.
+func TestSettledAfter(t *testing.T) {
+	for _, tc := range []struct {
+		settled int
+		step    settleStep
+		want    int
+	}{
+		{0, settleCount, 1},
+		{3, settleCount, 4},
+		{3, settleKeep, 3},
+		{5, settleRecheck, SettleWindows - 1},
+		{0, settleRecheck, SettleWindows - 1},
+		{5, settleReset, 0},
+	} {
+		if got := settledAfter(tc.settled, tc.step); got != tc.want {
+			t.Errorf("settledAfter(%d, %d) = %d, want %d", tc.settled, tc.step, got, tc.want)
+		}
+	}
+}

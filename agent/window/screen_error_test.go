@@ -54,7 +54,7 @@ func TestScreeningError(t *testing.T) {
 			if rep.Report == nil || len(sl) <= screen {
 				continue
 			}
-			sr, err := c.evaluateOver(sl[len(sl)-screen:], c.model.Clone())
+			sr, err := c.evaluateOver(sl[len(sl)-screen:], c.learn.model.Clone())
 			if err != nil {
 				t.Fatal(err)
 			}

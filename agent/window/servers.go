@@ -64,27 +64,27 @@ type serverFit struct {
 // CPU from the node's work (in the VM lab's TCG guest, seconds), and each
 // early search raises the reach, so at most len(serverSteps) run in a
 // row. It returns an error from the simulation.
-func (c *Controller) fitServers(reqs []trace.Request, er engine.Report) error {
-	c.serversWait--
+func (l *learning) fitServers(reqs []trace.Request, er engine.Report, verifying bool, opt engine.Options, current engine.Candidate, name string) error {
+	l.serversWait--
 	ratio := er.ResponseRatio
-	if er.Decision.Reason != decide.ReasonNotReproduced || c.model.Class() == model.HDD || c.verify != nil ||
+	if er.Decision.Reason != decide.ReasonNotReproduced || l.model.Class() == model.HDD || verifying ||
 		ratio <= 0 {
 		return nil
 	}
 	reach := serversReach(model.MaxInFlight(reqs))
-	if c.serversWait > 0 && reach <= c.serversReach {
+	if l.serversWait > 0 && reach <= l.serversReach {
 		return nil
 	}
-	c.serversWait, c.serversReach = serversSearchEvery, reach
-	best := serverFit{k: c.model.Servers(), ratio: ratio}
+	l.serversWait, l.serversReach = serversSearchEvery, reach
+	best := serverFit{k: l.model.Servers(), ratio: ratio}
 	for _, k := range serverSteps {
 		if k > reach {
 			break
 		}
-		if k == c.model.Servers() {
+		if k == l.model.Servers() {
 			continue
 		}
-		f, err := c.tryServers(reqs, k)
+		f, err := l.tryServers(reqs, k, opt, current, name)
 		if err != nil {
 			return err
 		}
@@ -98,8 +98,8 @@ func (c *Controller) fitServers(reqs []trace.Request, er engine.Report) error {
 	if best.model == nil || math.Abs(math.Log(best.ratio)) > math.Log(MaxResponseRatio) {
 		return nil
 	}
-	c.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
-		best.k, c.Current.Candidate.Name(), ratio, c.model.Servers(), best.ratio, best.k))
+	l.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
+		best.k, current.Name(), ratio, l.model.Servers(), best.ratio, best.k))
 	return nil
 }
 
@@ -118,21 +118,20 @@ func serversReach(most int) int {
 
 // tryServers learns reqs on a copy of the model with k servers, as the
 // agent learns a window, and simulates the setting in effect with it.
-func (c *Controller) tryServers(reqs []trace.Request, k int) (serverFit, error) {
-	m := c.model.Clone()
+func (l *learning) tryServers(reqs []trace.Request, k int, opt engine.Options, current engine.Candidate, name string) (serverFit, error) {
+	m := l.model.Clone()
 	m.SetServers(k)
 	m.StartWindow()
-	var l windowLearner
-	l.observe(m.NewDisk(0), reqs)
-	opt := c.Policy.Engine
-	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), c.Current.Candidate
+	var wl windowLearner
+	wl.observe(m.NewDisk(0), reqs)
+	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), current
 	// One candidate, the setting in effect, is simulated: only its
 	// response ratio is wanted, and a decision over it alone needs it as
 	// the default.
-	opt.Decide = decide.DefaultConfig(c.Current.Candidate.Name())
-	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{c.Current.Candidate}, opt)
+	opt.Decide = decide.DefaultConfig(current.Name())
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{current}, opt)
 	if err != nil {
-		return serverFit{}, fmt.Errorf("%s: servers: %w", c.name, err)
+		return serverFit{}, fmt.Errorf("%s: servers: %w", name, err)
 	}
 	return serverFit{k: k, ratio: er.ResponseRatio, model: m}, nil
 }

@@ -94,8 +94,8 @@ func TestFitServersReproducesTheWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.calibrated, c.online = true, true
-	c.model.StartWindow()
+	c.learn.calibrated, c.learn.online = true, true
+	c.learn.model.StartWindow()
 	now := time.Unix(1000, 0)
 	rep, err := step(c, reqs, now)
 	if err != nil {
@@ -105,11 +105,11 @@ func TestFitServersReproducesTheWindow(t *testing.T) {
 		t.Fatalf("k = 1: simulated ÷ measured mean response %.2f, decision %s; want above %v, NotReproduced",
 			r, why, float64(MaxResponseRatio))
 	}
-	k := c.model.Servers()
-	if k == 1 || !strings.Contains(c.note, fmt.Sprintf("k = %d", k)) {
-		t.Fatalf("after the window: k = %d, note %q; want a larger k and why", k, c.note)
+	k := c.learn.model.Servers()
+	if k == 1 || !strings.Contains(c.learn.note, fmt.Sprintf("k = %d", k)) {
+		t.Fatalf("after the window: k = %d, note %q; want a larger k and why", k, c.learn.note)
 	}
-	t.Logf("%s", c.note)
+	t.Logf("%s", c.learn.note)
 	last := reqs[len(reqs)-1].Complete
 	rep, err = step(c, shifted(reqs, last+1e6), now.Add(5*time.Second))
 	if err != nil {
@@ -140,11 +140,11 @@ func TestFitServersLeavesAlone(t *testing.T) {
 		}
 		er := engine.Report{ResponseRatio: tc.ratio}
 		er.Decision.Reason = tc.reason
-		if err := c.fitServers(openWindow(1, 5000, 4, 0.7, 0), er); err != nil {
+		if err := c.learn.fitServers(openWindow(1, 5000, 4, 0.7, 0), er, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name); err != nil {
 			t.Fatal(err)
 		}
-		if k := c.model.Servers(); k != 1 || c.note != "" {
-			t.Errorf("%s: k = %d, note %q; want 1 and none", tc.name, k, c.note)
+		if k := c.learn.model.Servers(); k != 1 || c.learn.note != "" {
+			t.Errorf("%s: k = %d, note %q; want 1 and none", tc.name, k, c.learn.note)
 		}
 	}
 }
@@ -161,27 +161,27 @@ func TestFitServersReach(t *testing.T) {
 	}
 	notReproduced := engine.Report{ResponseRatio: 20}
 	notReproduced.Decision.Reason = decide.ReasonNotReproduced
-	if err := c.fitServers(phaseWindow(1, 5000, 0, 100_000, 100_000, 0), notReproduced); err != nil {
+	if err := c.learn.fitServers(phaseWindow(1, 5000, 0, 100_000, 100_000, 0), notReproduced, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name); err != nil {
 		t.Fatal(err)
 	}
-	if k := c.model.Servers(); k != 1 || c.serversReach != 1 {
-		t.Fatalf("after a window of one request in flight: k = %d, reach %d; want 1 and 1", k, c.serversReach)
+	if k := c.learn.model.Servers(); k != 1 || c.learn.serversReach != 1 {
+		t.Fatalf("after a window of one request in flight: k = %d, reach %d; want 1 and 1", k, c.learn.serversReach)
 	}
 	deep := openWindow(1, 5000, 8, 0.7, 1e9)
-	if err := c.fitServers(deep, notReproduced); err != nil {
+	if err := c.learn.fitServers(deep, notReproduced, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name); err != nil {
 		t.Fatal(err)
 	}
-	k := c.model.Servers()
-	if k == 1 || c.serversReach <= 1 {
-		t.Fatalf("the deeper window at once after: k = %d, reach %d; want it searched", k, c.serversReach)
+	k := c.learn.model.Servers()
+	if k == 1 || c.learn.serversReach <= 1 {
+		t.Fatalf("the deeper window at once after: k = %d, reach %d; want it searched", k, c.learn.serversReach)
 	}
-	t.Logf("%s", c.note)
-	c.note = ""
-	if err := c.fitServers(shifted(deep, 3e9), notReproduced); err != nil {
+	t.Logf("%s", c.learn.note)
+	c.learn.note = ""
+	if err := c.learn.fitServers(shifted(deep, 3e9), notReproduced, c.verify != nil, c.Policy.Engine, c.Current.Candidate, c.name); err != nil {
 		t.Fatal(err)
 	}
-	if c.note != "" {
-		t.Errorf("a window as deep, within %d windows: searched again (%s)", serversSearchEvery, c.note)
+	if c.learn.note != "" {
+		t.Errorf("a window as deep, within %d windows: searched again (%s)", serversSearchEvery, c.learn.note)
 	}
 }
 

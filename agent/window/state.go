@@ -1,7 +1,7 @@
 package window
 
 // What the device (package agent) reads and sets of its controller
-// between windows: for its status, metrics and memo, when its policy
+// between windows: for its status, metrics, logs and memo, when its policy
 // changes (Carry), and what it found out about the device itself (its
 // original read-ahead, a dm-cache in front of it).
 
@@ -9,7 +9,10 @@ import (
 	"maps"
 	"time"
 
+	"github.com/go-logr/logr"
+
 	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
@@ -20,8 +23,7 @@ import (
 // learned online (the model's window starts now), and the window may be
 // sampled (SettleWindows), since any decision makes the next one whole.
 func (c *Controller) Learned() {
-	c.calibrated, c.online = true, true
-	c.model.StartWindow()
+	c.learn.loaded()
 	c.settled = SettleWindows
 }
 
@@ -31,26 +33,25 @@ func (c *Controller) Learned() {
 // of the last change (for minDwell) and the read-ahead default before a
 // change under the device.
 func (c *Controller) Carry(o *Controller) bool {
-	carried := o.model.Config().CapacitySectors == c.model.Config().CapacitySectors
+	carried := o.learn.model.Config().CapacitySectors == c.learn.model.Config().CapacitySectors
 	if carried {
-		c.model, c.disk = o.model, o.model.NewDisk(0)
-		c.calibrated, c.online, c.note = o.calibrated, o.calibrated, o.note
+		c.learn.carry(&o.learn)
 	}
 	maps.Copy(c.Memo.Backoff, o.Memo.Backoff)
-	c.Memo.LastChange, c.previousRA = o.Memo.LastChange, o.previousRA
+	c.Memo.LastChange, c.ahead.previousKiB = o.Memo.LastChange, o.ahead.previousKiB
 	return carried
 }
 
 // Model is the device's model (replaced when calibration, a throttle or
 // the servers' fit re-model the device).
-func (c *Controller) Model() *model.Model { return c.model }
+func (c *Controller) Model() *model.Model { return c.learn.model }
 
 // Note is what calibration, or a later re-modelling, found about the
 // device ("" when nothing), for the status.
-func (c *Controller) Note() string { return c.note }
+func (c *Controller) Note() string { return c.learn.note }
 
 // Calibrated reports whether the model was calibrated on the device.
-func (c *Controller) Calibrated() bool { return c.calibrated }
+func (c *Controller) Calibrated() bool { return c.learn.calibrated }
 
 // Requests is the number of requests the current window has taken so far
 // (Add).
@@ -62,6 +63,81 @@ func (c *Controller) Settled() int { return c.settled }
 
 // SetSettled sets that count (n windows).
 func (c *Controller) SetSettled(n int) { c.settled = n }
+
+// LogThrottle logs to log, at verbosity 1, what the last window showed
+// of a token bucket in front of disk (checkThrottle), and the device's
+// class; nothing when the window was not checked.
+func (c *Controller) LogThrottle(log logr.Logger, disk string) { c.learn.logThrottle(log, disk) }
+
+// LogReadAhead logs to log, at verbosity 1, the last window's read-ahead
+// evidence on disk and the costs (ms of device time) its decision
+// compared; nothing when the policy does not govern read-ahead.
+func (c *Controller) LogReadAhead(log logr.Logger, disk string) {
+	if c.Policy.ReadAhead {
+		c.ahead.log(log, disk, c.Current.ReadAheadKiB)
+	}
+}
+
+// sampleInput is the controller's part of the decision whether its next
+// window may be sampled.
+func (c *Controller) sampleInput(enabled, cache bool) sampleInput {
+	return sampleInput{
+		Enabled: enabled, Settled: c.settled, Calibrated: c.learn.calibrated,
+		Verifying: c.verify != nil,
+		Proposed:  c.proposed != "", CapsPending: c.learn.capsPending(),
+		Cache: cache,
+	}
+}
+
+// Predicted is the measure, ns, the decision compares for each candidate of
+// the policy in the window r evaluated (engine.Report.Corrected), for the
+// counterfactual's counters. In a window that simulated the current
+// setting alone, every other candidate is what the agent holds it to be:
+// the current setting's simulated outcome, with its own scheduler's
+// dispatch factor and correction.
+func (c *Controller) Predicted(r engine.Report) map[string]time.Duration {
+	return predicted(r, c.Policy.Candidates, c.Policy.Engine.Rank, c.Memo.Corrections, c.narrow)
+}
+
+// ShowEvidence puts the evidence of the controller's last window into
+// the device's status st: the read-ahead measurements (when the policy
+// governs read-ahead), the learned corrections (at most 16, by candidate
+// name), the last verification (ms of application wait for a scheduler
+// change, µs of device time per used page for read-ahead) and the
+// counterfactual error.
+func (c *Controller) ShowEvidence(st *v1alpha1.DeviceState) {
+	if c.Policy.ReadAhead {
+		st.ReadAhead = c.ahead.status()
+	}
+	st.Corrections = correctionsStatus(c.Memo.Corrections)
+	if v := c.lastVerify; v != nil {
+		st.LastVerification = verificationStatus(v)
+	}
+	st.Counterfactual = counterfactualStatus(c.Memo.Counterfactual, c.Policy.Backoff, c.Policy.Decide.MarginPct)
+}
+
+// DefaultCosts are the predicted device times, ns, of the same work at a
+// changed knob's new and old defaults; 0, 0 when the window does not
+// price them. read_ahead_kb: the read-ahead road's cost of the readers'
+// decayed page-cache evidence at each depth (readahead.Cost), once the
+// evidence resolved enough pages to be judged. scheduler: the
+// simulation of the window's requests (r) under each, when both are
+// candidates of the policy.
+func (c *Controller) DefaultCosts(k v1alpha1.KnobChange, r *engine.Report) (newNs, oldNs float64) {
+	switch k.Knob {
+	case "read_ahead_kb":
+		if !c.Policy.ReadAhead {
+			return 0, 0
+		}
+		return c.ahead.defaultCosts(k.New, k.Old, c.raSettings(0))
+	case "scheduler":
+		if r == nil {
+			return 0, 0
+		}
+		return float64(simulatedTotal(*r, c.Policy.Engine.Rank, k.New)), float64(simulatedTotal(*r, c.Policy.Engine.Rank, k.Old))
+	}
+	return 0, 0
+}
 
 // SampleNext reports whether the device's next window may be traced in
 // part: enabled says the agent samples, cache that the policy governs a
@@ -80,11 +156,11 @@ func (c *Controller) SetExplain(fn func(time.Time, []trace.Request, *model.Model
 
 // SetOriginalReadAhead sets the device's read_ahead_kb (KiB) before the
 // agent, which the read-ahead road returns to.
-func (c *Controller) SetOriginalReadAhead(kib int) { c.originalRA = kib }
+func (c *Controller) SetOriginalReadAhead(kib int) { c.ahead.originalKiB = kib }
 
 // SetPreviousReadAhead sets the device's read_ahead_kb (KiB) before its
 // default changed under it (agent/sentinel); 0 when it did not.
-func (c *Controller) SetPreviousReadAhead(kib int) { c.previousRA = kib }
+func (c *Controller) SetPreviousReadAhead(kib int) { c.ahead.previousKiB = kib }
 
 // SetCache tells the controller whether a dm-cache is in front of the
 // device (present) and whether it is on (active). An active cache empties
@@ -153,19 +229,15 @@ func (c *Controller) ReadAheadAdvice() int {
 	if !c.Policy.ReadAhead {
 		return 0
 	}
-	return c.ra.Decision.KiB
+	return c.ahead.step.Decision.KiB
 }
 
 // ReadAheadEvidence is the read-ahead road's evidence of the last window.
-func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ra.Evidence }
+func (c *Controller) ReadAheadEvidence() readahead.Evidence { return c.ahead.step.Evidence }
 
 // CounterfactualHolding reports whether the counterfactual error held the
 // last window's switch back.
 func (c *Controller) CounterfactualHolding() bool { return c.cfHolding > 0 }
-
-// StartsVerification reports whether the action starts a verification
-// (a scheduler switch, or a change the read-ahead road decided).
-func (a Action) StartsVerification() bool { return a.verify != nil || a.ra == raDecided }
 
 // CacheActive reports whether a dm-cache in front of the device is on
 // (SetCache).

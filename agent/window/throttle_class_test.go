@@ -27,14 +27,14 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	reqs := readTrace(t, "native", "../testdata/virtio-throttled-phases.st.gz")
 	c := newTestController(t, false)
 	c.Policy.MaxSimulated = len(reqs)
-	c.calibrate(reqs)
-	if c.model.Class() != model.SSD {
-		t.Fatalf("calibrated as %v (%s), want ssd", c.model.Class(), c.note)
+	c.learn.calibrate(reqs, c.Policy.MinRequests)
+	if c.learn.model.Class() != model.SSD {
+		t.Fatalf("calibrated as %v (%s), want ssd", c.learn.model.Class(), c.learn.note)
 	}
 	c.verify = &verification{left: 2}
 	for i := range 2 { // two windows of evidence
-		if c.checkThrottle(reqs) || c.model.Class() != model.SSD {
-			t.Fatalf("window %d during a verification: the model became %v", i+1, c.model.Class())
+		if c.learn.checkThrottle(reqs, c.verify != nil) || c.learn.model.Class() != model.SSD {
+			t.Fatalf("window %d during a verification: the model became %v", i+1, c.learn.model.Class())
 		}
 	}
 	c.verify = nil
@@ -54,14 +54,14 @@ func TestThrottledClassFromWindow(t *testing.T) {
 	}
 	pending := func(when string, want bool) {
 		t.Helper()
-		if got := c.capsPending(); got != want {
+		if got := c.learn.capsPending(); got != want {
 			t.Errorf("%s: capsPending %v, want %v", when, got, want)
 		}
 	}
 	pending("before any window", false)
 	window(reqs)
-	if c.model.Class() != model.SSD {
-		t.Fatalf("one window of evidence made the device %v (%s)", c.model.Class(), c.note)
+	if c.learn.model.Class() != model.SSD {
+		t.Fatalf("one window of evidence made the device %v (%s)", c.learn.model.Class(), c.learn.note)
 	}
 	pending("after one window of evidence", true)
 	var logged []string
@@ -72,11 +72,11 @@ func TestThrottledClassFromWindow(t *testing.T) {
 		t.Errorf("LogThrottle after one window of evidence logged %q, want one line with the class and the caps", logged)
 	}
 	rep := window(reqs)
-	if c.model.Class() != model.Throttled {
-		t.Fatalf("class %v after two windows, want throttled (%s)", c.model.Class(), c.note)
+	if c.learn.model.Class() != model.Throttled {
+		t.Fatalf("class %v after two windows, want throttled (%s)", c.learn.model.Class(), c.learn.note)
 	}
 	pending("once throttled with the caps shown", false)
-	th := c.model.Throttle()
+	th := c.learn.model.Throttle()
 	for _, x := range []struct {
 		name      string
 		got, want float64
@@ -85,13 +85,13 @@ func TestThrottledClassFromWindow(t *testing.T) {
 			t.Errorf("%s cap %.0f, QEMU's is %.0f: want within 10 %%", x.name, x.got, x.want)
 		}
 	}
-	if !strings.HasPrefix(c.note, "modelled as throttled: ") || !strings.Contains(c.note, "IOPS") {
-		t.Errorf("note %q does not give the caps", c.note)
+	if !strings.HasPrefix(c.learn.note, "modelled as throttled: ") || !strings.Contains(c.learn.note, "IOPS") {
+		t.Errorf("note %q does not give the caps", c.learn.note)
 	}
 	if rep.RealServiceNs == 0 || rep.ModelErrorPct > 50 {
 		t.Errorf("the window learned on the throttled model: real %d ns, error %.1f %%", rep.RealServiceNs, rep.ModelErrorPct)
 	}
-	t.Logf("%s; k %d; model error %.1f %%", c.note, c.model.Servers(), rep.ModelErrorPct)
+	t.Logf("%s; k %d; model error %.1f %%", c.learn.note, c.learn.model.Servers(), rep.ModelErrorPct)
 
 	// The 4 KiB phases: the depth-2 one cannot show a cap, the depth-32
 	// one ran well above caps of 1,000 IOPS.
@@ -102,20 +102,20 @@ func TestThrottledClassFromWindow(t *testing.T) {
 		}
 	}
 	window(small[:3000])
-	if c.model.Class() != model.Throttled || c.model.Throttle() != th {
-		t.Errorf("after a window at one depth: class %v, caps %v; want throttled, %v", c.model.Class(), c.model.Throttle(), th)
+	if c.learn.model.Class() != model.Throttled || c.learn.model.Throttle() != th {
+		t.Errorf("after a window at one depth: class %v, caps %v; want throttled, %v", c.learn.model.Class(), c.learn.model.Throttle(), th)
 	}
-	if err := c.model.SetThrottle(model.Throttle{IOPS: 1000}); err != nil {
+	if err := c.learn.model.SetThrottle(model.Throttle{IOPS: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	window(small[6000:9000])
-	if c.model.Class() != model.Throttled {
-		t.Errorf("one window above the caps made the device %v", c.model.Class())
+	if c.learn.model.Class() != model.Throttled {
+		t.Errorf("one window above the caps made the device %v", c.learn.model.Class())
 	}
 	pending("after one window above the caps", true)
 	window(small[6000:9000])
-	if c.model.Class() != model.SSD || !strings.Contains(c.note, "above the caps") {
-		t.Errorf("after two windows above the caps: class %v (%s); want ssd", c.model.Class(), c.note)
+	if c.learn.model.Class() != model.SSD || !strings.Contains(c.learn.note, "above the caps") {
+		t.Errorf("after two windows above the caps: class %v (%s); want ssd", c.learn.model.Class(), c.learn.note)
 	}
 	pending("once an ssd again", false)
 }
@@ -138,13 +138,13 @@ func shifted(reqs []trace.Request, at int64) []trace.Request {
 // next verifications by its error.
 func TestReplaceModelForgetsBias(t *testing.T) {
 	c := newTestController(t, false)
-	c.bias, c.biasKnown = 11.5, true
+	c.learn.bias, c.learn.biasKnown = 11.5, true
 	m, err := model.NewThrottled(1<<20, model.Throttle{IOPS: 3000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.replaceModel(m, "modelled as throttled: test")
-	if c.model != m || c.disk.Model() != m || c.biasKnown || c.bias != 1 || c.note != "modelled as throttled: test" {
-		t.Errorf("after replaceModel: model %v, bias %.2f known %v, note %q", c.model.Class(), c.bias, c.biasKnown, c.note)
+	c.learn.replaceModel(m, "modelled as throttled: test")
+	if c.learn.model != m || c.learn.disk.Model() != m || c.learn.biasKnown || c.learn.bias != 1 || c.learn.note != "modelled as throttled: test" {
+		t.Errorf("after replaceModel: model %v, bias %.2f known %v, note %q", c.learn.model.Class(), c.learn.bias, c.learn.biasKnown, c.learn.note)
 	}
 }

@@ -57,19 +57,19 @@ func TestCollectKeepsNewest(t *testing.T) {
 func TestCollectOnlineLearningMatchesWindow(t *testing.T) {
 	reqs := windowtest.FIFOWindow(3, 20000, 4, 4, 0, 1)
 	whole := newTestController(t, false)
-	whole.calibrated = true
+	whole.learn.calibrated = true
 	want := whole.learnedOf(reqs)
 
 	c := newTestController(t, false)
-	c.calibrated = true
+	c.learn.calibrated = true
 	c.nextWindow() // online
 	feed(c, reqs, 1234)
-	got := c.learner.result()
+	got := c.learn.learner.result()
 	got.requests = c.win.total
 	if got != want {
 		t.Errorf("online %+v, whole window %+v", got, want)
 	}
-	if a, b := c.disk.Service(trace.Read, 12345, 8), whole.disk.Service(trace.Read, 12345, 8); a != b {
+	if a, b := c.learn.disk.Service(trace.Read, 12345, 8), whole.learn.disk.Service(trace.Read, 12345, 8); a != b {
 		t.Errorf("models differ after learning: %d vs %d ns", a, b)
 	}
 }
@@ -90,14 +90,14 @@ func TestCollectCalibratesAtWindowEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.calibrated || a.model.Class() != model.SSD || a.note != b.note {
-		t.Errorf("calibrated %v class %v note %q; step: %q", a.calibrated, a.model.Class(), a.note, b.note)
+	if !a.learn.calibrated || a.learn.model.Class() != model.SSD || a.learn.note != b.learn.note {
+		t.Errorf("calibrated %v class %v note %q; step: %q", a.learn.calibrated, a.learn.model.Class(), a.learn.note, b.learn.note)
 	}
 	if repA.ModelErrorPct != repB.ModelErrorPct || repA.RealServiceNs != repB.RealServiceNs || repA.Requests != repB.Requests {
 		t.Errorf("collect: %d reqs err %.3f%% real %d; step: %d reqs err %.3f%% real %d",
 			repA.Requests, repA.ModelErrorPct, repA.RealServiceNs, repB.Requests, repB.ModelErrorPct, repB.RealServiceNs)
 	}
-	if !a.online {
+	if !a.learn.online {
 		t.Error("the window after calibration is not learned online")
 	}
 }
@@ -105,7 +105,7 @@ func TestCollectCalibratesAtWindowEnd(t *testing.T) {
 // learnedOf is what learning reqs as one whole window gives.
 func (c *Controller) learnedOf(reqs []trace.Request) learned {
 	var l windowLearner
-	l.observe(c.disk, reqs)
+	l.observe(c.learn.disk, reqs)
 	r := l.result()
 	r.requests = len(reqs)
 	return r
