@@ -21,6 +21,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,7 +35,9 @@ import (
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
 	"github.com/shadowtune/shadowtune/agent/openfiles"
+	"github.com/shadowtune/shadowtune/agent/otherwriter"
 	"github.com/shadowtune/shadowtune/agent/pagecache"
+	"github.com/shadowtune/shadowtune/agent/sampling"
 	"github.com/shadowtune/shadowtune/agent/schedcost"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -117,10 +121,14 @@ type Options struct {
 	// the newest explain.Keep per device (agent/explain writes them).
 	ExplainDir string
 	// TraceSample is the traced part of a settled device's window
-	// (sampling.go): 0 takes DefaultTraceSample; negative traces every
+	// (agent/sampling): 0 takes DefaultTraceSample; negative traces every
 	// window whole. A window of at most twice the sample is traced whole.
 	TraceSample time.Duration
 }
+
+// DefaultTraceSample is the traced part of a settled device's window
+// (Options.TraceSample).
+const DefaultTraceSample = sampling.DefaultTraceSample
 
 // ErrNoDevice is returned when the policy of `shadowtune run` selects no
 // device on the host.
@@ -160,16 +168,10 @@ type Agent struct {
 	others   []sysfs.Device
 	st       Status
 	notes    []string // the tracer's notes
-	// dispatch is the schedulers' CPU cost per request on this node
-	// (dispatchcost.go), or schedcost.Prior when it could not be
-	// measured.
-	dispatch schedcost.Costs
-	// dispatchRetry is when a declined measurement of the costs is tried
-	// again (zero: not), and dispatchSaved the state directory's record
-	// of the declined attempts.
-	dispatchRetry time.Time
-	dispatchSaved schedcost.Costs
-	remeasure     schedcost.MeasureFunc // schedcost.MeasureAgain unless a test sets it
+	// dispatch holds the schedulers' CPU cost per request on this node
+	// charged to every device's decision, or schedcost.Prior when it
+	// could not be measured.
+	dispatch schedcost.Charger
 	// pcache follows the page-cache probe (nil when it does not run).
 	pcache *pagecache.Watch
 	// caps reads the blk-throttle caps of the devices' readers, for the
@@ -179,13 +181,12 @@ type Agent struct {
 	capsErr string
 	// writers names other writers of the devices' settings (nil when no
 	// probe could be loaded).
-	writers WriterWatcher
+	writers otherwriter.Namer
 	window  time.Duration
 	budget  *host.CPUBudget
-	// paused are the devices whose tracing is paused now (sampling.go);
-	// noPause: the tracer cannot pause, and no window is sampled.
-	paused  []uint32
-	noPause bool
+	// samples is the sampling of the settled devices' windows, and the
+	// devices whose tracing is paused now.
+	samples sampling.Tracing
 	// volumes attaches caches to LVM volumes (spec.cache.provision): the
 	// Caches tool when it can, else nil.
 	volumes actuate.CacheVolumes
@@ -196,7 +197,9 @@ func New(opt Options) *Agent {
 	if opt.StateDir == "" {
 		opt.StateDir = DefaultStateDir
 	}
-	return &Agent{opt: opt, cluster: opt.Policies != nil, poke: make(chan struct{}, 1), byDev: map[uint32]*device{}}
+	return &Agent{opt: opt, cluster: opt.Policies != nil, poke: make(chan struct{}, 1), byDev: map[uint32]*device{},
+		dispatch: schedcost.Charger{HostRoot: opt.HostRoot, StateDir: opt.StateDir, Metrics: opt.Metrics, Log: opt.Log},
+		samples:  sampling.Tracing{Sample: opt.TraceSample, Log: opt.Log}}
 }
 
 // Run runs a new agent for opt until ctx is done and returns its last
@@ -287,7 +290,7 @@ func (a *Agent) Start(ctx context.Context) error {
 	// starts paused. A tracer that cannot pause is found out, and noted,
 	// by the loop's first startSamples.
 	if tr.SetPaused(paused) == nil {
-		a.paused = paused
+		a.samples.Started(paused)
 	}
 	info := tr.Info()
 	a.st.Tracer = info.Kind
@@ -299,7 +302,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.notes = append(a.notes, "other writers are detected but not named: "+err.Error())
 	} else {
 		defer wp.Close()
-		a.writers = probeWriters{wp}
+		a.writers = otherwriter.Probe{P: wp}
 		a.opt.Log.Info("other writers are named by the writer probe", "mechanism", wp.Mechanism())
 	}
 	if pc, err := tracer.NewPageCacheProbe(tracer.PageCacheOptions{SampleEvery: tracer.PageCacheSampleEvery}); err != nil {
@@ -331,6 +334,41 @@ func (a *Agent) Start(ctx context.Context) error {
 		a.opt.Log.Error(err, "remove the run marker")
 	}
 	return nil
+}
+
+// measureDispatch sets the dispatch costs at the agent's start
+// (schedcost.Charger.Start) and notes why they were not measured.
+func (a *Agent) measureDispatch(ctx context.Context) {
+	a.notes = append(a.notes, a.dispatch.Start(ctx)...)
+}
+
+// retryDispatch tries a declined measurement of the dispatch costs again
+// at a window's end (schedcost.Charger.Retry; idle: the CPUs' idle share
+// over the window). When it was tried, the devices' decisions are charged
+// the result from this window on, and the note of the prior goes.
+func (a *Agent) retryDispatch(ctx context.Context, now time.Time, idle float64) {
+	note, tried := a.dispatch.Retry(ctx, now, idle)
+	if !tried {
+		return
+	}
+	isPrior := func(n string) bool { return strings.HasPrefix(n, schedcost.PriorNote) }
+	a.notes, a.st.Notes = slices.DeleteFunc(a.notes, isPrior), slices.DeleteFunc(a.st.Notes, isPrior)
+	if note != "" {
+		a.notes = append(a.notes, note)
+		a.st.Notes = append(a.st.Notes, note)
+	}
+	a.mu.Lock()
+	a.chargeDispatch(a.devs)
+	a.mu.Unlock()
+}
+
+// chargeDispatch gives every device's decision the dispatch costs charged
+// now (engine.Options.DispatchCostNs).
+func (a *Agent) chargeDispatch(devs []*device) {
+	c := a.dispatch.Costs()
+	for _, d := range devs {
+		d.ctrl.Policy.Engine.DispatchCostNs, d.ctrl.Policy.Engine.CPUs = c.PerRequestNs, c.CPUs
+	}
 }
 
 // countOpenFiles counts what a change of a disk's read-ahead did to the
@@ -369,7 +407,7 @@ func (a *Agent) loop(ctx context.Context) error {
 
 	ticker := time.NewTicker(a.window)
 	defer ticker.Stop()
-	// resume ends the pause of the sampled devices' tracing (sampling.go).
+	// resume ends the pause of the sampled devices' tracing (agent/sampling).
 	resume := time.NewTimer(time.Hour)
 	resume.Stop()
 	defer resume.Stop()
@@ -477,7 +515,7 @@ func (a *Agent) ingest() {
 // windows ends every device's window at now and reports the status.
 func (a *Agent) windows(now time.Time, stats tracer.Stats, dropped uint64) {
 	env := &windowEnv{budget: a.budget, act: a.act, metrics: a.opt.Metrics, log: a.opt.Log, grant: a.opt.Grant, writers: a.writers,
-		caches: a.opt.Caches, hostRoot: a.opt.HostRoot, readScale: a.sampleScale()}
+		caches: a.opt.Caches, hostRoot: a.opt.HostRoot, readScale: a.samples.Scale(a.window)}
 	if a.pcache != nil {
 		if err := a.pcache.Read(); err != nil {
 			a.opt.Log.Error(err, "read the page-cache counters")
@@ -566,6 +604,80 @@ func (a *Agent) shutdown() error {
 	return nil
 }
 
+// startSamples begins the window that started at now: it pauses the
+// tracing of every device whose window may be sampled, and returns when
+// to resume them (the zero time when it paused none).
+func (a *Agent) startSamples(now time.Time) time.Time {
+	paused := a.sampledNext()
+	if len(paused) == 0 {
+		return time.Time{}
+	}
+	if !a.setPaused(paused) {
+		return time.Time{}
+	}
+	return now.Add(a.window - a.samples.Len(a.window))
+}
+
+// sampledNext marks the devices whose next window may be sampled
+// (device.sampled) and returns their device numbers. Start gives the
+// first window's to the tracer as it starts (tracer.Options.Paused), so
+// that a device whose model was loaded settled is never traced whole at
+// the agent's start: its programs attach at the sample, not before.
+func (a *Agent) sampledNext() []uint32 {
+	s := a.samples.Len(a.window)
+	var paused []uint32
+	for _, d := range a.devs {
+		d.sampled = d.status.Gone == "" && d.ctrl.SampleNext(s > 0, d.policy.Spec.Cache.Enabled)
+		if d.sampled {
+			paused = append(paused, d.sys.Dev)
+		}
+	}
+	return paused
+}
+
+// resumeSamples resumes the tracing of every device; the windows stay
+// marked sampled until they end.
+func (a *Agent) resumeSamples() {
+	for _, d := range a.devs {
+		if d.sampled {
+			d.ios.MarkSample(a.opt.HostRoot, d.sys.Name)
+		}
+	}
+	a.setPaused(nil)
+}
+
+// setPaused pauses the tracing and page-cache tracking (but for the pages
+// page faults read around) of devs and resumes every other device's
+// (sampling.Tracing.Pause), reporting whether it did; when it did not,
+// every device's window is traced whole.
+func (a *Agent) setPaused(devs []uint32) bool {
+	note, ok := a.samples.Pause(a.tr, devs)
+	if note != "" {
+		a.notes = append(a.notes, note)
+		a.st.Notes = append(a.st.Notes, note)
+	}
+	if !ok {
+		for _, d := range a.devs {
+			d.sampled = false
+		}
+	}
+	a.trackPageCache()
+	return ok
+}
+
+// leaveToOtherWriters hands back the devices the agent yielded to
+// another writer (otherwriter.HandBack) and returns those whose records
+// were still there.
+func (a *Agent) leaveToOtherWriters() []string {
+	var yielded []string
+	for _, d := range a.devs {
+		if d.yielded {
+			yielded = append(yielded, d.sys.Name)
+		}
+	}
+	return otherwriter.HandBack(a.act, yielded, a.opt.Log)
+}
+
 func (a *Agent) names() []string {
 	out := make([]string, len(a.devs))
 	for i, d := range a.devs {
@@ -576,7 +688,7 @@ func (a *Agent) names() []string {
 
 // trackPageCache makes the page-cache probe, if it runs, count the
 // governed devices' file systems, those of the paused devices
-// (sampling.go) lightly.
+// (agent/sampling) lightly.
 func (a *Agent) trackPageCache() {
 	if a.pcache == nil {
 		return
@@ -585,7 +697,7 @@ func (a *Agent) trackPageCache() {
 	for i, d := range a.devs {
 		devs[i] = pagecache.Device{Name: d.sys.Name, Dev: d.sys.Dev, ReadAhead: d.ctrl.Policy.ReadAhead, Gone: d.status.Gone != ""}
 	}
-	if err := a.pcache.Track(a.opt.HostRoot, devs, a.paused); err != nil {
+	if err := a.pcache.Track(a.opt.HostRoot, devs, a.samples.Paused()); err != nil {
 		a.opt.Log.Error(err, "track the devices' page cache")
 	}
 }
@@ -618,24 +730,4 @@ func (a *Agent) readCaps() map[string]model.Throttle {
 	}
 	a.capsErr = ""
 	return caps
-}
-
-// ungoverned are the status entries of the host's other tunable disks:
-// identity and current setting, read from sysfs now (a disk that is gone
-// is left out).
-func ungoverned(hostRoot string, others []sysfs.Device) []v1alpha1.DeviceState {
-	var out []v1alpha1.DeviceState
-	for _, o := range others {
-		sd, err := sysfs.Read(hostRoot, o.Name)
-		if err != nil {
-			continue // gone
-		}
-		out = append(out, v1alpha1.DeviceState{
-			Name: sd.Name, Class: v1alpha1.DeviceClass(sd.Class().String()),
-			MajorMinor: sd.MajorMinor, Model: sd.Model, Serial: sd.Serial, WWN: sd.WWN,
-			SizeBytes: int64(min(sd.SizeBytes, 1<<63-1)), Rotational: sd.Rotational,
-			Current: v1alpha1.DeviceSettings{Scheduler: sd.Scheduler, Tunables: sd.Tunables, ReadAheadKiB: int32(sd.ReadAheadKiB)},
-		})
-	}
-	return out
 }

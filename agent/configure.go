@@ -2,6 +2,10 @@ package agent
 
 // The agent's devices under a set of policies: chosen at start and again
 // whenever the policies change (SetPolicies), without stopping the loop.
+// The policies select the devices and the agent claims them
+// (agent/selection); each device is adopted (a new one reads its memo and
+// its queue defaults, memo.go) and the caches the policies ask for are
+// provisioned (agent/dmcache).
 
 import (
 	"errors"
@@ -9,11 +13,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/dmcache"
 	"github.com/shadowtune/shadowtune/agent/explain"
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
-	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 )
 
@@ -52,7 +56,7 @@ func (a *Agent) configure(ps policySet) error {
 	if len(sel) == 0 && !a.cluster {
 		return ErrNoDevice
 	}
-	sel, owned := a.claim(sel)
+	sel, owned := selection.Claim(a.act, sel, a.opt.Log)
 	if len(owned) > 0 {
 		if !a.cluster {
 			return errors.Join(owned...)
@@ -153,30 +157,6 @@ func (a *Agent) adopt(sel []selection.Governed, restored []string) ([]*device, e
 	return out, nil
 }
 
-// holds reports whether the disk still has the setting the device's
-// controller knows (nothing changed it behind the agent's back).
-func (d *device) holds(sd sysfs.Device) bool {
-	cur := d.ctrl.Current
-	return cur.Candidate.Scheduler == sd.Scheduler && cur.ReadAheadKiB == sd.ReadAheadKiB
-}
-
-// carry gives a new device what was learned about the same disk under
-// its previous policy: the model (when the capacity is the same), the
-// regression back-off, the time of the last change (for minDwell), the
-// read-ahead default before a change under it, and the status counters.
-func (d *device) carry(old *device) {
-	if d.ctrl.Carry(old.ctrl) {
-		d.status.Class = old.status.Class
-	}
-	st, was := &d.status, &old.status
-	st.TotalRequests, st.UnlearnedRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.UnlearnedRequests, was.EventsDropped, was.EventsLost
-	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
-	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
-	st.Applied = was.Applied
-	st.DefaultsChanged = was.DefaultsChanged
-	d.defaults, d.previousDefaults = old.defaults, old.previousDefaults
-}
-
 // forgetDropped removes the metrics of the devices no longer governed.
 func (a *Agent) forgetDropped(devs []*device) {
 	if a.opt.Metrics == nil {
@@ -216,4 +196,33 @@ func (a *Agent) fitMemory(devs []*device) {
 	if plan.Note != "" && !slices.Contains(a.st.Notes, plan.Note) {
 		a.st.Notes = append(a.st.Notes, plan.Note)
 	}
+}
+
+// host is the kernel release and image of the node this run started on,
+// read once (the loop's goroutine only).
+func (a *Agent) host() sentinel.Host {
+	if a.hostSeen == nil {
+		h := sentinel.ReadHost(a.opt.HostRoot)
+		a.hostSeen = &h
+	}
+	return *a.hostSeen
+}
+
+// provision attaches and detaches the caches the policies ask for
+// (dmcache.Provision), notes each step in the status and logs it. Called
+// by configure, at start and whenever the policies change.
+func (a *Agent) provision(pols []*v1alpha1.StorageTuning, labels map[string]string) {
+	dmcache.Provision(dmcache.Wanted(pols, labels), a.act, a.volumes, a.opt.HostRoot, a.provisionNote)
+}
+
+// provisionNote puts what was done (or its error) in the status notes
+// and the log.
+func (a *Agent) provisionNote(msg string, err error) {
+	if err != nil {
+		a.opt.Log.Error(err, msg)
+		a.st.Notes = append(a.st.Notes, msg+": failed: "+err.Error())
+		return
+	}
+	a.opt.Log.Info(msg)
+	a.st.Notes = append(a.st.Notes, msg)
 }

@@ -20,7 +20,9 @@ import (
 	"github.com/shadowtune/shadowtune/agent/host"
 	"github.com/shadowtune/shadowtune/agent/metrics"
 	"github.com/shadowtune/shadowtune/agent/modelfile"
+	"github.com/shadowtune/shadowtune/agent/otherwriter"
 	"github.com/shadowtune/shadowtune/agent/readahead"
+	"github.com/shadowtune/shadowtune/agent/sampling"
 	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -51,14 +53,10 @@ type device struct {
 	// that is still in force (nil when none is); both kept in its memo.
 	defaults, previousDefaults *sentinel.Seen
 	// sampled: the current window is traced for its last part only
-	// (sampling.go).
+	// (agent/sampling); ios counts its completed requests for the check
+	// that the sample held its share of them.
 	sampled bool
-	// iosStart and iosSample are the device's completed reads and
-	// writes (its stat file) at the window's start (the last window's
-	// end) and at its sample's start (markSample); their ok flags say
-	// they were read.
-	iosStart, iosSample     uint64
-	iosStartOK, iosSampleOK bool
+	ios     sampling.Counts
 
 	// pending is filled by the tracer's callback, under the agent's
 	// mutex; ingest swaps it with chunk, so both buffers are reused.
@@ -97,7 +95,7 @@ type windowEnv struct {
 	// device under its policy now; nil allows every change.
 	grant func(device string, policy *v1alpha1.StorageTuning) bool
 	// writers names other writers; nil when no probe runs.
-	writers WriterWatcher
+	writers otherwriter.Namer
 	// pageCache is a device's page-cache counts in the window; nil when
 	// the page-cache probe does not run.
 	pageCache func(device string) readahead.PageCache
@@ -127,7 +125,7 @@ func newDevice(s selection.Governed, stateDir string) (*device, error) {
 	}
 	if loaded {
 		// A saved model was calibrated when it was learned: the first
-		// window is learned online, and may be sampled (sampling.go).
+		// window is learned online, and may be sampled (agent/sampling).
 		ctrl.Learned()
 	}
 	d := &device{sys: sd, ctrl: ctrl, policy: s.Policy, key: selection.PolicyKey(s.Policy)}
@@ -137,6 +135,30 @@ func newDevice(s selection.Governed, stateDir string) (*device, error) {
 	}
 	d.setIdentity()
 	return d, nil
+}
+
+// holds reports whether the disk still has the setting the device's
+// controller knows (nothing changed it behind the agent's back).
+func (d *device) holds(sd sysfs.Device) bool {
+	cur := d.ctrl.Current
+	return cur.Candidate.Scheduler == sd.Scheduler && cur.ReadAheadKiB == sd.ReadAheadKiB
+}
+
+// carry gives a new device what was learned about the same disk under
+// its previous policy: the model (when the capacity is the same), the
+// regression back-off, the time of the last change (for minDwell), the
+// read-ahead default before a change under it, and the status counters.
+func (d *device) carry(old *device) {
+	if d.ctrl.Carry(old.ctrl) {
+		d.status.Class = old.status.Class
+	}
+	st, was := &d.status, &old.status
+	st.TotalRequests, st.UnlearnedRequests, st.EventsDropped, st.EventsLost = was.TotalRequests, was.UnlearnedRequests, was.EventsDropped, was.EventsLost
+	st.Changes, st.Reverts, st.LastRevertTime = was.Changes, was.Reverts, was.LastRevertTime
+	st.LastChangeTime, st.LastChange, st.LastError = was.LastChangeTime, was.LastChange, was.LastError
+	st.Applied = was.Applied
+	st.DefaultsChanged = was.DefaultsChanged
+	d.defaults, d.previousDefaults = old.defaults, old.previousDefaults
 }
 
 // setIdentity fills the status fields that come from sysfs and the policy.
@@ -185,7 +207,7 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	if d.sampled {
 		in.ReadScale = e.readScale
 	}
-	in.Missed = d.checkSample(e.hostRoot, e.readScale)
+	in.Missed = d.ios.Check(e.hostRoot, d.sys.Name, d.sampled, e.readScale)
 	if e.pageCache != nil {
 		in.PageCache = e.pageCache(d.sys.Name)
 	}
@@ -220,37 +242,26 @@ func (d *device) window(now time.Time, e *windowEnv) {
 	d.refresh(e.act, in.Gate)
 }
 
-// completedIOs is the reads and writes the device has completed (its
-// stat file under hostRoot); false when the file cannot be read.
-func (d *device) completedIOs(hostRoot string) (uint64, bool) {
-	st, err := sysfs.ReadStat(hostRootOr(hostRoot), d.sys.Name)
-	if err != nil {
-		return 0, false
+// watchWriters looks for another writer's change of the device's
+// setting at now (otherwriter.Check) and, when it finds one, reports it
+// (status, metrics, log) and takes the new setting as the controller's
+// current one; under spec.otherWriters Yield the device is then yielded.
+func (d *device) watchWriters(now time.Time, e *windowEnv) {
+	yield := d.policy.Spec.OtherWriters != v1alpha1.OtherWritersReclaim
+	f, found := otherwriter.Check(e.act, d.sys.Name, d.ctrl.Current, yield, e.writers, now, e.log)
+	if !found {
+		return
 	}
-	return st.ReadIOs + st.WriteIOs, true
-}
-
-// markSample notes the device's completed requests as its sample starts
-// (the tracing of a sampled window resumes).
-func (d *device) markSample(hostRoot string) {
-	d.iosSample, d.iosSampleOK = d.completedIOs(hostRoot)
-}
-
-// checkSample ends the window's count of completed requests, at its end,
-// and says whether a sampled window's sample missed its work
-// (sampleMissed): "" when it did not, or when the window was not sampled
-// or its counts were not read. scale is the window's length over the
-// sample's.
-func (d *device) checkSample(hostRoot string, scale float64) string {
-	end, ok := d.completedIOs(hostRoot)
-	start, sample := d.iosStart, d.iosSample
-	known := ok && d.iosStartOK && d.iosSampleOK && start <= sample && sample <= end
-	d.iosStart, d.iosStartOK, d.iosSampleOK = end, ok, false
-	if !d.sampled || !known {
-		return ""
+	if yield {
+		d.yielded = true
 	}
-	msg, _ := sampleMissed(end-start, end-sample, scale)
-	return msg
+	d.ctrl.Resync(f.Now)
+	d.status.OtherWriter = &v1alpha1.OtherWriterState{Time: metav1.NewTime(now), Change: f.Change, Writer: f.Writer, Yielded: d.yielded}
+	if e.metrics != nil {
+		e.metrics.IncOtherWriter(d.sys.Name)
+	}
+	e.log.Info("OtherWriter: another writer changed a setting the agent governs", "device", d.sys.Name,
+		"change", f.Change, "writer", f.Writer, "yielded", d.yielded)
 }
 
 // report puts a window's report into the status and the metrics.
@@ -327,6 +338,22 @@ func (d *device) report(rep window.Report, err error, in window.Input, e *window
 	if m != nil {
 		observeWindow(m, d.sys.Name, rep, d.ctrl.Predicted(*rep.Report), in.Now)
 		d.observeEvidence(m)
+	}
+}
+
+// judgeDefaults judges each changed knob of the device that the window
+// prices (window.Controller.DefaultCosts) by the policy's margin
+// (sentinel.JudgeKnobs), and exports the verdicts; a knob the window does
+// not price keeps its last verdict.
+func (d *device) judgeDefaults(r *engine.Report, m *metrics.Metrics) {
+	dc := d.status.DefaultsChanged
+	if dc == nil {
+		return
+	}
+	costs := func(k v1alpha1.KnobChange) (newNs, oldNs float64) { return d.ctrl.DefaultCosts(k, r) }
+	judged := sentinel.JudgeKnobs(dc, costs, d.ctrl.Policy.Decide.MarginPct)
+	if m != nil {
+		m.SetDefaultsSlower(d.sys.Name, judged)
 	}
 }
 

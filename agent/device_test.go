@@ -24,6 +24,7 @@ import (
 	"github.com/shadowtune/shadowtune/agent/actuate/actuatetest"
 	"github.com/shadowtune/shadowtune/agent/counterfactual"
 	"github.com/shadowtune/shadowtune/agent/host"
+	"github.com/shadowtune/shadowtune/agent/otherwriter"
 	"github.com/shadowtune/shadowtune/agent/selection"
 	"github.com/shadowtune/shadowtune/agent/sentinel"
 	"github.com/shadowtune/shadowtune/agent/sysfs"
@@ -408,7 +409,7 @@ func TestRestoredDeviceIsNoOtherWriter(t *testing.T) {
 	if now.ReadAheadKiB != was.ReadAheadKiB {
 		t.Fatalf("read_ahead_kb %d after the restore, want %d", now.ReadAheadKiB, was.ReadAheadKiB)
 	}
-	if change := settingChange(a.devs[0].ctrl.Current, now); change != "" {
+	if change := otherwriter.Change(a.devs[0].ctrl.Current, now); change != "" {
 		t.Errorf("the restored device's controller knows another setting: %s", change)
 	}
 }
@@ -757,7 +758,7 @@ func TestSampleMissedTheWork(t *testing.T) {
 		e.d.sampled = true
 		e.d.ctrl.SetSettled(window.SettleWindows)
 		stat(before)
-		e.d.markSample(e.root)
+		e.d.ios.MarkSample(e.root, e.d.sys.Name)
 		stat(during)
 		return e.window(t, 1)
 	}
@@ -774,7 +775,7 @@ func TestSampleMissedTheWork(t *testing.T) {
 	// A window not sampled is never judged so.
 	e.d.sampled = false
 	stat(80_000)
-	e.d.markSample(e.root)
+	e.d.ios.MarkSample(e.root, e.d.sys.Name)
 	stat(10)
 	if st := e.window(t, 1); st.Window.Skipped != "" {
 		t.Fatalf("a whole window: skipped %q", st.Window.Skipped)

@@ -29,16 +29,16 @@ func TestDispatchBackoff(t *testing.T) {
 		calls++
 		return schedcost.Costs{}, fmt.Errorf("%w: 8 phases of 8", schedcost.ErrContended)
 	}
-	a := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
+	a := &Agent{dispatch: schedcost.Charger{StateDir: dir, Log: testr.New(t)}}
 	before := time.Now()
-	note := a.tryDispatch(context.Background(), schedcost.Costs{}, contended)
+	note := a.dispatch.Try(context.Background(), schedcost.Costs{}, contended)
 	if !strings.HasPrefix(note, schedcost.PriorNote) || !strings.Contains(note, "tried again after") {
 		t.Errorf("note %q", note)
 	}
-	if a.dispatch.PerRequestNs["bfq"] != schedcost.Prior(runtime.NumCPU()).PerRequestNs["bfq"] {
-		t.Errorf("charged %v, want the prior", a.dispatch.PerRequestNs)
+	if a.dispatch.Costs().PerRequestNs["bfq"] != schedcost.Prior(runtime.NumCPU()).PerRequestNs["bfq"] {
+		t.Errorf("charged %v, want the prior", a.dispatch.Costs().PerRequestNs)
 	}
-	if d := a.dispatchRetry.Sub(before); d < 4*time.Minute || d > 6*time.Minute {
+	if d := a.dispatch.RetryAt().Sub(before); d < 4*time.Minute || d > 6*time.Minute {
 		t.Errorf("retry %v after the attempt, want 5 min", d)
 	}
 	saved, err := schedcost.Load(dir)
@@ -47,10 +47,10 @@ func TestDispatchBackoff(t *testing.T) {
 	}
 
 	// A start within the back-off does not measure (measureOnce would).
-	b := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
+	b := &Agent{dispatch: schedcost.Charger{StateDir: dir, Log: testr.New(t)}}
 	b.measureDispatch(context.Background())
-	if len(b.notes) != 1 || !strings.Contains(b.notes[0], "too busy in the last 1 attempts") || b.dispatchRetry.IsZero() {
-		t.Fatalf("start within the back-off: notes %q, retry %v", b.notes, b.dispatchRetry)
+	if len(b.notes) != 1 || !strings.Contains(b.notes[0], "too busy in the last 1 attempts") || b.dispatch.RetryAt().IsZero() {
+		t.Fatalf("start within the back-off: notes %q, retry %v", b.notes, b.dispatch.RetryAt())
 	}
 	b.st.Notes = slices.Clone(b.notes)
 
@@ -59,16 +59,16 @@ func TestDispatchBackoff(t *testing.T) {
 		return schedcost.Costs{Kernel: schedcost.Kernel(), CPUs: runtime.NumCPU(),
 			PerRequestNs: map[string]float64{"none": 0, "mq-deadline": 2500, "bfq": 4000}}, nil
 	}
-	b.remeasure, calls = ok, 0
-	b.retryDispatch(context.Background(), b.dispatchRetry.Add(-time.Second), 0.99)
-	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), 0.5)
-	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), -1)
+	b.dispatch.Remeasure, calls = ok, 0
+	b.retryDispatch(context.Background(), b.dispatch.RetryAt().Add(-time.Second), 0.99)
+	b.retryDispatch(context.Background(), b.dispatch.RetryAt().Add(time.Second), 0.5)
+	b.retryDispatch(context.Background(), b.dispatch.RetryAt().Add(time.Second), -1)
 	if calls != 0 {
 		t.Fatalf("measured %d times before the back-off ended or with busy CPUs", calls)
 	}
-	b.retryDispatch(context.Background(), b.dispatchRetry.Add(time.Second), 0.9)
-	if calls != 1 || b.dispatch.PerRequestNs["bfq"] != 4000 || !b.dispatchRetry.IsZero() {
-		t.Fatalf("after the retry: %d calls, charged %v, retry %v", calls, b.dispatch.PerRequestNs, b.dispatchRetry)
+	b.retryDispatch(context.Background(), b.dispatch.RetryAt().Add(time.Second), 0.9)
+	if calls != 1 || b.dispatch.Costs().PerRequestNs["bfq"] != 4000 || !b.dispatch.RetryAt().IsZero() {
+		t.Fatalf("after the retry: %d calls, charged %v, retry %v", calls, b.dispatch.Costs().PerRequestNs, b.dispatch.RetryAt())
 	}
 	if len(b.notes) != 0 || len(b.st.Notes) != 0 {
 		t.Errorf("notes after the measurement: %q, status %q", b.notes, b.st.Notes)
@@ -81,17 +81,17 @@ func TestDispatchBackoff(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, schedcost.FileName)); err != nil {
 		t.Fatal(err)
 	}
-	c := &Agent{opt: Options{StateDir: dir, Log: testr.New(t)}}
-	c.tryDispatch(context.Background(), schedcost.Costs{}, contended)
+	c := &Agent{dispatch: schedcost.Charger{StateDir: dir, Log: testr.New(t)}}
+	c.dispatch.Try(context.Background(), schedcost.Costs{}, contended)
 	first, _ := schedcost.Load(dir)
 	at := time.Now()
-	c.remeasure = contended
-	c.retryDispatch(context.Background(), c.dispatchRetry, 1)
+	c.dispatch.Remeasure = contended
+	c.retryDispatch(context.Background(), c.dispatch.RetryAt(), 1)
 	second, _ := schedcost.Load(dir)
 	if second.Contended != 2 || first.Contended != 1 {
 		t.Fatalf("contended %d then %d, want 1 then 2", first.Contended, second.Contended)
 	}
-	if d := c.dispatchRetry.Sub(at); d < 9*time.Minute || d > 11*time.Minute {
+	if d := c.dispatch.RetryAt().Sub(at); d < 9*time.Minute || d > 11*time.Minute {
 		t.Errorf("retry %v after the second attempt, want 10 min", d)
 	}
 	if len(c.st.Notes) != 1 || !strings.HasPrefix(c.st.Notes[0], schedcost.PriorNote) {

@@ -45,22 +45,6 @@ func (a *Agent) dropRecord(dev string) {
 	}
 }
 
-// presence says whether d is still the device the agent governs: "" when
-// it is, else why not.
-func (d *device) presence(hostRoot string) string {
-	now, err := sysfs.Read(hostRoot, d.sys.Name)
-	switch {
-	case err != nil:
-		return "removed"
-	case now.SizeBytes == 0:
-		return "removed (no medium: size 0; a detached loop device)"
-	case now.MajorMinor != d.sys.MajorMinor || now.DiskSeq != d.sys.DiskSeq:
-		return fmt.Sprintf("replaced by another device (dev %s diskseq %d; was dev %s diskseq %d)",
-			now.MajorMinor, now.DiskSeq, d.sys.MajorMinor, d.sys.DiskSeq)
-	}
-	return ""
-}
-
 // dropGone stops tracing the devices that are gone or replaced, reports
 // them and drops their records; it returns whether any was.
 func (a *Agent) dropGone() bool {
@@ -69,7 +53,7 @@ func (a *Agent) dropGone() bool {
 		if d.status.Gone != "" {
 			continue
 		}
-		why := d.presence(a.opt.HostRoot)
+		why := presence(a.opt.HostRoot, d.sys)
 		if why == "" {
 			continue
 		}
@@ -137,4 +121,20 @@ func (a *Agent) requeue() {
 	case a.poke <- struct{}{}:
 	default:
 	}
+}
+
+// presence says whether disk was is still the disk the agent governs
+// under its name: "" when it is, else why not.
+func presence(hostRoot string, was sysfs.Device) string {
+	now, err := sysfs.Read(hostRoot, was.Name)
+	switch {
+	case err != nil:
+		return "removed"
+	case now.SizeBytes == 0:
+		return "removed (no medium: size 0; a detached loop device)"
+	case now.MajorMinor != was.MajorMinor || now.DiskSeq != was.DiskSeq:
+		return fmt.Sprintf("replaced by another device (dev %s diskseq %d; was dev %s diskseq %d)",
+			now.MajorMinor, now.DiskSeq, was.MajorMinor, was.DiskSeq)
+	}
+	return ""
 }

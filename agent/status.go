@@ -11,6 +11,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/shadowtune/shadowtune/agent/sysfs"
 	"github.com/shadowtune/shadowtune/agent/window"
 	"github.com/shadowtune/shadowtune/api/v1alpha1"
 	"github.com/shadowtune/shadowtune/internal/engine"
@@ -128,6 +129,26 @@ func tunablesText(t engine.Tunables) map[string]string {
 	out := make(map[string]string, len(t))
 	for k, v := range t {
 		out[k] = strconv.FormatInt(v, 10)
+	}
+	return out
+}
+
+// ungoverned are the status entries of the host's other tunable disks:
+// identity and current setting, read from sysfs now (a disk that is gone
+// is left out).
+func ungoverned(hostRoot string, others []sysfs.Device) []v1alpha1.DeviceState {
+	var out []v1alpha1.DeviceState
+	for _, o := range others {
+		sd, err := sysfs.Read(hostRoot, o.Name)
+		if err != nil {
+			continue // gone
+		}
+		out = append(out, v1alpha1.DeviceState{
+			Name: sd.Name, Class: v1alpha1.DeviceClass(sd.Class().String()),
+			MajorMinor: sd.MajorMinor, Model: sd.Model, Serial: sd.Serial, WWN: sd.WWN,
+			SizeBytes: int64(min(sd.SizeBytes, 1<<63-1)), Rotational: sd.Rotational,
+			Current: v1alpha1.DeviceSettings{Scheduler: sd.Scheduler, Tunables: sd.Tunables, ReadAheadKiB: int32(sd.ReadAheadKiB)},
+		})
 	}
 	return out
 }

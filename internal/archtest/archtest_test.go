@@ -14,9 +14,12 @@
 //     device's controller), agent/readahead (the read-ahead road),
 //     agent/host (the agent's footprint and host facts), agent/pagecache
 //     (the page-cache probe's counts per device), agent/explain (the
-//     windows kept for replay), agent/sentinel (changed kernel defaults)
-//     and agent/selection (which policy governs each device), their tests
-//     included, do not depend on the root package agent, which uses them;
+//     windows kept for replay), agent/sentinel (changed kernel defaults),
+//     agent/selection (which policy governs each device, and its claim),
+//     agent/sampling (sampled tracing), agent/otherwriter (other writers of
+//     the governed settings) and agent/schedcost (the schedulers' dispatch
+//     costs), their tests included, do not depend on the root package
+//     agent, which uses them;
 //   - the device controller (agent/window, not its tests) does no I/O: it
 //     imports none of the packages that reach files, processes, the
 //     network or the devices (noIO).
@@ -50,11 +53,16 @@ const (
 	explainPkg   = module + "/agent/explain"
 	sentinelPkg  = module + "/agent/sentinel"
 	selectionPkg = module + "/agent/selection"
+	samplingPkg  = module + "/agent/sampling"
+	otherPkg     = module + "/agent/otherwriter"
+	schedcostPkg = module + "/agent/schedcost"
 )
 
 // belowAgent are the agent's layers below its root package, which must
 // not depend on it.
-var belowAgent = []string{windowPkg, readaheadPkg, hostPkg, pagecachePkg, explainPkg, sentinelPkg, selectionPkg}
+var belowAgent = []string{
+	windowPkg, readaheadPkg, hostPkg, pagecachePkg, explainPkg, sentinelPkg, selectionPkg, samplingPkg, otherPkg, schedcostPkg,
+}
 
 // noIO are the packages through which code reaches files, processes, the
 // network or the devices; the device controller imports none of them.

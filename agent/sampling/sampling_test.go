@@ -1,4 +1,4 @@
-package agent
+package sampling
 
 import "testing"
 
@@ -22,7 +22,7 @@ func TestSampleMissed(t *testing.T) {
 		{"a whole window", 10_000, 10, 1, false},
 		{"no scale", 10_000, 10, 0, false},
 	} {
-		msg, missed := sampleMissed(tc.completed, tc.traced, tc.scale)
+		msg, missed := Missed(tc.completed, tc.traced, tc.scale)
 		if missed != tc.missed || missed != (msg != "") {
 			t.Errorf("%s: missed %v (%q), want %v", tc.name, missed, msg, tc.missed)
 		}
