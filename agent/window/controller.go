@@ -169,7 +169,7 @@ func (c *Controller) evaluate(reqs []trace.Request, l learned, in Input) (Report
 	c.stepReadAhead(in)
 	if in.Missed != "" {
 		// The read-ahead road's evidence is the page cache's over the
-		// whole window (agent/sampling.go); the simulation's would be the
+		// whole window (agent/sampling); the simulation's would be the
 		// sample's alone.
 		rep.Skipped, rep.Reason = in.Missed, ReasonSampleMissed
 		c.decideReadAhead(&rep, in)

@@ -24,7 +24,7 @@ const (
 	ReasonAwaitingConfirmation = "AwaitingConfirmation"
 	// ReasonSampleMissed: the window was traced for its last part only,
 	// and that part held far fewer requests than its share of the
-	// window's (sampleMissed); it predicts nothing, and the next window
+	// window's (sampling.Missed); it predicts nothing, and the next window
 	// is traced whole.
 	ReasonSampleMissed = "SampleMissedTheWork"
 )
@@ -130,14 +130,14 @@ type Input struct {
 	// PageCache is what the page-cache probe counted of the device's
 	// files in the window (Measured false: no probe).
 	PageCache readahead.PageCache
-	// Sampled: the window was traced for its last part only (agent/sampling.go).
+	// Sampled: the window was traced for its last part only (agent/sampling).
 	Sampled bool
 	// ReadScale is the window's length over its traced part when it was
 	// sampled (1 or 0 otherwise): the page-cache probe follows read()'s
 	// pages only while a device is traced.
 	ReadScale float64
 	// Missed, when not empty, says the sampled window's traced part
-	// missed the window's work (sampleMissed): the window is learned and
+	// missed the window's work (sampling.Missed): the window is learned and
 	// its read-ahead evidence taken, but nothing is simulated, and Missed
 	// is the report's Skipped.
 	Missed string

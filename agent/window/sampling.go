@@ -1,6 +1,6 @@
 package window
 
-// Sampled windows (agent/sampling.go traces a settled device's windows
+// Sampled windows (agent/sampling traces a settled device's windows
 // for their last part only): the controller's part is the count of
 // settled windows, and whether its next window may be sampled.
 

@@ -58,7 +58,7 @@ func (c *Controller) Calibrated() bool { return c.learn.calibrated }
 func (c *Controller) Requests() int { return c.win.total }
 
 // Settled is the number of consecutive windows that left the device
-// settled (agent/sampling.go).
+// settled (agent/sampling).
 func (c *Controller) Settled() int { return c.settled }
 
 // SetSettled sets that count (n windows).
