@@ -388,7 +388,7 @@ func (d *device) act(a window.Action, now time.Time, e *windowEnv) {
 	prev := d.ctrl.Current
 	s := a.Setting
 	st := &d.status
-	if a.StartsVerification() {
+	if d.ctrl.StartsVerification(a) {
 		// The memo says a change is unverified before the device has it.
 		d.ctrl.SetChanging(true)
 		d.memorize(e.act, e.log)

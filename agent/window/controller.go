@@ -65,6 +65,9 @@ type Controller struct {
 	// proposed is the switch target the last evaluated window decided
 	// ("": none; confirmSwitch).
 	proposed string
+	// asked is the last window's action and its effect until the agent
+	// commits it (nil: none, or the next window ended first).
+	asked *asked
 	// settled counts the consecutive windows that left the device
 	// settled (settledWindow): its windows may then be traced in part
 	// (sampleNext).
@@ -132,6 +135,7 @@ func (c *Controller) Skip(n int) { c.win.unlearned += n }
 // wrapped once with the device's name); the report is filled as far as
 // the window got.
 func (c *Controller) EndWindow(in Input) (rep Report, err error) {
+	c.asked = nil // an action the agent did not write is not done
 	defer c.nextWindow()
 	defer func() {
 		rep.Unlearned, rep.Sampled = c.win.unlearned, in.Sampled

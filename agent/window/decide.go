@@ -88,10 +88,10 @@ func (c *Controller) verifyWindow(rep *Report, er engine.Report, sliceReal int64
 	}
 	c.lastVerify.Outcome = "Reverted"
 	c.Memo.Backoff[v.target.Candidate.Name()] = now.Add(c.Policy.Backoff)
-	rep.Action = Action{Kind: ActionRevert, Setting: v.previous, guard: er.Guard, Reason: fmt.Sprintf(
+	c.ask(rep, Action{Kind: ActionRevert, Setting: v.previous, Reason: fmt.Sprintf(
 		"regression: real %.1f ms vs %.1f ms expected of %s (+%.1f %% > %.1f %%)",
 		float64(v.realNs)/1e6, v.prevNs/1e6, v.previous.Candidate.Name(),
-		100*(float64(v.realNs)/v.prevNs-1), c.Policy.ToleratedRegressionPct)}
+		100*(float64(v.realNs)/v.prevNs-1), c.Policy.ToleratedRegressionPct)}, effect{guard: er.Guard})
 	prev := v.previous
 	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 	return true
@@ -141,16 +141,17 @@ func (c *Controller) decideWindow(rep *Report, er engine.Report, in Input) {
 	}
 	if move != raNone {
 		if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-			rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB), guard: c.Memo.Guard, ra: move}
+			c.ask(rep, Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB)},
+				effect{guard: c.Memo.Guard, ra: move})
 		}
 		return
 	}
 	if rep.Held = in.Gate.Hold(c.Memo.LastChange, in.Now); rep.Held != HoldNone {
 		return
 	}
-	rep.Action = Action{Kind: ActionApply, Setting: target, Reason: d.Message, guard: er.Guard,
+	c.ask(rep, Action{Kind: ActionApply, Setting: target, Reason: d.Message}, effect{guard: er.Guard,
 		verify: &verification{previous: c.Current, target: target, bias: c.learn.bias, left: c.Policy.VerifyWindows,
-			corrected: c.Memo.correctionOf(target) / c.Memo.correctionOf(c.Current)}}
+			corrected: c.Memo.correctionOf(target) / c.Memo.correctionOf(c.Current)}})
 	rep.Verifying = c.Policy.VerifyWindows
 }
 
@@ -190,7 +191,8 @@ func (c *Controller) decideReadAhead(rep *Report, in Input) {
 		return
 	}
 	if rep.Held = c.raHold(move, in); rep.Held == HoldNone {
-		rep.Action = Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB), guard: c.Memo.Guard, ra: move}
+		c.ask(rep, Action{Kind: ActionApply, Setting: target, Reason: c.ahead.reason(c.Current.ReadAheadKiB)},
+			effect{guard: c.Memo.Guard, ra: move})
 	}
 }
 
@@ -219,7 +221,7 @@ func (c *Controller) raRevert(rep *Report) bool {
 	if !ok || !c.Policy.Apply {
 		return false
 	}
-	rep.Action = Action{Kind: ActionRevert, Setting: prev, guard: c.Memo.Guard, Reason: why, ra: raReverted}
+	c.ask(rep, Action{Kind: ActionRevert, Setting: prev, Reason: why}, effect{guard: c.Memo.Guard, ra: raReverted})
 	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 	return true
 }
@@ -237,8 +239,10 @@ func (c *Controller) showVerification(v *verificationResult) {
 // scheduler starts minDwell, unless it put the original back: a dwell
 // belongs to a setting in force.
 func (c *Controller) Commit(a Action, now time.Time) {
+	e := c.effectOf(a)
+	c.asked = nil
 	prev := c.Current
-	c.Current, c.Memo.Guard = a.Setting, a.guard
+	c.Current, c.Memo.Guard = a.Setting, e.guard
 	if a.Setting.Candidate.Name() != prev.Candidate.Name() {
 		c.Memo.LastChange = now
 		if a.Kind == ActionRevert && a.Setting.Candidate.Scheduler == c.originalSched && len(a.Setting.Candidate.Tunables) == 0 {
@@ -247,13 +251,54 @@ func (c *Controller) Commit(a Action, now time.Time) {
 	}
 	c.proposed = "" // decided against the setting it replaced
 	switch {
-	case a.ra == raReverted: // the scheduler's verification goes on
+	case e.ra == raReverted: // the scheduler's verification goes on
 	case a.Kind == ActionRevert:
 		c.verify = nil
-	case a.verify != nil:
-		c.verify = a.verify
+	case e.verify != nil:
+		c.verify = e.verify
 	}
-	c.showVerification(c.ahead.commit(a.ra, prev.ReadAheadKiB, now, c.raSettings(0)))
+	c.showVerification(c.ahead.commit(e.ra, prev.ReadAheadKiB, now, c.raSettings(0)))
+}
+
+// effect is what an action the controller asked for does to the
+// controller once the agent has written it (Commit): the thrash guard
+// after it, the verification an applied switch starts, and what it does
+// to read-ahead, for the road.
+type effect struct {
+	guard  decide.State
+	verify *verification
+	ra     raMove
+}
+
+// asked is the window's action and its effect, kept until the agent
+// commits it or the next window ends.
+type asked struct {
+	action Action
+	effect effect
+}
+
+// ask makes a the window's action (rep.Action) and keeps its effect for
+// Commit.
+func (c *Controller) ask(rep *Report, a Action, e effect) {
+	rep.Action = a
+	c.asked = &asked{action: a, effect: e}
+}
+
+// effectOf is the effect of a, the action the last window asked for; the
+// zero effect for any other action.
+func (c *Controller) effectOf(a Action) effect {
+	if c.asked == nil || c.asked.action.Kind != a.Kind || !SameSetting(c.asked.action.Setting, a.Setting) {
+		return effect{}
+	}
+	return c.asked.effect
+}
+
+// StartsVerification reports whether a, the action the last window asked
+// for, starts a verification once written: a scheduler switch, or a
+// change the read-ahead road decided.
+func (c *Controller) StartsVerification(a Action) bool {
+	e := c.effectOf(a)
+	return e.verify != nil || e.ra == raDecided
 }
 
 // Resync tells the controller that the device has setting s, which the

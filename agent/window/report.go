@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/shadowtune/shadowtune/agent/readahead"
-	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 )
@@ -43,15 +42,11 @@ const (
 )
 
 // Action is the controller's request to the agent. The controller's state
-// moves to it only when the agent reports it done (Commit).
+// moves to it only when the agent reports it done (Controller.Commit).
 type Action struct {
 	Kind    ActionKind
 	Setting Setting
 	Reason  string
-
-	guard  decide.State  // the thrash guard once the action is done
-	verify *verification // the verification an applied switch starts
-	ra     raMove        // what it does to read-ahead, for the road
 }
 
 // Setting is a device setting: elevator with tunables, and read-ahead
@@ -146,6 +141,3 @@ type Input struct {
 	Caps model.Throttle
 }
 
-// StartsVerification reports whether the action starts a verification
-// (a scheduler switch, or a change the read-ahead road decided).
-func (a Action) StartsVerification() bool { return a.verify != nil || a.ra == raDecided }
