@@ -140,4 +140,3 @@ type Input struct {
 	// window (blkcaps), for the read-ahead road.
 	Caps model.Throttle
 }
-
