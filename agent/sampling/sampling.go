@@ -11,9 +11,7 @@
 // programs run in every request's submission and completion and in every
 // page-cache event of a tracked file system, and the agent learns every
 // request it delivers. On a device where no candidate beats the current
-// setting, that cost is all the agent adds (docs/runs/2026-12-03-history.md: 5.8 %
-// of the AIR/AIP suite's wall time on a loop device where the agent made
-// no change). So once SettleWindows windows in a row left the device
+// setting, that cost is all the agent adds. So once SettleWindows windows in a row left the device
 // settled (evaluated, nothing decided, held, pending or being verified),
 // each following window pauses the device's tracing
 // (tracer.Tracer.SetPaused, Tracing.Pause) and its page-cache tracking (all but the

@@ -63,8 +63,8 @@ type learning struct {
 	throttleCaps model.Throttle
 	throttleOver bool
 	// throttleSeen is what the last window's check found, for the log
-	// (logThrottle): "" when the window was not checked.
-	throttleSeen string
+	// (logThrottle): nil when the window was not checked.
+	throttleSeen *throttleSeen
 
 	// serversWait counts down the windows until fitServers may search
 	// for k again; serversReach is the largest k the last search could

@@ -1,6 +1,8 @@
 package window
 
 import (
+	"slices"
+
 	"github.com/shadowtune/shadowtune/api/knob"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -16,19 +18,16 @@ import (
 // one missing there is left as it is). s's own tunables win; the result
 // is nil when there is nothing to write.
 func (s Setting) Writes(was Setting, queueDefaults map[string]int64) map[string]int64 {
-	sc := s.Candidate.Scheduler
-	if sc == "" || sc != was.Candidate.Scheduler {
+	dropped := s.dropped(was)
+	if len(dropped) == 0 {
 		return s.Candidate.Tunables
 	}
-	defaults, err := engine.Defaults(sc)
+	defaults, err := engine.Defaults(s.Candidate.Scheduler)
 	if err != nil {
 		return s.Candidate.Tunables
 	}
 	var out map[string]int64
-	for name := range was.Candidate.Tunables {
-		if _, kept := s.Candidate.Tunables[name]; kept {
-			continue
-		}
+	for _, name := range dropped {
 		v, ok := defaults[name]
 		if knob.IsQueue(name) {
 			v, ok = queueDefaults[name]
@@ -54,13 +53,21 @@ func (s Setting) Writes(was Setting, queueDefaults map[string]int64) map[string]
 // defaults of queue attributes (Writes' queueDefaults): s keeps was's
 // scheduler and leaves out a queue attribute was set.
 func (s Setting) DropsQueueKnob(was Setting) bool {
-	if s.Candidate.Scheduler == "" || s.Candidate.Scheduler != was.Candidate.Scheduler {
-		return false
+	return slices.ContainsFunc(s.dropped(was), knob.IsQueue)
+}
+
+// dropped are the tunables was set that s, keeping was's scheduler,
+// leaves out; none when s switches the scheduler (or sets none).
+func (s Setting) dropped(was Setting) []string {
+	sc := s.Candidate.Scheduler
+	if sc == "" || sc != was.Candidate.Scheduler {
+		return nil
 	}
+	var out []string
 	for name := range was.Candidate.Tunables {
-		if _, kept := s.Candidate.Tunables[name]; !kept && knob.IsQueue(name) {
-			return true
+		if _, kept := s.Candidate.Tunables[name]; !kept {
+			out = append(out, name)
 		}
 	}
-	return false
+	return out
 }

@@ -40,10 +40,7 @@ func (l *learning) checkThrottle(reqs []trace.Request, verifying bool) bool {
 	l.throttleCaps, l.throttleOver = model.Throttle{}, false
 	wins := model.NewThrottleWindows(reqs)
 	t, ev, ok := wins.Estimate()
-	l.throttleSeen = fmt.Sprintf("no caps (%s)", ev)
-	if ok {
-		l.throttleSeen = fmt.Sprintf("caps %s (%s)", t, ev)
-	}
+	l.throttleSeen = &throttleSeen{caps: t, ev: ev, found: ok}
 	if !ok {
 		if l.model.Class() != model.Throttled || !wins.Exceeds(l.model.Throttle()) {
 			return false
@@ -86,11 +83,24 @@ func (l *learning) checkThrottle(reqs []trace.Request, verifying bool) bool {
 // of a token bucket in front of disk (checkThrottle), and the device's
 // class; nothing when the window was not checked.
 func (l *learning) logThrottle(log logr.Logger, disk string) {
-	if l.throttleSeen == "" || !log.V(1).Enabled() {
+	seen := l.throttleSeen
+	l.throttleSeen = nil
+	if seen == nil || !log.V(1).Enabled() {
 		return
 	}
-	log.V(1).Info("throttle", "disk", disk, "class", l.model.Class().String(), "window", l.throttleSeen)
-	l.throttleSeen = ""
+	text := fmt.Sprintf("no caps (%s)", seen.ev)
+	if seen.found {
+		text = fmt.Sprintf("caps %s (%s)", seen.caps, seen.ev)
+	}
+	log.V(1).Info("throttle", "disk", disk, "class", l.model.Class().String(), "window", text)
+}
+
+// throttleSeen is one window's estimate (model.ThrottleWindows.Estimate),
+// kept for logThrottle and formatted only when logged.
+type throttleSeen struct {
+	caps  model.Throttle
+	ev    model.ThrottleEvidence
+	found bool
 }
 
 // capsPending reports whether the last window showed what checkThrottle
