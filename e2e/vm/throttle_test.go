@@ -78,8 +78,25 @@ spec:
     window: 10s
 `
 
+// throttleDisk is the cloud volume TestThrottleClass records: 1,000 IOPS
+// and 32 MiB/s, so that 4 KiB requests meet the IOPS cap and 64 and 256
+// KiB requests the bandwidth cap. It is a third of vmlab.CloudDisk's
+// 3,000 IOPS because the TCG guest cannot keep that disk backlogged: QEMU's
+// throttle timer fires 1–2 ms late on it (docs/agent.md, "Throttled
+// devices"), releasing the requests that waited in one batch, and the
+// guest takes about 110 µs (median; 170 µs at the 90th percentile) to
+// reap the batch and submit again. At 3,000 IOPS (333 µs per request) a
+// recording of 2026-12-07 emptied the queue every 6 completions at depth
+// 32 and every 2.6 at depth 4 (idle 6 and 17 % of the time), and a
+// window of 64 completions with none of those gaps, which the estimator
+// needs (model.EstimateThrottle), was rare: on CI's host the phases at
+// depths 8 and 16 had almost none. At 1,000 IOPS a late timer releases
+// one to three requests at once, and the gap is a tenth of the time per
+// request.
+var throttleDisk = vmlab.Throttle{IOPS: 1000, BytesPerSec: 32 << 20}
+
 // TestThrottleClass: on the VM lab's virtio disk, which QEMU throttles
-// like a cloud volume (vmlab.CloudDisk: 3,000 IOPS, 125 MiB/s), the
+// like a cloud volume (throttleDisk: 1,000 IOPS, 32 MiB/s), the
 // token-bucket estimator finds both caps within 10 % from recordings at
 // several depths and request sizes (issue 15 item 4). Each phase's time is
 // predicted by a throttled model and by the SSD model it replaces, each
@@ -103,7 +120,7 @@ func TestThrottleClass(t *testing.T) {
 	}
 	script := strings.NewReplacer("@PHASES@", strings.Join(lines, "\n"), "@POLICY@", throttlePolicy).Replace(throttleScript)
 	r := boot(t, script, vmlab.Options{Disks: []vmlab.Disk{{SizeMiB: 16},
-		{SizeMiB: 512, Throttle: &vmlab.CloudDisk}, {Image: out}},
+		{SizeMiB: 512, Throttle: &throttleDisk}, {Image: out}},
 		Files: map[string]string{"/usr/local/bin/shadowtune": binary}, Timeout: 15 * time.Minute}, 0)
 	dir := filepath.Join(artifacts, "throttle")
 	if err := untar(out, dir); err != nil {
@@ -119,8 +136,8 @@ func TestThrottleClass(t *testing.T) {
 			t.Errorf("%s cap estimated %.0f, QEMU's is %.0f: want within 10 %%", name, got, want)
 		}
 	}
-	near("IOPS", res.Found.IOPS, float64(vmlab.CloudDisk.IOPS))
-	near("bandwidth", res.Found.BytesPerSec, float64(vmlab.CloudDisk.BytesPerSec))
+	near("IOPS", res.Found.IOPS, float64(throttleDisk.IOPS))
+	near("bandwidth", res.Found.BytesPerSec, float64(throttleDisk.BytesPerSec))
 	var thr, ssd []float64 // |error| per phase, %
 	for _, r := range res.Rows {
 		if r.Phase == "rr64k-d16" || r.Phase == "sr256k-d4" {
@@ -170,10 +187,10 @@ func checkAgentThrottle(t *testing.T, out string) {
 			t.Fatalf("the agent modelled vdb as %q (throttle %+v), want throttled; %d requests completed over the run, and its windows showed:\n%s",
 				d.Class, d.Throttle, d.TotalRequests, strings.Join(throttleLines(out), "\n"))
 		}
-		if got, want := float64(d.Throttle.IOPS), float64(vmlab.CloudDisk.IOPS); math.Abs(got-want) > 0.1*want {
+		if got, want := float64(d.Throttle.IOPS), float64(throttleDisk.IOPS); math.Abs(got-want) > 0.1*want {
 			t.Errorf("the agent's IOPS cap %.0f, QEMU's %.0f: want within 10 %%", got, want)
 		}
-		if got, want := float64(d.Throttle.BytesPerSecond), float64(vmlab.CloudDisk.BytesPerSec); math.Abs(got-want) > 0.1*want {
+		if got, want := float64(d.Throttle.BytesPerSecond), float64(throttleDisk.BytesPerSec); math.Abs(got-want) > 0.1*want {
 			t.Errorf("the agent's bandwidth cap %.0f, QEMU's %.0f: want within 10 %%", got, want)
 		}
 		// Behind the cap no elevator serves more: the agent must not

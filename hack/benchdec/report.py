@@ -478,9 +478,10 @@ def render_index(runs_dir):
     arch = sorted(f for f in os.listdir(runs_dir) if f.endswith(".md") and f != "README.md"
                   and not os.path.exists(os.path.join(runs_dir, f[:-3] + ".json")))
     if arch:
-        L += ["", "## Archive", "",
-              "Before issue 43 the benchmark ran synthetic workloads with the agent at `minDwell: 0s`; its "
-              "dated results, kept unchanged:", ""]
+        L += ["", "## Other dated runs", "",
+              "Runs that are not of this benchmark (VM lab tests, calibrations), and the benchmark's results "
+              "from before issue 43, when it ran synthetic workloads with the agent at `minDwell: 0s`; kept "
+              "unchanged:", ""]
         L += [f"- [{f}]({f})" for f in arch]
     return "\n".join(L) + "\n"
 
