@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
@@ -74,7 +75,7 @@ type Controller struct {
 	settled int
 	// ahead is the device's part of the read-ahead road.
 	ahead readAheadRoad
-	// alike follows the candidates that simulate alike (alike.go);
+	// alike follows the candidates that simulate alike (simulate.go);
 	// narrow: the window simulates the current setting alone.
 	alike  alike
 	narrow bool
@@ -315,26 +316,87 @@ func (c *Controller) measured(reqs []trace.Request) int64 {
 	return all
 }
 
-var waitsFor = engine.WaitsFor
-
-// measuredService is the measured service time of reqs, ns.
-func measuredService(reqs []trace.Request) int64 {
-	var n int64
-	for i := range reqs {
-		if reqs[i].HasService() {
-			n += reqs[i].ServiceTime()
-		}
-	}
-	return n
+// settledWindow reports whether a window left the device settled: it
+// was evaluated without error, and decided no change, held back none and
+// verifies none.
+func settledWindow(rep *Report, err error) bool {
+	return err == nil && rep.Report != nil && rep.Skipped == "" && !rep.Report.Decision.Switch &&
+		rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0
 }
 
-// uncached returns the candidates without a cache.
-func uncached(cands []engine.Candidate) []engine.Candidate {
-	out := make([]engine.Candidate, 0, len(cands))
-	for _, c := range cands {
-		if !c.Cache {
-			out = append(out, c)
-		}
+// settleStep is what a window does to the count of settled windows.
+type settleStep int
+
+const (
+	// settleReset starts the count over: the window decided, held back
+	// or verifies something, or failed.
+	settleReset settleStep = iota
+	// settleCount counts the window: it settled (settledWindow).
+	settleCount
+	// settleKeep leaves the count: a whole window too idle to evaluate
+	// (fewer than the policy's minRequests) says nothing either way.
+	settleKeep
+	// settleRecheck makes the next window whole and lets the device be
+	// sampled again after it if it settles: a sample skipped because it
+	// was too small to evaluate decided nothing, but one second is not
+	// enough to tell; a window, sampled or whole, whose model did not
+	// reproduce its measured response time (decide.ReasonNotReproduced)
+	// decided nothing either, and the model it failed may be replaced by
+	// then (fitServers). A model that keeps failing keeps the windows
+	// whole.
+	settleRecheck
+)
+
+// nextSettle is the step of a window (rep, err; sampled or whole) of a
+// device with nothing pending (no switch awaiting confirmation, no
+// verification), under a policy
+// that evaluates windows of at least minRequests requests. A device with
+// something pending always starts over.
+func nextSettle(rep *Report, err error, minRequests int, pending bool) settleStep {
+	switch {
+	case pending || err != nil:
+		return settleReset
+	case settledWindow(rep, err):
+		return settleCount
 	}
-	return out
+	// Skipped with nothing decided, held or verified: too idle to
+	// evaluate, or not reproduced by the model.
+	quiet := rep.Skipped != "" && rep.Action.Kind == ActionNone && rep.Held == HoldNone && rep.Verifying == 0 &&
+		(rep.Report == nil || !rep.Report.Decision.Switch)
+	idle := rep.Requests < minRequests
+	switch {
+	case quiet && (rep.Sampled && idle || rep.Reason == string(decide.ReasonNotReproduced) || rep.Reason == ReasonSampleMissed):
+		return settleRecheck
+	case quiet && idle:
+		return settleKeep
+	}
+	return settleReset
+}
+
+// settledAfter is the count of settled windows, settled before, after a
+// window whose step was step.
+func settledAfter(settled int, step settleStep) int {
+	switch step {
+	case settleCount:
+		return settled + 1
+	case settleKeep:
+		return settled
+	case settleRecheck:
+		return SettleWindows - 1
+	}
+	return 0
+}
+
+// raSettings are the read-ahead road's settings for the device as it is,
+// with the evidence's horizon.
+func (c *Controller) raSettings(horizon time.Duration) readahead.Settings {
+	return c.ahead.settings(&c.Policy, c.Current.ReadAheadKiB, c.learn.model, horizon)
+}
+
+// showVerification makes v the device's last verification (lastVerify)
+// unless it is nil.
+func (c *Controller) showVerification(v *verificationResult) {
+	if v != nil {
+		c.lastVerify = v
+	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/shadowtune/shadowtune/agent/readahead"
 	"github.com/shadowtune/shadowtune/internal/decide"
 	"github.com/shadowtune/shadowtune/internal/engine"
 )
@@ -207,12 +206,6 @@ func (c *Controller) raHold(move raMove, in Input) Hold {
 	return in.Gate.holdReadAhead()
 }
 
-// raSettings are the read-ahead road's settings for the device as it is,
-// with the evidence's horizon.
-func (c *Controller) raSettings(horizon time.Duration) readahead.Settings {
-	return c.ahead.settings(&c.Policy, c.Current.ReadAheadKiB, c.learn.model, horizon)
-}
-
 // raRevert asks for the revert of the last read-ahead change (rep.Action)
 // when the road's verification measured a regression, and reports
 // whether it did: it passes every gate, and Observe mode makes no action.
@@ -224,14 +217,6 @@ func (c *Controller) raRevert(rep *Report) bool {
 	c.ask(rep, Action{Kind: ActionRevert, Setting: prev, Reason: why}, effect{guard: c.Memo.Guard, ra: raReverted})
 	rep.Target, rep.Reason = &prev, ReasonRegressionReverted
 	return true
-}
-
-// showVerification makes v the device's last verification (lastVerify)
-// unless it is nil.
-func (c *Controller) showVerification(v *verificationResult) {
-	if v != nil {
-		c.lastVerify = v
-	}
 }
 
 // Commit tells the controller that the device now has the setting of a

@@ -1,8 +1,10 @@
 package window
 
 // Learning a window: every measured request predicted, then learned, in
-// dispatch order (KDSim §4: the model learns online), and the class check
-// of the first loaded window (calibrate).
+// dispatch order (KDSim §4: the model learns online), the class check of
+// the first loaded window (calibrate), the check for a token bucket in
+// front of the device (checkThrottle) and the fit of its servers k
+// (fitServers).
 //
 // Learning online is the learning a whole window got at its end: every
 // request is predicted, then learned, and the model error is taken over
@@ -24,6 +26,9 @@ import (
 	"math"
 	"slices"
 
+	"github.com/go-logr/logr"
+	"github.com/shadowtune/shadowtune/internal/decide"
+	"github.com/shadowtune/shadowtune/internal/engine"
 	"github.com/shadowtune/shadowtune/internal/model"
 	"github.com/shadowtune/shadowtune/internal/trace"
 )
@@ -33,8 +38,8 @@ import (
 // device) with the disk state it learns on, the window's learner, and the
 // model's bias. It learns each window's requests (add, end), checks the
 // device's class once (calibrate) and its token bucket every window
-// (checkThrottle, throttle.go), and fits the model's servers when a
-// window was not reproduced (fitServers, servers.go).
+// (checkThrottle), and fits the model's servers when a
+// window was not reproduced (fitServers).
 type learning struct {
 	model *model.Model
 	disk  *model.Disk // online-learning state: position, disk cache
@@ -424,4 +429,252 @@ func (l *learning) predictedMisses(reqs []trace.Request) (misses, fast int) {
 func (l *learning) replaceModel(m *model.Model, note string) {
 	l.model, l.disk, l.note = m, m.NewDisk(0), note
 	l.bias, l.biasKnown = 1, false
+}
+
+// A token bucket in front of a non-rotational device (blk-throttle, a
+// cloud volume's cap): the window's requests are checked for one, and the
+// device is re-modelled as throttled, or back as an SSD, on two windows
+// in a row of the same evidence.
+
+// throttleChange is how far (relative) a newly measured cap must differ
+// from the model's before checkThrottle replaces it.
+const throttleChange = 0.1
+
+// checkThrottle looks for a token bucket in front of a non-rotational
+// device in the window's requests (model.EstimateThrottle) and reports
+// whether it replaced the model. A device modelled as an SSD or NVMe is
+// re-modelled as throttled, with the window's k, when this window and the
+// one before both showed caps within throttleChange of each other; a
+// throttled one takes caps that moved by more than throttleChange and
+// keeps its tables. Two windows in a row that ran well above the caps
+// make it an SSD again (model.ExceedsThrottle). Any other window changes
+// nothing: a cap that did not bind is not shown to be gone. Two windows,
+// so that a burst of CPU contention, which holds a fast device to a
+// steady rate as a bucket would, does not flip the model. Nothing
+// changes while a change is being verified: the verification's baseline
+// is the current model's simulation scaled by its bias, and another model
+// would break that comparison.
+func (l *learning) checkThrottle(reqs []trace.Request, verifying bool) bool {
+	if l.model.Class() == model.HDD || verifying {
+		return false
+	}
+	prevCaps, prevOver := l.throttleCaps, l.throttleOver
+	l.throttleCaps, l.throttleOver = model.Throttle{}, false
+	wins := model.NewThrottleWindows(reqs)
+	t, ev, ok := wins.Estimate()
+	l.throttleSeen = &throttleSeen{caps: t, ev: ev, found: ok}
+	if !ok {
+		if l.model.Class() != model.Throttled || !wins.Exceeds(l.model.Throttle()) {
+			return false
+		}
+		l.throttleOver = true
+		if !prevOver {
+			return false
+		}
+		old := l.model.Throttle()
+		m := model.Default(model.SSD, l.model.Config().CapacitySectors)
+		m.SetServers(model.EstimateServers(reqs))
+		l.replaceModel(m, fmt.Sprintf("modelled as ssd: two windows ran above the caps of %s", old))
+		l.throttleOver = false
+		return true
+	}
+	l.throttleCaps = t
+	if capsMoved(prevCaps, t) { // no caps, or others, in the window before
+		return false
+	}
+	if l.model.Class() == model.Throttled {
+		if !capsMoved(l.model.Throttle(), t) {
+			return false
+		}
+		if err := l.model.SetThrottle(t); err != nil {
+			return false // EstimateThrottle returns valid caps; keep the old ones
+		}
+		l.note = fmt.Sprintf("modelled as throttled: caps now %s (%s)", t, ev)
+		return false
+	}
+	m, err := model.NewThrottled(l.model.Config().CapacitySectors, t)
+	if err != nil {
+		return false
+	}
+	m.SetServers(model.EstimateServersBehind(reqs, t))
+	l.replaceModel(m, fmt.Sprintf("modelled as throttled: %s in two windows in a row (%s)", t, ev))
+	return true
+}
+
+// logThrottle logs to log, at verbosity 1, what the last window showed
+// of a token bucket in front of disk (checkThrottle), and the device's
+// class; nothing when the window was not checked.
+func (l *learning) logThrottle(log logr.Logger, disk string) {
+	seen := l.throttleSeen
+	l.throttleSeen = nil
+	if seen == nil || !log.V(1).Enabled() {
+		return
+	}
+	text := fmt.Sprintf("no caps (%s)", seen.ev)
+	if seen.found {
+		text = fmt.Sprintf("caps %s (%s)", seen.caps, seen.ev)
+	}
+	log.V(1).Info("throttle", "disk", disk, "class", l.model.Class().String(), "window", text)
+}
+
+// throttleSeen is one window's estimate (model.ThrottleWindows.Estimate),
+// kept for logThrottle and formatted only when logged.
+type throttleSeen struct {
+	caps  model.Throttle
+	ev    model.ThrottleEvidence
+	found bool
+}
+
+// capsPending reports whether the last window showed what checkThrottle
+// needs the next window to confirm: caps the model does not have, or a
+// throttled device running well above its caps. The next window is then
+// traced whole (sampleNext). Caps that move from window to window keep
+// the windows whole, at the tracing's cost only: nothing is decided on
+// them.
+func (l *learning) capsPending() bool {
+	if l.throttleOver {
+		return true
+	}
+	if !l.throttleCaps.Enabled() {
+		return false
+	}
+	return l.model.Class() != model.Throttled || capsMoved(l.model.Throttle(), l.throttleCaps)
+}
+
+// capsMoved reports whether a cap of now appeared, went, or moved by more
+// than throttleChange from old (a zero old: every cap of now appeared).
+func capsMoved(old, now model.Throttle) bool {
+	moved := func(o, n float64) bool {
+		if o == 0 || n == 0 {
+			return o != n
+		}
+		return math.Abs(n-o) > throttleChange*o
+	}
+	return moved(old.IOPS, now.IOPS) || moved(old.BytesPerSec, now.BytesPerSec)
+}
+
+// serverSteps are the k fitServers tries, up to the most requests the
+// window had in flight.
+var serverSteps = []int{1, 2, 4, 8, 16, 32, 64, 128}
+
+// serversTolerance is how close (a ratio, either way) a k's simulated
+// mean response time must come to the measured one for fitServers to
+// stop at it. More servers than that explains always reproduce a window
+// too (with as many servers as requests in flight, none ever waits), but
+// they hide the queue the elevators work on.
+const serversTolerance = 1.25
+
+// serversSearchEvery is how many windows a k search waits for after the
+// last one, so that its simulations (one candidate per k) stay a small
+// share of the agent's work.
+const serversSearchEvery = 4
+
+// serverFit is one k tried: the simulated mean response time of the
+// setting in effect ÷ the measured one, and the model learned with it.
+type serverFit struct {
+	k     int
+	ratio float64
+	model *model.Model
+}
+
+// fitServers learns k, the requests a non-rotational device serves at
+// once, by what it must reproduce: when a predicted gain was not acted on
+// because the simulation of the setting in effect missed the window's
+// measured mean response time by more than MaxResponseRatio either way
+// (decide.ReasonNotReproduced; er.ResponseRatio), it
+// learns the window again on a copy of the model for every k of
+// serverSteps up to the window's most requests in flight (the service
+// times net of the wait for k servers, model.NetServiceTimes), simulates
+// the setting in effect with each copy (model.WindowModel), from the
+// fewest servers up. It stops at the first k within serversTolerance,
+// else takes the k whose ratio came nearest 1, and puts that copy in
+// place of the model when its ratio is within MaxResponseRatio. The next
+// windows are simulated with it; the window's own decision stands.
+//
+// model.EstimateServers learns k once, from throughput against depth on
+// the first window, and throughput says little when a window's sizes
+// change with its depth or it never ran deep: on the decision benchmark's
+// loop device it gave 1, the device had up to 128 requests in flight, and
+// the simulated response times were 4 to 78 times the measured ones
+// (docs/runs/2026-12-03-history.md). It does nothing for a rotational model (k =
+// 1, DESIGN §3), while a change is being verified (the verification
+// compares against the current model), or where no decision waits on it.
+// Within serversSearchEvery windows of the last search it searches only a
+// window that ran deeper than that search could try (serversReach): a
+// first window of one second, at 4 requests in flight, can try no more
+// than 4 servers, and on the decision benchmark the next window, at 9,
+// needed 8 (it waited four windows for them before). Its simulations take
+// CPU from the node's work (in the VM lab's TCG guest, seconds), and each
+// early search raises the reach, so at most len(serverSteps) run in a
+// row. It returns an error from the simulation.
+func (l *learning) fitServers(reqs []trace.Request, er engine.Report, verifying bool, opt engine.Options, current engine.Candidate, name string) error {
+	l.serversWait--
+	ratio := er.ResponseRatio
+	if er.Decision.Reason != decide.ReasonNotReproduced || l.model.Class() == model.HDD || verifying ||
+		ratio <= 0 {
+		return nil
+	}
+	reach := serversReach(model.MaxInFlight(reqs))
+	if l.serversWait > 0 && reach <= l.serversReach {
+		return nil
+	}
+	l.serversWait, l.serversReach = serversSearchEvery, reach
+	best := serverFit{k: l.model.Servers(), ratio: ratio}
+	for _, k := range serverSteps {
+		if k > reach {
+			break
+		}
+		if k == l.model.Servers() {
+			continue
+		}
+		f, err := l.tryServers(reqs, k, opt, current, name)
+		if err != nil {
+			return err
+		}
+		if d, b := math.Abs(math.Log(f.ratio)), math.Abs(math.Log(best.ratio)); d < b {
+			best = f
+		}
+		if math.Abs(math.Log(f.ratio)) <= math.Log(serversTolerance) {
+			break // the fewest servers that reproduce the window
+		}
+	}
+	if best.model == nil || math.Abs(math.Log(best.ratio)) > math.Log(MaxResponseRatio) {
+		return nil
+	}
+	l.replaceModel(best.model, fmt.Sprintf("k = %d: the simulated mean response time of %q was %.2f× the measured one with k = %d, %.2f× with k = %d",
+		best.k, current.Name(), ratio, l.model.Servers(), best.ratio, best.k))
+	return nil
+}
+
+// serversReach is the largest k of serverSteps a window with at most
+// most requests in flight can tell from fewer (at least 1): with as many
+// servers as requests in flight, none waits, and more change nothing.
+func serversReach(most int) int {
+	reach := serverSteps[0]
+	for _, k := range serverSteps {
+		if k <= most {
+			reach = k
+		}
+	}
+	return reach
+}
+
+// tryServers learns reqs on a copy of the model with k servers, as the
+// agent learns a window, and simulates the setting in effect with it.
+func (l *learning) tryServers(reqs []trace.Request, k int, opt engine.Options, current engine.Candidate, name string) (serverFit, error) {
+	m := l.model.Clone()
+	m.SetServers(k)
+	m.StartWindow()
+	var wl windowLearner
+	wl.observe(m.NewDisk(0), reqs)
+	opt.Parallel, opt.Model, opt.Current = 1, m.WindowModel(), current
+	// One candidate, the setting in effect, is simulated: only its
+	// response ratio is wanted, and a decision over it alone needs it as
+	// the default.
+	opt.Decide = decide.DefaultConfig(current.Name())
+	er, err := engine.EvaluateRequests(reqs, engine.LoopAuto, []engine.Candidate{current}, opt)
+	if err != nil {
+		return serverFit{}, fmt.Errorf("%s: servers: %w", name, err)
+	}
+	return serverFit{k: k, ratio: er.ResponseRatio, model: m}, nil
 }

@@ -218,7 +218,7 @@ func (c *Controller) MemoWritten(unverified bool) { c.memoDirty, c.memoUnverifie
 
 // NarrowedUntil is when the next full evaluation is due while the
 // windows simulate the current setting alone because every candidate
-// simulated alike (alike.go); false when the last window was not
+// simulated alike (simulate.go); false when the last window was not
 // narrowed.
 func (c *Controller) NarrowedUntil() (time.Time, bool) { return c.alike.until, c.narrow }
 
