@@ -96,12 +96,36 @@ func Over(t testing.TB, img string) *Dev {
 		t.Fatalf("%s is not backed by our %s (%q, %v): refusing to touch it", devPath, img, b, err)
 	}
 	t.Logf("attached %s to %s", devPath, img)
+	resetScheduler(t, name)
 	// A detached loop device keeps its queue settings for the next user:
 	// put back everything the test changed before detaching (cleanups
 	// run last-in first-out).
 	attached := SnapshotQueue(t, name)
 	t.Cleanup(func() { RestoreQueue(t, name, attached) })
 	return &Dev{Name: name, Path: devPath, Backing: img, SizeBytes: st.Size(), Queue: maps.Clone(attached)}
+}
+
+// resetScheduler gives the freshly attached loop device name the
+// scheduler the loop driver starts it with, none (loop_add sets
+// BLK_MQ_F_NO_SCHED_BY_DEFAULT, drivers/block/loop.c; elevator_set_default,
+// block/elevator.c). A loop device keeps its queue settings across detach
+// and attach, so a test killed before its cleanups ran leaves its
+// scheduler to the next test that gets the device.
+func resetScheduler(t testing.TB, name string) {
+	t.Helper()
+	p := filepath.Join("/sys/block", name, "queue", "scheduler")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%s: %v", p, err)
+	}
+	cur := strings.TrimSpace(string(b))
+	if strings.Contains(cur, "[none]") {
+		return
+	}
+	if err := os.WriteFile(p, []byte("none"), 0); err != nil {
+		t.Fatalf("%s: the device came with %q left by an earlier user; setting none: %v", p, cur, err)
+	}
+	t.Logf("%s: came with %q left by an earlier user; set to none", name, cur)
 }
 
 // attach attaches img to a free loop device with direct I/O and returns
