@@ -90,9 +90,10 @@ spec:
 // 32 and every 2.6 at depth 4 (idle 6 and 17 % of the time), and a
 // window of 64 completions with none of those gaps, which the estimator
 // needs (model.EstimateThrottle), was rare: on CI's host the phases at
-// depths 8 and 16 had almost none. At 1,000 IOPS a late timer releases
-// one to three requests at once, and the gap is a tenth of the time per
-// request.
+// depths 8 and 16 had almost none. At 1,000 IOPS (about 970 µs per
+// request) the gap is a sixth of the time per request, and the queue
+// empties about ten times less often: once every 17 completions at depth
+// 4, every 27 to 32 at depths 8 to 32 (docs/runs/2026-12-08-vm-lab-rates.md).
 var throttleDisk = vmlab.Throttle{IOPS: 1000, BytesPerSec: 32 << 20}
 
 // TestThrottleClass: on the VM lab's virtio disk, which QEMU throttles
