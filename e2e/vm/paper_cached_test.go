@@ -30,8 +30,8 @@ const (
 // paperDisk is the origin's cap: 150 IOPS, about what one spinning disk
 // serves at random (the paper's HDD, KDSim §7.1), and 16 MiB/s. TAC reads
 // its file backward, 8 KiB at a time, so read-ahead does not join its
-// reads: its 3,456 requests take 23 s at 150 IOPS, and 8k-SR's 5,802 take
-// 39 s.
+// reads: its 3,456 requests took 20.4 s in passthrough at 150 IOPS, and
+// 8k-SR's 5,802 took 37.7 s.
 //
 // The runs must be long against the agent's reaction in the TCG guest,
 // which the application pays in passthrough. On 2026-12-08 the agent
