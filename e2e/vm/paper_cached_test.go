@@ -30,19 +30,16 @@ const (
 // paperDisk is the origin's cap: 150 IOPS, about what one spinning disk
 // serves at random (the paper's HDD, KDSim §7.1), and 16 MiB/s. TAC reads
 // its file backward, 8 KiB at a time, so read-ahead does not join its
-// reads: its 3,456 requests took 20.4 s in passthrough at 150 IOPS, and
-// 8k-SR's 5,802 took 37.7 s.
+// reads: its 3,456 requests take about 20 s in passthrough, and 8k-SR's
+// 5,802 about 38 s.
 //
 // The runs must be long against the agent's reaction in the TCG guest,
-// which the application pays in passthrough. On 2026-12-08 the agent
-// decided 3.3–5.3 s into a TAC run (three or four 1 s windows: the first
-// partial, then two that agree), and the kernel's table changed 2.2–3.6 s
-// after that, while lvchange ran (lvm2 in the TCG guest). At 400 IOPS TAC
-// took 7.7 s in passthrough and 4.6–5.5 s in writethrough, so the agent
-// ran 5.5–8.9 s of it uncached and its median (6.3–6.8 s in six runs of
-// the test) sat on the midpoint between the two static settings. A
-// longer run, not the guest's CPU or lvm2's speed, then decides the
-// application's time, as the cache's effect on the origin's requests.
+// which the application pays in passthrough: two 1 s windows that agree
+// after a partial first one, then lvchange, which runs for seconds in the
+// guest before the kernel's table changes. On a run a few times that
+// long, the cache's effect on the origin's requests, not the guest's CPU
+// or lvm2's speed, decides the application's time. The measurements are
+// in docs/runs/2026-12-08-vm-lab-rates.md.
 var paperDisk = vmlab.Throttle{IOPS: 150, BytesPerSec: 16 << 20}
 
 // paperPolicy governs /dev/vdb, the PV under the cached LV: the scheduler

@@ -81,19 +81,14 @@ spec:
 // throttleDisk is the cloud volume TestThrottleClass records: 1,000 IOPS
 // and 32 MiB/s, so that 4 KiB requests meet the IOPS cap and 64 and 256
 // KiB requests the bandwidth cap. It is a third of vmlab.CloudDisk's
-// 3,000 IOPS because the TCG guest cannot keep that disk backlogged: QEMU's
-// throttle timer fires 1–2 ms late on it (docs/agent.md, "Throttled
-// devices"), releasing the requests that waited in one batch, and the
-// guest takes about 110 µs (median; 170 µs at the 90th percentile) to
-// reap the batch and submit again. At 3,000 IOPS (333 µs per request) a
-// recording of 2026-12-07 emptied the queue every 6 completions at depth
-// 32 and every 2.6 at depth 4 (idle 6 and 17 % of the time), and a
-// window of 64 completions with none of those gaps, which the estimator
-// needs (model.EstimateThrottle), was rare: on CI's host the phases at
-// depths 8 and 16 had almost none. At 1,000 IOPS (about 970 µs per
-// request) the gap is a sixth of the time per request, and the queue
-// empties about ten times less often: once every 17 completions at depth
-// 4, every 27 to 32 at depths 8 to 32 (docs/runs/2026-12-08-vm-lab-rates.md).
+// 3,000 IOPS because QEMU's throttle timer fires 1–2 ms late in the TCG
+// guest and releases the requests that waited in one batch; the guest
+// then takes 100–200 µs (median) to reap the batch and submit again. At
+// 3,000 IOPS (333 µs per request) that empties the queue every few
+// completions, and the estimator keeps only windows of 64 completions
+// with no idle moment (model.EstimateThrottle); at 1,000 IOPS the gap is
+// a small part of the time per request. The measurements are in
+// docs/runs/2026-12-08-vm-lab-rates.md.
 var throttleDisk = vmlab.Throttle{IOPS: 1000, BytesPerSec: 32 << 20}
 
 // TestThrottleClass: on the VM lab's virtio disk, which QEMU throttles

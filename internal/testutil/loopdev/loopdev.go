@@ -119,7 +119,7 @@ func resetScheduler(t testing.TB, name string) {
 		t.Fatalf("%s: %v", p, err)
 	}
 	cur := strings.TrimSpace(string(b))
-	if strings.Contains(cur, "[none]") {
+	if Current(cur) == "none" {
 		return
 	}
 	if err := os.WriteFile(p, []byte("none"), 0); err != nil {

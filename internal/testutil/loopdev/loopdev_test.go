@@ -3,6 +3,7 @@ package loopdev
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,21 +22,21 @@ func TestResetScheduler(t *testing.T) {
 		}
 		return strings.TrimSpace(string(b))
 	}
-	if got := read(); !strings.Contains(got, "[none]") {
+	if got := read(); Current(got) != "none" {
 		t.Fatalf("a fresh attachment: %q, want none active", got)
 	}
-	if !strings.Contains(read(), "mq-deadline") {
+	if !slices.Contains(Offered(read()), "mq-deadline") {
 		t.Fatalf("%s offers no mq-deadline (%q): nothing to leave behind", name, read())
 	}
 	if err := os.WriteFile(p, []byte("mq-deadline"), 0); err != nil {
 		t.Fatal(err)
 	}
 	resetScheduler(t, name)
-	if got := read(); !strings.Contains(got, "[none]") {
+	if got := read(); Current(got) != "none" {
 		t.Errorf("after the reset: %q, want none active", got)
 	}
 	resetScheduler(t, name)
-	if got := read(); !strings.Contains(got, "[none]") {
+	if got := read(); Current(got) != "none" {
 		t.Errorf("a second reset: %q, want none active", got)
 	}
 }
